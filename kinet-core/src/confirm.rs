@@ -1,0 +1,390 @@
+//! Asking the user before a tool changes something.
+//!
+//! The host implements [`ConfirmHandler`] (a dialog, a terminal prompt, an
+//! MCP elicitation); the [`ApprovalPolicy`] decides which calls reach it.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+/// What the user is asked to approve.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConfirmRequest {
+    /// The tool name.
+    pub tool: String,
+    /// The tool call id.
+    pub call_id: String,
+    /// The arguments as the model gave them (parsed JSON when they parse).
+    pub arguments: serde_json::Value,
+    /// A human-readable summary: the shell command, a unified diff, or the
+    /// pretty-printed arguments.
+    pub summary: String,
+}
+
+/// The user's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ConfirmDecision {
+    /// Run this call.
+    Approve,
+    /// Run this call and every later call of the same tool in this
+    /// conversation without asking.
+    ApproveForSession,
+    /// Do not run it; the model is told, with the reason if one is given.
+    Deny {
+        /// Shown to the model.
+        reason: Option<String>,
+    },
+    /// Do not run it and end the run.
+    Abort,
+}
+
+/// A confirmation that could not be obtained. The call is denied.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("confirmation failed: {0}")]
+pub struct ConfirmError(pub String);
+
+/// The host's approval UI.
+///
+/// A handler that returns an error, is dropped, or does not answer within the
+/// policy's timeout denies the call.
+///
+/// ```
+/// use kinet_core::{ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest};
+///
+/// /// Approves everything except `rm` in shell commands.
+/// struct NoRm;
+///
+/// #[async_trait::async_trait]
+/// impl ConfirmHandler for NoRm {
+///     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+///         if request.summary.contains("rm ") {
+///             Ok(ConfirmDecision::Deny { reason: Some("no deletions".into()) })
+///         } else {
+///             Ok(ConfirmDecision::Approve)
+///         }
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait ConfirmHandler: Send + Sync {
+    /// Asks the user about one call.
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError>;
+}
+
+/// A handler with no UI: denies every request it is asked about. It is the
+/// default, so an agent without a handler never runs a mutating tool unless
+/// its policy says [`ApprovalMode::Never`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DenyingHandler;
+
+#[async_trait]
+impl ConfirmHandler for DenyingHandler {
+    async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        Ok(ConfirmDecision::Deny {
+            reason: Some("no confirmation handler is configured".into()),
+        })
+    }
+}
+
+/// A request waiting for an answer from a [`ChannelConfirmHandler`]'s
+/// receiver. Dropping it without answering denies the call.
+#[derive(Debug)]
+pub struct PendingConfirm {
+    /// The request.
+    pub request: ConfirmRequest,
+    responder: oneshot::Sender<ConfirmDecision>,
+}
+
+impl PendingConfirm {
+    /// Answers the request.
+    pub fn respond(self, decision: ConfirmDecision) {
+        // The run may have been cancelled meanwhile; nothing to do then.
+        let _ = self.responder.send(decision);
+    }
+}
+
+/// A handler that forwards requests over a channel, for hosts whose UI runs
+/// elsewhere (an event loop, another task).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use kinet_core::{ChannelConfirmHandler, ConfirmDecision, ConfirmHandler, ConfirmRequest};
+///
+/// let (handler, mut requests) = ChannelConfirmHandler::new(8);
+/// tokio::spawn(async move {
+///     while let Some(pending) = requests.recv().await {
+///         pending.respond(ConfirmDecision::Approve);
+///     }
+/// });
+/// let request = ConfirmRequest {
+///     tool: "shell".into(),
+///     call_id: "1".into(),
+///     arguments: serde_json::json!({"command": "ls"}),
+///     summary: "ls".into(),
+/// };
+/// assert_eq!(handler.confirm(request).await.unwrap(), ConfirmDecision::Approve);
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ChannelConfirmHandler {
+    sender: mpsc::Sender<PendingConfirm>,
+}
+
+impl ChannelConfirmHandler {
+    /// A handler and the receiver the UI reads requests from.
+    pub fn new(buffer: usize) -> (Self, mpsc::Receiver<PendingConfirm>) {
+        let (sender, receiver) = mpsc::channel(buffer.max(1));
+        (Self { sender }, receiver)
+    }
+}
+
+#[async_trait]
+impl ConfirmHandler for ChannelConfirmHandler {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let (responder, answer) = oneshot::channel();
+        self.sender
+            .send(PendingConfirm { request, responder })
+            .await
+            .map_err(|_| ConfirmError("the confirmation UI is gone".into()))?;
+        answer
+            .await
+            .map_err(|_| ConfirmError("the request was dropped without an answer".into()))
+    }
+}
+
+/// When to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalMode {
+    /// Ask before every mutating call (the default). Read-only calls run.
+    #[default]
+    Ask,
+    /// Never ask: every call runs (auto-approve).
+    Never,
+    /// Deny every mutating call without asking. Read-only calls run.
+    DenyAll,
+}
+
+/// A per-tool rule; the pattern is a tool name or a prefix ending in `*`
+/// (`mcp__github__*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolRule {
+    /// Run without asking.
+    Allow,
+    /// Always ask, even for read-only calls.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+/// Which calls need the user's approval.
+///
+/// Rules are checked first; when several match, the strictest wins
+/// (`Deny` over `Ask` over `Allow`). Otherwise read-only calls run and
+/// mutating ones follow the [`ApprovalMode`]. Tools approved for the session
+/// run without asking unless a `Deny` rule matches.
+///
+/// ```
+/// use kinet_core::{ApprovalPolicy, ApprovalMode};
+/// use std::time::Duration;
+///
+/// let policy = ApprovalPolicy::ask()
+///     .allow("write_file")
+///     .deny("mcp__prod_db__*")
+///     .confirm_timeout(Duration::from_secs(60));
+/// assert_eq!(policy.mode(), ApprovalMode::Ask);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ApprovalPolicy {
+    mode: ApprovalMode,
+    rules: Vec<(String, ToolRule)>,
+    timeout: Duration,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        Self::with_mode(ApprovalMode::Ask)
+    }
+}
+
+/// What the policy says about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Run,
+    Ask,
+    Deny(String),
+}
+
+impl ApprovalPolicy {
+    /// A policy with the given mode, no rules, and a 5-minute confirmation
+    /// timeout.
+    pub fn with_mode(mode: ApprovalMode) -> Self {
+        Self {
+            mode,
+            rules: Vec::new(),
+            timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// Ask before mutating calls (the default).
+    pub fn ask() -> Self {
+        Self::with_mode(ApprovalMode::Ask)
+    }
+
+    /// Never ask; run everything.
+    pub fn never() -> Self {
+        Self::with_mode(ApprovalMode::Never)
+    }
+
+    /// Deny every mutating call.
+    pub fn deny_all() -> Self {
+        Self::with_mode(ApprovalMode::DenyAll)
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> ApprovalMode {
+        self.mode
+    }
+
+    /// Adds a rule.
+    pub fn rule(mut self, pattern: impl Into<String>, rule: ToolRule) -> Self {
+        self.rules.push((pattern.into(), rule));
+        self
+    }
+
+    /// Runs calls of matching tools without asking.
+    pub fn allow(self, pattern: impl Into<String>) -> Self {
+        self.rule(pattern, ToolRule::Allow)
+    }
+
+    /// Never runs matching tools.
+    pub fn deny(self, pattern: impl Into<String>) -> Self {
+        self.rule(pattern, ToolRule::Deny)
+    }
+
+    /// Always asks for matching tools, also read-only calls.
+    pub fn ask_for(self, pattern: impl Into<String>) -> Self {
+        self.rule(pattern, ToolRule::Ask)
+    }
+
+    /// How long to wait for the handler before denying. Default 5 minutes.
+    pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The confirmation timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The policy a sub-agent runs under: mutating calls denied, the
+    /// parent's deny rules kept.
+    pub(crate) fn for_sub_agent(&self) -> Self {
+        Self {
+            mode: ApprovalMode::DenyAll,
+            rules: self
+                .rules
+                .iter()
+                .filter(|(_, rule)| *rule == ToolRule::Deny)
+                .cloned()
+                .collect(),
+            timeout: self.timeout,
+        }
+    }
+
+    fn matching_rule(&self, tool: &str) -> Option<ToolRule> {
+        let mut strictest: Option<ToolRule> = None;
+        for (pattern, rule) in &self.rules {
+            let matches = match pattern.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => pattern == tool,
+            };
+            if matches {
+                strictest = Some(match (strictest, *rule) {
+                    (Some(ToolRule::Deny), _) | (_, ToolRule::Deny) => ToolRule::Deny,
+                    (Some(ToolRule::Ask), _) | (_, ToolRule::Ask) => ToolRule::Ask,
+                    _ => ToolRule::Allow,
+                });
+            }
+        }
+        strictest
+    }
+
+    pub(crate) fn verdict(&self, tool: &str, read_only: bool, session_approved: bool) -> Verdict {
+        match self.matching_rule(tool) {
+            Some(ToolRule::Deny) => {
+                return Verdict::Deny(format!(
+                    "calls to `{tool}` are denied by the approval policy"
+                ));
+            }
+            Some(ToolRule::Allow) => return Verdict::Run,
+            Some(ToolRule::Ask) => {
+                return if session_approved {
+                    Verdict::Run
+                } else {
+                    Verdict::Ask
+                };
+            }
+            None => {}
+        }
+        if read_only || session_approved {
+            return Verdict::Run;
+        }
+        match self.mode {
+            ApprovalMode::Never => Verdict::Run,
+            ApprovalMode::Ask => Verdict::Ask,
+            ApprovalMode::DenyAll => Verdict::Deny(format!(
+                "mutating calls such as `{tool}` are not allowed in this session"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_asks_for_mutating_only() {
+        let policy = ApprovalPolicy::default();
+        assert_eq!(policy.verdict("shell", false, false), Verdict::Ask);
+        assert_eq!(policy.verdict("read_file", true, false), Verdict::Run);
+        assert_eq!(policy.verdict("shell", false, true), Verdict::Run);
+    }
+
+    #[test]
+    fn strictest_rule_wins() {
+        let policy = ApprovalPolicy::never()
+            .allow("mcp__db__*")
+            .deny("mcp__db__drop");
+        assert!(matches!(
+            policy.verdict("mcp__db__drop", true, true),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(
+            policy.verdict("mcp__db__select", false, false),
+            Verdict::Run
+        );
+    }
+
+    #[test]
+    fn ask_rule_applies_to_read_only() {
+        let policy = ApprovalPolicy::never().ask_for("web_fetch");
+        assert_eq!(policy.verdict("web_fetch", true, false), Verdict::Ask);
+        assert_eq!(policy.verdict("web_fetch", true, true), Verdict::Run);
+    }
+
+    #[test]
+    fn deny_all_still_reads() {
+        let policy = ApprovalPolicy::deny_all();
+        assert!(matches!(
+            policy.verdict("write_file", false, false),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(policy.verdict("grep", true, false), Verdict::Run);
+    }
+}

@@ -1,0 +1,448 @@
+//! `ToolCtx`: what a running tool can see and use.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
+use crate::event::{AgentEvent, TodoItem};
+use crate::provider::Usage;
+use crate::tool::ToolError;
+use crate::workspace;
+
+/// Typed host state made available to tools (a memory store, a browser, a
+/// database pool). One value per type.
+///
+/// ```
+/// let mut extensions = kinet_core::Extensions::new();
+/// extensions.insert(42_u32);
+/// assert_eq!(extensions.get::<u32>().as_deref(), Some(&42));
+/// assert!(extensions.get::<String>().is_none());
+/// ```
+#[derive(Clone, Default)]
+pub struct Extensions {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl Extensions {
+    /// No extensions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Stores `value`, replacing any earlier value of the same type.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
+        self.values.insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// Stores a shared value.
+    pub fn insert_arc<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        self.values.insert(TypeId::of::<T>(), value);
+    }
+
+    /// The value of type `T`, if one was stored.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|value| Arc::clone(value).downcast::<T>().ok())
+    }
+}
+
+impl fmt::Debug for Extensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extensions")
+            .field("len", &self.values.len())
+            .finish()
+    }
+}
+
+/// Where a running tool sends events (progress, todo updates). Cheap to
+/// clone; sending never blocks and never fails (events sent after the run's
+/// consumer is gone are dropped).
+#[derive(Clone, Default)]
+pub struct EventSink {
+    sender: Option<mpsc::UnboundedSender<AgentEvent>>,
+    tag: Option<Arc<str>>,
+}
+
+impl EventSink {
+    /// A sink feeding `sender`.
+    pub fn new(sender: mpsc::UnboundedSender<AgentEvent>) -> Self {
+        Self {
+            sender: Some(sender),
+            tag: None,
+        }
+    }
+
+    /// A sink that drops everything.
+    pub fn discard() -> Self {
+        Self::default()
+    }
+
+    /// A sink whose events arrive wrapped as [`AgentEvent::SubAgent`] with
+    /// `agent_id`, for forwarding a sub-agent's events to its parent.
+    pub fn tagged(&self, agent_id: impl Into<Arc<str>>) -> Self {
+        Self {
+            sender: self.sender.clone(),
+            tag: Some(agent_id.into()),
+        }
+    }
+
+    /// Sends an event.
+    pub fn emit(&self, event: AgentEvent) {
+        if let Some(sender) = &self.sender {
+            let event = match &self.tag {
+                Some(tag) => AgentEvent::SubAgent {
+                    agent_id: tag.to_string(),
+                    event: Box::new(event),
+                },
+                None => event,
+            };
+            let _ = sender.send(event);
+        }
+    }
+}
+
+impl fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventSink")
+            .field("connected", &self.sender.is_some())
+            .field("tag", &self.tag)
+            .finish()
+    }
+}
+
+/// What a tool asks of a sub-agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgentRequest {
+    /// The task, as the sub-agent's first user message.
+    pub prompt: String,
+    /// A short label for the host's UI.
+    pub description: Option<String>,
+    /// A named engine registered by the host; `None` uses the parent's.
+    pub engine: Option<String>,
+}
+
+/// What a sub-agent returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubAgentReport {
+    /// The id its events were tagged with.
+    pub agent_id: String,
+    /// Its final answer.
+    pub text: String,
+    /// Model turns it took.
+    pub turns: u32,
+    /// Tokens it used.
+    pub usage: Usage,
+}
+
+/// Runs sub-agents for tools such as `dispatch_agent`. The engine installs
+/// one that runs a child agent with the parent's provider and tools, mutating
+/// calls denied, and events forwarded to the parent tagged with the child's id.
+#[async_trait]
+pub trait SubAgentSpawner: Send + Sync {
+    /// Runs a sub-agent to completion.
+    async fn run(
+        &self,
+        request: SubAgentRequest,
+        parent: &ToolCtx,
+    ) -> Result<SubAgentReport, ToolError>;
+}
+
+#[derive(Clone)]
+struct Shared {
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    confirm: Arc<dyn ConfirmHandler>,
+    confirm_timeout: Duration,
+    events: EventSink,
+    spawner: Option<Arc<dyn SubAgentSpawner>>,
+    extensions: Extensions,
+    depth: u32,
+}
+
+/// The context a tool call runs in: working directory and workspace roots,
+/// the confirmation handler, cancellation, a deadline, an event sink, a
+/// sub-agent spawner and typed host extensions.
+///
+/// The engine builds one per call. Tool authors can build one for tests:
+///
+/// ```
+/// use kinet_core::ToolCtx;
+///
+/// let ctx = ToolCtx::new("/tmp").with_roots(vec!["/tmp".into()]);
+/// assert_eq!(ctx.cwd(), std::path::Path::new("/tmp"));
+/// assert!(!ctx.is_cancelled());
+/// ```
+#[derive(Clone)]
+pub struct ToolCtx {
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+    deadline: Option<Instant>,
+    call_id: Arc<str>,
+    tool_name: Arc<str>,
+}
+
+impl ToolCtx {
+    /// A context rooted at `cwd` with no workspace confinement, a handler
+    /// that denies, no deadline and a discarding event sink.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                cwd: cwd.into(),
+                roots: Vec::new(),
+                confirm: Arc::new(DenyingHandler),
+                confirm_timeout: Duration::from_secs(300),
+                events: EventSink::discard(),
+                spawner: None,
+                extensions: Extensions::new(),
+                depth: 0,
+            }),
+            cancel: CancellationToken::new(),
+            deadline: None,
+            call_id: Arc::from(""),
+            tool_name: Arc::from(""),
+        }
+    }
+
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
+    }
+
+    /// Confines file tools to these roots (empty: no confinement).
+    pub fn with_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.shared_mut().roots = roots;
+        self
+    }
+
+    /// Sets the confirmation handler and how long to wait for it.
+    pub fn with_confirm_handler(
+        mut self,
+        handler: Arc<dyn ConfirmHandler>,
+        timeout: Duration,
+    ) -> Self {
+        let shared = self.shared_mut();
+        shared.confirm = handler;
+        shared.confirm_timeout = timeout;
+        self
+    }
+
+    /// Sets the cancellation token.
+    pub fn with_cancellation(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Sets the deadline.
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Sets the event sink.
+    pub fn with_events(mut self, events: EventSink) -> Self {
+        self.shared_mut().events = events;
+        self
+    }
+
+    /// Sets the sub-agent spawner.
+    pub fn with_spawner(mut self, spawner: Option<Arc<dyn SubAgentSpawner>>) -> Self {
+        self.shared_mut().spawner = spawner;
+        self
+    }
+
+    /// Sets the host extensions.
+    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
+        self.shared_mut().extensions = extensions;
+        self
+    }
+
+    /// Sets the sub-agent nesting depth (0 for a top-level agent).
+    pub fn with_depth(mut self, depth: u32) -> Self {
+        self.shared_mut().depth = depth;
+        self
+    }
+
+    /// Names the call this context belongs to.
+    pub fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            cancel: self.cancel.clone(),
+            deadline: self.deadline,
+            call_id: Arc::from(call_id),
+            tool_name: Arc::from(tool_name),
+        }
+    }
+
+    /// The working directory relative paths resolve against.
+    pub fn cwd(&self) -> &Path {
+        &self.shared.cwd
+    }
+
+    /// The workspace roots; empty means no confinement.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.shared.roots
+    }
+
+    /// Resolves a model-supplied path against the working directory and
+    /// checks it lies inside a workspace root, following `..` and symlinks.
+    /// The path need not exist yet (for files about to be written).
+    pub fn resolve_path(&self, path: &str) -> Result<PathBuf, ToolError> {
+        workspace::resolve(&self.shared.cwd, &self.shared.roots, path)
+    }
+
+    /// Asks the confirmation handler directly (the engine already asks before
+    /// mutating calls; use this for a second, specific question). Errors,
+    /// timeouts and cancellation deny.
+    pub async fn confirm(&self, request: ConfirmRequest) -> ConfirmDecision {
+        let timeout = self.shared.confirm_timeout;
+        let ask = self.shared.confirm.confirm(request);
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => ConfirmDecision::Deny { reason: Some("the run was cancelled".into()) },
+            answer = tokio::time::timeout(timeout, ask) => match answer {
+                Ok(Ok(decision)) => decision,
+                Ok(Err(error)) => ConfirmDecision::Deny { reason: Some(error.to_string()) },
+                Err(_) => ConfirmDecision::Deny {
+                    reason: Some(format!("no answer to the confirmation within {} s", timeout.as_secs())),
+                },
+            },
+        }
+    }
+
+    /// The run's cancellation token: long-running tools should watch it.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// Whether the run was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// When this call must be done by, if the host set a tool timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The id of the call being run.
+    pub fn call_id(&self) -> &str {
+        &self.call_id
+    }
+
+    /// The name of the tool being run.
+    pub fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    /// Sends an event to the host.
+    pub fn emit(&self, event: AgentEvent) {
+        self.shared.events.emit(event);
+    }
+
+    /// Sends a progress chunk for this call (e.g. shell output as it comes).
+    pub fn progress(&self, text: impl Into<String>) {
+        self.emit(AgentEvent::ToolProgress {
+            call_id: self.call_id.to_string(),
+            name: self.tool_name.to_string(),
+            text: text.into(),
+        });
+    }
+
+    /// Tells the host the todo list changed.
+    pub fn todos_updated(&self, todos: Vec<TodoItem>) {
+        self.emit(AgentEvent::TodoUpdated { todos });
+    }
+
+    /// The event sink (to hand to a sub-agent).
+    pub fn events(&self) -> &EventSink {
+        &self.shared.events
+    }
+
+    /// The sub-agent spawner, when sub-agents are allowed at this depth.
+    pub fn spawner(&self) -> Option<&Arc<dyn SubAgentSpawner>> {
+        self.shared.spawner.as_ref()
+    }
+
+    /// How deeply nested this agent is (0 = top level).
+    pub fn depth(&self) -> u32 {
+        self.shared.depth
+    }
+
+    /// Host state of type `T`.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        self.shared.extensions.get::<T>()
+    }
+
+    /// All host extensions.
+    pub fn extensions(&self) -> &Extensions {
+        &self.shared.extensions
+    }
+}
+
+impl fmt::Debug for ToolCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolCtx")
+            .field("cwd", &self.shared.cwd)
+            .field("roots", &self.shared.roots)
+            .field("call_id", &self.call_id)
+            .field("tool_name", &self.tool_name)
+            .field("depth", &self.shared.depth)
+            .field("cancelled", &self.cancel.is_cancelled())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn tagged_sink_wraps_events() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let sink = EventSink::new(tx).tagged("sub-1");
+        sink.emit(AgentEvent::Warning {
+            message: "x".into(),
+        });
+        match rx.recv().await.unwrap() {
+            AgentEvent::SubAgent { agent_id, event } => {
+                assert_eq!(agent_id, "sub-1");
+                assert!(matches!(*event, AgentEvent::Warning { .. }));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn confirm_denies_on_cancel_and_on_default_handler() {
+        let ctx = ToolCtx::new("/");
+        let request = ConfirmRequest {
+            tool: "t".into(),
+            call_id: "1".into(),
+            arguments: serde_json::Value::Null,
+            summary: String::new(),
+        };
+        assert!(matches!(
+            ctx.confirm(request.clone()).await,
+            ConfirmDecision::Deny { .. }
+        ));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let (handler, _rx) = crate::confirm::ChannelConfirmHandler::new(1);
+        let ctx = ctx
+            .with_cancellation(cancel)
+            .with_confirm_handler(Arc::new(handler), Duration::from_secs(60));
+        assert!(matches!(
+            ctx.confirm(request).await,
+            ConfirmDecision::Deny { .. }
+        ));
+    }
+}

@@ -1,0 +1,35 @@
+//! Errors that end a run.
+
+use crate::provider::ProviderError;
+
+/// Why a run failed. Tool errors that the model can react to are not here:
+/// they become tool results.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model provider failed (after its own retries).
+    #[error("provider `{provider}` failed: {source}")]
+    Provider {
+        /// The provider's name.
+        provider: String,
+        /// What went wrong.
+        #[source]
+        source: ProviderError,
+    },
+    /// A hook refused to go on.
+    #[error("hook failed: {0}")]
+    Hook(#[from] HookError),
+    /// A tool returned a fatal error.
+    #[error("tool `{tool}` failed fatally: {message}")]
+    FatalTool {
+        /// The tool.
+        tool: String,
+        /// Its message.
+        message: String,
+    },
+}
+
+/// An error a hook returns to stop the run.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct HookError(pub String);

@@ -1,0 +1,233 @@
+//! The set of tools an agent offers: static tools plus dynamic sources.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::tool::{DynTool, Tool, ToolSpec};
+
+/// A provider of tools that can change between turns (the MCP hub).
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// A short name for warnings.
+    fn name(&self) -> &str;
+
+    /// The tools available now. Called once per turn; it may wait for parts
+    /// still starting, but should return what is ready by `ready_by`. The
+    /// engine stops waiting at `ready_by` (plus a 50 ms grace) and goes on
+    /// without this source for the turn.
+    async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>>;
+}
+
+/// The tools of one turn: looked up by name, described to the model.
+#[derive(Clone, Default)]
+pub struct ToolSnapshot {
+    by_name: HashMap<String, Arc<dyn DynTool>>,
+    specs: Vec<ToolSpec>,
+    warnings: Vec<String>,
+}
+
+impl ToolSnapshot {
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
+        self.by_name.get(name)
+    }
+
+    /// What the model is told, in registration order (static tools first).
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.specs
+    }
+
+    /// Names of all tools, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.iter().map(|s| s.name.as_str())
+    }
+
+    /// Problems met while collecting (a source not ready, duplicate names).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn insert(&mut self, tool: Arc<dyn DynTool>, spec: ToolSpec) -> Result<(), String> {
+        if self.by_name.contains_key(&spec.name) {
+            return Err(spec.name);
+        }
+        self.by_name.insert(spec.name.clone(), tool);
+        self.specs.push(spec);
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ToolSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolSnapshot")
+            .field("tools", &self.names().collect::<Vec<_>>())
+            .field("warnings", &self.warnings)
+            .finish()
+    }
+}
+
+/// Static tools plus dynamic [`ToolSource`]s.
+///
+/// Static tool schemas are generated once, when the tool is added. A static
+/// tool added under an existing name replaces it; a dynamic tool whose name is
+/// taken is left out of that turn with a warning.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+///
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct NoArgs {}
+/// struct Clock;
+/// #[async_trait::async_trait]
+/// impl Tool for Clock {
+///     type Args = NoArgs;
+///     fn name(&self) -> &str { "clock" }
+///     fn description(&self) -> &str { "Tells the time." }
+///     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+///         Ok(ToolOutput::text("noon"))
+///     }
+/// }
+///
+/// let tools = Toolset::new().with(Clock);
+/// let snapshot = tools.snapshot().await;
+/// assert_eq!(snapshot.names().collect::<Vec<_>>(), ["clock"]);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Toolset {
+    statics: Arc<ToolSnapshot>,
+    sources: Vec<Arc<dyn ToolSource>>,
+    readiness: Duration,
+}
+
+impl Default for Toolset {
+    fn default() -> Self {
+        Self {
+            statics: Arc::new(ToolSnapshot::default()),
+            sources: Vec::new(),
+            readiness: Duration::from_secs(2),
+        }
+    }
+}
+
+impl fmt::Debug for Toolset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Toolset")
+            .field("tools", &self.statics.names().collect::<Vec<_>>())
+            .field(
+                "sources",
+                &self.sources.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            )
+            .field("readiness", &self.readiness)
+            .finish()
+    }
+}
+
+impl Toolset {
+    /// An empty toolset with a 2-second readiness deadline.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a typed tool.
+    pub fn with(mut self, tool: impl Tool) -> Self {
+        self.add(tool);
+        self
+    }
+
+    /// Adds a typed tool.
+    pub fn add(&mut self, tool: impl Tool) {
+        self.add_dyn(Arc::new(tool));
+    }
+
+    /// Adds a tool in its dynamic form, replacing one of the same name.
+    pub fn add_dyn(&mut self, tool: Arc<dyn DynTool>) {
+        let spec = ToolSpec::of(&*tool);
+        let statics = Arc::make_mut(&mut self.statics);
+        if let Some(pos) = statics.specs.iter().position(|s| s.name == spec.name) {
+            statics.specs[pos] = spec.clone();
+            statics.by_name.insert(spec.name, tool);
+        } else {
+            statics.by_name.insert(spec.name.clone(), tool);
+            statics.specs.push(spec);
+        }
+    }
+
+    /// Adds a dynamic source.
+    pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
+        self.sources.push(source);
+    }
+
+    /// Adds a dynamic source.
+    pub fn with_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.add_source(source);
+        self
+    }
+
+    /// How long a turn waits for dynamic sources. Default 2 s.
+    pub fn readiness_deadline(mut self, deadline: Duration) -> Self {
+        self.readiness = deadline;
+        self
+    }
+
+    /// Keeps only the static tools for which `keep` returns true (sources
+    /// are kept as they are).
+    pub fn retain(&mut self, mut keep: impl FnMut(&dyn DynTool) -> bool) {
+        let statics = Arc::make_mut(&mut self.statics);
+        let by_name = &mut statics.by_name;
+        statics.specs.retain(|spec| {
+            let kept = by_name.get(&spec.name).is_some_and(|tool| keep(&**tool));
+            if !kept {
+                by_name.remove(&spec.name);
+            }
+            kept
+        });
+    }
+
+    /// The static tools only, without asking any source.
+    pub fn static_tools(&self) -> &ToolSnapshot {
+        &self.statics
+    }
+
+    /// The tools for one turn: static tools, then each source's tools as of
+    /// the readiness deadline. Sources are asked concurrently.
+    pub async fn snapshot(&self) -> Arc<ToolSnapshot> {
+        if self.sources.is_empty() {
+            return Arc::clone(&self.statics);
+        }
+        let ready_by = Instant::now() + self.readiness;
+        let grace = ready_by + Duration::from_millis(50);
+        let answers = futures::future::join_all(self.sources.iter().map(|source| async move {
+            let tools = tokio::time::timeout_at(grace, source.tools(ready_by)).await;
+            (source.name(), tools)
+        }))
+        .await;
+        let mut snapshot = (*self.statics).clone();
+        for (source, tools) in answers {
+            match tools {
+                Ok(tools) => {
+                    for tool in tools {
+                        let spec = ToolSpec::of(&*tool);
+                        if let Err(name) = snapshot.insert(tool, spec) {
+                            snapshot.warnings.push(format!(
+                                "tool `{name}` from source `{source}` was left out: the name is taken"
+                            ));
+                        }
+                    }
+                }
+                Err(_) => snapshot.warnings.push(format!(
+                    "tool source `{source}` was not ready within {:?}; its tools join a later turn",
+                    self.readiness
+                )),
+            }
+        }
+        Arc::new(snapshot)
+    }
+}
