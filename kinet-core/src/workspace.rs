@@ -85,29 +85,22 @@ fn resolve_existing_prefix(path: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
-    fn tempdir() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "kinet-ws-{}-{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::canonicalize(dir).unwrap()
+    fn tempdir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, path)
     }
 
     #[test]
     fn relative_and_new_paths_inside_are_fine() {
-        let root = tempdir();
+        let (_guard, root) = tempdir();
         let got = resolve(&root, std::slice::from_ref(&root), "a/b/../c.txt").unwrap();
         assert_eq!(got, root.join("a/c.txt"));
     }
 
     #[test]
     fn dotdot_escape_is_refused_and_names_the_root() {
-        let root = tempdir();
+        let (_guard, root) = tempdir();
         let err = resolve(&root, std::slice::from_ref(&root), "../../etc/passwd").unwrap_err();
         assert_eq!(err.kind(), crate::ToolErrorKind::PermissionDenied);
         assert!(
@@ -119,8 +112,8 @@ mod tests {
 
     #[test]
     fn symlink_escape_is_refused() {
-        let root = tempdir();
-        let outside = tempdir();
+        let (_guard, root) = tempdir();
+        let (_guard2, outside) = tempdir();
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         let err = resolve(&root, std::slice::from_ref(&root), "link/secret.txt").unwrap_err();
         assert!(err.message().contains("outside the workspace root"));
@@ -130,7 +123,7 @@ mod tests {
 
     #[test]
     fn empty_and_nul_paths_are_invalid() {
-        let root = tempdir();
+        let (_guard, root) = tempdir();
         assert!(resolve(&root, &[], "").is_err());
         assert!(resolve(&root, &[], "a\0b").is_err());
     }
