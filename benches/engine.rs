@@ -1,1 +1,244 @@
-fn main() {}
+//! Loop engine benchmarks.
+//!
+//! - `loop_overhead`: ScriptedProvider, 1,000 turns each with 5 trivial
+//!   read-only tool calls; the engine's cost per tool call (target < 20 µs)
+//!   and heap allocations per call.
+//! - `concurrency`: 5 read-only tools that sleep 100 ms finish in ≤ 120 ms;
+//!   5 mutating ones take ≥ 500 ms.
+//!
+//! ```text
+//! cargo bench --bench engine
+//! ```
+#![allow(
+    unsafe_code,
+    missing_docs,
+    clippy::print_stdout,
+    clippy::expect_used,
+    clippy::unwrap_used
+)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kinet::core::{ApprovalPolicy, ScriptedTurn};
+use kinet::{Agent, ScriptedProvider, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Counts heap allocations so the summary can report them per tool call.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[derive(Deserialize, JsonSchema)]
+struct NoopArgs {
+    /// Any number.
+    n: u32,
+}
+
+struct Noop;
+
+#[async_trait]
+impl Tool for Noop {
+    type Args = NoopArgs;
+    fn name(&self) -> &str {
+        "noop"
+    }
+    fn description(&self) -> &str {
+        "Does nothing."
+    }
+    fn read_only(&self, _: &NoopArgs) -> bool {
+        true
+    }
+    async fn call(&self, args: NoopArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(args.n.to_string()))
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct SleepArgs {
+    /// Milliseconds.
+    ms: u64,
+}
+
+struct Sleep {
+    name: &'static str,
+    read_only: bool,
+}
+
+#[async_trait]
+impl Tool for Sleep {
+    type Args = SleepArgs;
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> &str {
+        "Sleeps."
+    }
+    fn read_only(&self, _: &SleepArgs) -> bool {
+        self.read_only
+    }
+    async fn call(&self, args: SleepArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        Ok(ToolOutput::text("slept"))
+    }
+}
+
+const TURNS: usize = 1000;
+const CALLS_PER_TURN: usize = 5;
+
+fn overhead_agent() -> Agent {
+    let mut turns: Vec<ScriptedTurn> = (0..TURNS)
+        .map(|t| {
+            (0..CALLS_PER_TURN).fold(ScriptedTurn::new(), |turn, c| {
+                turn.tool_call(format!("c{t}_{c}"), "noop", json!({"n": c}))
+            })
+        })
+        .collect();
+    turns.push(ScriptedTurn::text("done"));
+    Agent::builder(ScriptedProvider::new(turns))
+        .tool(Noop)
+        .max_turns(u32::try_from(TURNS + 1).unwrap())
+        .build()
+}
+
+fn concurrency_agent(name: &'static str, read_only: bool) -> Agent {
+    let turn = (0..5).fold(ScriptedTurn::new(), |turn, i| {
+        turn.tool_call(format!("s{i}"), name, json!({"ms": 100}))
+    });
+    Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
+        .tool(Sleep { name, read_only })
+        .policy(ApprovalPolicy::never())
+        .build()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Plain-number summary printed before criterion's own output.
+fn summary(rt: &tokio::runtime::Runtime) {
+    let calls = (TURNS * CALLS_PER_TURN) as f64;
+    let mut times = Vec::new();
+    let mut allocations = Vec::new();
+    for _ in 0..15 {
+        let agent = overhead_agent();
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let start = Instant::now();
+        let outcome = rt.block_on(agent.run_to_completion("go"));
+        times.push(start.elapsed());
+        allocations.push(ALLOCATIONS.load(Ordering::Relaxed) - before);
+        assert!(outcome.stop.is_completed());
+        assert_eq!(
+            outcome.conversation.messages.len(),
+            1 + TURNS * 7 - TURNS + 1
+        );
+    }
+    let run = median(times);
+    allocations.sort();
+    println!(
+        "summary loop_overhead: {} turns x {} calls in {:.2} ms (median of 15) = {:.2} µs per tool call; {:.0} allocations per tool call",
+        TURNS,
+        CALLS_PER_TURN,
+        run.as_secs_f64() * 1e3,
+        run.as_secs_f64() * 1e6 / calls,
+        allocations[allocations.len() / 2] as f64 / calls,
+    );
+    for (label, name, read_only) in [
+        ("5 read-only x 100 ms", "look", true),
+        ("5 mutating x 100 ms", "change", false),
+    ] {
+        let samples: Vec<Duration> = (0..5)
+            .map(|_| {
+                let agent = concurrency_agent(name, read_only);
+                let start = Instant::now();
+                let outcome = rt.block_on(agent.run_to_completion("go"));
+                assert!(outcome.stop.is_completed());
+                start.elapsed()
+            })
+            .collect();
+        println!(
+            "summary concurrency: {label}: {:.1} ms wall (median of 5)",
+            median(samples).as_secs_f64() * 1e3
+        );
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = runtime();
+    summary(&rt);
+
+    let mut group = c.benchmark_group("loop_overhead");
+    group.sample_size(20);
+    group.bench_function("1000_turns_x_5_calls", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let agent = overhead_agent();
+                let start = Instant::now();
+                let outcome = rt.block_on(agent.run_to_completion("go"));
+                total += start.elapsed();
+                assert!(outcome.stop.is_completed());
+            }
+            total
+        });
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("concurrency");
+    group.sample_size(10);
+    for (label, name, read_only) in [
+        ("5_read_only_100ms", "look", true),
+        ("5_mutating_100ms", "change", false),
+    ] {
+        group.bench_function(label, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let agent = concurrency_agent(name, read_only);
+                    let start = Instant::now();
+                    rt.block_on(agent.run_to_completion("go"));
+                    total += start.elapsed();
+                }
+                total
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(engine, benches);
+criterion_main!(engine);

@@ -205,13 +205,14 @@ pub(crate) async fn run(
                 )),
                 Err(_) => Err(not_run(&RunStop::Cancelled)),
             };
-            if let Err(error) = &result {
-                if error.is_fatal() && stop.is_none() {
-                    stop = Some(RunStop::Failed(AgentError::FatalTool {
-                        tool: call.name.clone(),
-                        message: error.message().to_owned(),
-                    }));
-                }
+            if let Err(error) = &result
+                && error.is_fatal()
+                && stop.is_none()
+            {
+                stop = Some(RunStop::Failed(AgentError::FatalTool {
+                    tool: call.name.clone(),
+                    message: error.message().to_owned(),
+                }));
             }
             results[index] = Some(finisher.finish(call, result, started.elapsed()).await);
         }

@@ -76,10 +76,6 @@ pub(crate) async fn drive(
                 Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
             };
 
-        if let Some(turn_usage) = model_turn.usage {
-            usage.add(&turn_usage);
-            events.emit(AgentEvent::Usage { usage: turn_usage });
-        }
         let calls = model_turn.calls;
         let message = Message::Assistant {
             content: if model_turn.text.is_empty() {
@@ -96,6 +92,10 @@ pub(crate) async fn drive(
             message: message.clone(),
         });
         conversation.push(message);
+        if let Some(turn_usage) = model_turn.usage {
+            usage.add(&turn_usage);
+            events.emit(AgentEvent::Usage { usage: turn_usage });
+        }
 
         if calls.is_empty() {
             events.emit(AgentEvent::TurnEnded {

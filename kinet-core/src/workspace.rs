@@ -81,7 +81,7 @@ fn resolve_existing_prefix(path: &Path) -> PathBuf {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -110,6 +110,7 @@ mod tests {
         );
     }
 
+    #[cfg(unix)]
     #[test]
     fn symlink_escape_is_refused() {
         let (_guard, root) = tempdir();

@@ -1,4 +1,5 @@
 //! Approval through the ConfirmHandler, and cancellation at every stage.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
