@@ -566,3 +566,71 @@ async fn a_script_file_drives_a_run() {
     let error = ScriptedProvider::from_file(&path).unwrap_err();
     assert!(error.to_string().contains("unknown field `txt`"), "{error}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn model_facing_error_texts_are_stable() {
+    let timeline = Timeline::default();
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .raw_tool_call("bad_json", "look", "{\"label\": ")
+            .tool_call("bad_type", "look", json!({"label": "x", "ms": "soon"}))
+            .tool_call("unknown", "teleport", json!({}))
+            .tool_call("nameless", "", json!({}))
+            .tool_call("panic", "panicker", json!({}))
+            .tool_call("slow", "look", json!({"label": "s", "ms": 60_000}))
+            .tool_call("policy", "change", json!({"label": "p", "ms": 0}))
+            .tool_call("empty", "quiet", json!({})),
+        ScriptedTurn::text("ok"),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool(Sleeper::new("look", true, &timeline))
+        .tool(Sleeper::new("change", false, &timeline))
+        .tool(Panicker)
+        .tool(Quiet)
+        .policy(ApprovalPolicy::deny_all())
+        .tool_timeout(Duration::from_secs(5))
+        .build();
+    let outcome = agent.run_to_completion("go").await;
+    let texts: Vec<String> = [
+        "bad_json", "bad_type", "unknown", "nameless", "panic", "slow", "policy", "empty",
+    ]
+    .iter()
+    .map(|id| {
+        let (text, is_error) = result_text(&outcome, id);
+        format!("{id} (error: {is_error}): {text}")
+    })
+    .collect();
+    insta::assert_snapshot!("model_facing_errors", texts.join("\n"));
+}
+
+/// Returns empty output.
+struct Quiet;
+
+#[async_trait::async_trait]
+impl Tool for Quiet {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "quiet"
+    }
+    fn description(&self) -> &str {
+        "Says nothing."
+    }
+    fn read_only(&self, _: &NoArgs) -> bool {
+        true
+    }
+    async fn call(&self, _: NoArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::default())
+    }
+}
+
+#[test]
+fn tool_schemas_are_stable() {
+    let specs: Vec<_> = [
+        Arc::new(Sleeper::new("look", true, &Timeline::default())) as Arc<dyn DynTool>,
+        Arc::new(Big),
+    ]
+    .iter()
+    .map(|tool| kinet_core::ToolSpec::of(&**tool))
+    .collect();
+    insta::assert_json_snapshot!("tool_specs", specs);
+}
