@@ -61,6 +61,8 @@ mod event;
 mod hooks;
 mod message;
 mod provider;
+#[cfg(feature = "http")]
+pub mod providers;
 mod scripted;
 mod tool;
 mod toolset;

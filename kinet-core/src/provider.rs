@@ -166,6 +166,10 @@ pub enum ProviderError {
     /// No data within the idle timeout.
     #[error("the provider sent nothing for {0:?}")]
     IdleTimeout(Duration),
+    /// The provider is misconfigured (an invalid header, an unknown
+    /// provider name, a feature not compiled in).
+    #[error("invalid provider configuration: {0}")]
+    Config(String),
     /// A [`crate::ScriptedProvider`] was asked something its script did not
     /// expect, or ran out of turns.
     #[error("script mismatch: {0}")]

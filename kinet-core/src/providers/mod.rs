@@ -1,0 +1,81 @@
+//! Model providers over HTTP: OpenAI Chat Completions and compatible
+//! servers, OpenAI Responses, Anthropic Messages.
+//!
+//! All stream server-sent events, retry 408/409/429/5xx/529 and connection
+//! errors with jittered exponential backoff (honouring `retry-after`) before
+//! the first byte, fail a stream that stays silent past an idle timeout, and
+//! abort the HTTP request when the stream is dropped (which is how a run's
+//! cancellation reaches them).
+//!
+//! ```no_run
+//! use kinet_core::Agent;
+//! use kinet_core::providers::{OpenAiConfig, OpenAiProvider};
+//!
+//! # fn main() -> Result<(), kinet_core::ProviderError> {
+//! let glm = OpenAiProvider::new(
+//!     OpenAiConfig::new()
+//!         .base_url("https://open.bigmodel.cn/api/paas/v4")
+//!         .api_key(std::env::var("ZHIPU_API_KEY").unwrap_or_default()),
+//! )?;
+//! let agent = Agent::builder(glm).model("glm-4.6").build();
+//! # let _ = agent;
+//! # Ok(())
+//! # }
+//! ```
+
+#[cfg(feature = "anthropic")]
+mod anthropic;
+mod env;
+mod http;
+#[cfg(feature = "openai")]
+mod openai;
+#[cfg(feature = "openai")]
+mod responses;
+mod sse;
+
+#[cfg(feature = "anthropic")]
+pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider};
+pub use env::{EnvProvider, from_env, from_env_with};
+pub use http::HttpSettings;
+#[cfg(feature = "openai")]
+pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
+#[cfg(feature = "openai")]
+pub use responses::OpenAiResponsesProvider;
+pub use sse::{SseEvent, SseParser};
+
+/// The wire formats a recorded stream can be decoded as.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireFormat {
+    /// OpenAI Chat Completions chunks.
+    #[cfg(feature = "openai")]
+    OpenAiChat,
+    /// OpenAI Responses events.
+    #[cfg(feature = "openai")]
+    OpenAiResponses,
+    /// Anthropic Messages events.
+    #[cfg(feature = "anthropic")]
+    Anthropic,
+}
+
+/// Decodes a recorded SSE body the way the provider would, `chunk` bytes at
+/// a time (for benchmarks and fixture checks).
+#[doc(hidden)]
+pub fn decode_recorded(
+    format: WireFormat,
+    bytes: &[u8],
+    chunk: usize,
+) -> Vec<Result<crate::StreamEvent, crate::ProviderError>> {
+    match format {
+        #[cfg(feature = "openai")]
+        WireFormat::OpenAiChat => http::decode_bytes(openai::ChatDecoder::default(), bytes, chunk),
+        #[cfg(feature = "openai")]
+        WireFormat::OpenAiResponses => {
+            http::decode_bytes(responses::ResponsesDecoder::default(), bytes, chunk)
+        }
+        #[cfg(feature = "anthropic")]
+        WireFormat::Anthropic => {
+            http::decode_bytes(anthropic::MessagesDecoder::default(), bytes, chunk)
+        }
+    }
+}
