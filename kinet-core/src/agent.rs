@@ -21,7 +21,7 @@ use crate::ctx::{
 use crate::event::{AgentEvent, RunStop};
 use crate::hooks::Hook;
 use crate::message::{Conversation, Message};
-use crate::provider::{GenerationParams, Provider, Usage};
+use crate::provider::{GenerationParams, Provider, StopReason, Usage};
 use crate::tool::{DynTool, Tool, ToolError, ToolErrorKind};
 use crate::toolset::{ToolSource, Toolset};
 use crate::truncate::TruncationPolicy;
@@ -245,8 +245,20 @@ impl AgentBuilder {
         self
     }
 
-    /// Finishes the agent.
-    pub fn build(self) -> Agent {
+    /// Finishes the agent. A relative `cwd` is taken from the process's
+    /// current directory, and relative workspace roots from `cwd`.
+    pub fn build(mut self) -> Agent {
+        if self.config.cwd.is_relative()
+            && let Ok(current) = std::env::current_dir()
+        {
+            self.config.cwd = current.join(&self.config.cwd);
+        }
+        let cwd = self.config.cwd.clone();
+        for root in &mut self.config.roots {
+            if root.is_relative() {
+                *root = cwd.join(&*root);
+            }
+        }
         Agent {
             config: Arc::new(self.config),
         }
@@ -340,26 +352,26 @@ impl Agent {
     }
 
     /// Starts a run that also stops when `cancel` is cancelled (for example
-    /// a child token of a parent run).
+    /// a child token of a parent run). The run uses a child of `cancel`:
+    /// cancelling or dropping the run never cancels `cancel` itself.
     pub fn run_with_cancellation(
         &self,
         conversation: impl Into<Conversation>,
         cancel: CancellationToken,
     ) -> AgentRun {
+        let cancel = cancel.child_token();
         let (sender, receiver) = mpsc::unbounded_channel();
-        let config = Arc::clone(&self.config);
-        let task_cancel = cancel.clone();
-        let conversation = conversation.into();
         let task = tokio::spawn(crate::engine::drive(
-            config,
-            conversation,
-            task_cancel,
+            Arc::clone(&self.config),
+            conversation.into(),
+            cancel.clone(),
             EventSink::new(sender),
         ));
         AgentRun {
             events: receiver,
             task: Some(task),
             cancel,
+            done: false,
         }
     }
 
@@ -390,6 +402,10 @@ pub struct RunOutcome {
     pub conversation: Conversation,
     /// Why the run ended.
     pub stop: RunStop,
+    /// Why the model stopped generating in the last turn (e.g.
+    /// [`StopReason::MaxTokens`] for a cut-off answer); `None` when no model
+    /// turn completed.
+    pub model_stop: Option<StopReason>,
     /// Tokens used by this run.
     pub usage: Usage,
     /// Model calls made.
@@ -405,10 +421,14 @@ impl RunOutcome {
 
 /// A running agent: a stream of [`AgentEvent`]s ending with
 /// [`AgentEvent::Done`], plus cancellation.
+///
+/// The stream ends right after `Done`, even if a tool kept a copy of its
+/// context (and so of the event sender) alive.
 pub struct AgentRun {
     events: mpsc::UnboundedReceiver<AgentEvent>,
     task: Option<JoinHandle<RunOutcome>>,
     cancel: CancellationToken,
+    done: bool,
 }
 
 impl AgentRun {
@@ -418,7 +438,7 @@ impl AgentRun {
         self.cancel.cancel();
     }
 
-    /// The run's cancellation token.
+    /// The run's cancellation token (cancelling it stops the run).
     pub fn cancellation_token(&self) -> CancellationToken {
         self.cancel.clone()
     }
@@ -426,28 +446,34 @@ impl AgentRun {
     /// Waits for the end of the run (events not yet read are dropped) and
     /// returns the outcome.
     pub async fn finish(mut self) -> RunOutcome {
-        while self.events.recv().await.is_some() {}
-        let task = self.task.take();
-        match task {
-            Some(task) => match task.await {
-                Ok(outcome) => outcome,
-                Err(error) => RunOutcome {
-                    conversation: Conversation::new(),
-                    stop: RunStop::Failed(crate::AgentError::FatalTool {
-                        tool: String::new(),
-                        message: format!("the agent task failed: {error}"),
-                    }),
-                    usage: Usage::default(),
-                    turns: 0,
+        let Some(mut task) = self.task.take() else {
+            return internal_failure("the run's outcome was already taken".into());
+        };
+        // Drain events until `Done` or the task's end, whichever comes first:
+        // a leaked event sender must not keep us waiting.
+        let joined = loop {
+            if self.done {
+                break task.await;
+            }
+            tokio::select! {
+                event = self.events.recv() => match event {
+                    Some(AgentEvent::Done { .. }) | None => self.done = true,
+                    Some(_) => {}
                 },
-            },
-            None => RunOutcome {
-                conversation: Conversation::new(),
-                stop: RunStop::Cancelled,
-                usage: Usage::default(),
-                turns: 0,
-            },
-        }
+                joined = &mut task => break joined,
+            }
+        };
+        joined.unwrap_or_else(|error| internal_failure(format!("the agent task failed: {error}")))
+    }
+}
+
+fn internal_failure(message: String) -> RunOutcome {
+    RunOutcome {
+        conversation: Conversation::new(),
+        stop: RunStop::Failed(crate::AgentError::Internal(message)),
+        model_stop: None,
+        usage: Usage::default(),
+        turns: 0,
     }
 }
 
@@ -455,15 +481,21 @@ impl Stream for AgentRun {
     type Item = AgentEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
-        self.events.poll_recv(cx)
+        if self.done {
+            return Poll::Ready(None);
+        }
+        let polled = self.events.poll_recv(cx);
+        if let Poll::Ready(Some(AgentEvent::Done { .. }) | None) = &polled {
+            self.done = true;
+        }
+        polled
     }
 }
 
 impl Drop for AgentRun {
     fn drop(&mut self) {
-        if self.task.is_some() {
-            self.cancel.cancel();
-        }
+        // The token is the run's own child token: this stops this run only.
+        self.cancel.cancel();
     }
 }
 

@@ -4,9 +4,13 @@
 //! concurrently; every mutating call is a phase of its own. Phases run in
 //! order, confirmations are asked one at a time before a phase starts, and
 //! results go back to the model in the order of the calls.
+//!
+//! Every call gets exactly one `ToolCallStarted` and one `ToolCallFinished`
+//! event and one result message, whether it ran, failed, was denied, or never
+//! ran because the run stopped.
 
-use std::any::Any;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -21,20 +25,35 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::AgentConfig;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::{EventSink, ToolCtx};
+use crate::engine::{guarded, panic_message};
 use crate::error::AgentError;
 use crate::event::{AgentEvent, RunStop};
 use crate::message::{ContentPart, Conversation, Message, ToolCall};
 use crate::tool::{DynTool, PreparedCall, ToolError, ToolErrorKind, ToolOutput};
 use crate::toolset::ToolSnapshot;
+use crate::truncate::TruncationPolicy;
 
 type ToolResult = Result<ToolOutput, ToolError>;
 
 /// A parsed call waiting for its phase, or the error that keeps it from running.
-type Slot = Result<(Arc<dyn DynTool>, Box<dyn PreparedCall>), ToolError>;
+type Slot = Result<(Box<dyn PreparedCall>, bool), ToolError>;
 
-/// How long calls in flight get to stop on their own after cancellation
-/// before their tasks are aborted.
+/// How long calls in flight get to stop on their own (they see their
+/// cancellation token) before their tasks are aborted: after the run is
+/// cancelled, after a sibling failed fatally, and after a tool timeout.
 const CANCEL_GRACE: Duration = Duration::from_millis(200);
+
+/// The state of one turn's batch.
+struct Batch<'a> {
+    config: &'a Arc<AgentConfig>,
+    tools: &'a ToolSnapshot,
+    calls: &'a [ToolCall],
+    base_ctx: &'a ToolCtx,
+    cancel: &'a CancellationToken,
+    events: &'a EventSink,
+    results: Vec<Option<Message>>,
+    stop: Option<RunStop>,
+}
 
 /// Runs the calls, appends one result message per call (in call order) to
 /// `conversation`, and returns a stop reason when the run must end.
@@ -47,20 +66,24 @@ pub(crate) async fn run(
     cancel: &CancellationToken,
     events: &EventSink,
 ) -> Option<RunStop> {
-    let mut slots: Vec<Option<Slot>> = Vec::with_capacity(calls.len());
-    let mut mutating: Vec<bool> = Vec::with_capacity(calls.len());
-    for call in calls {
-        let slot = prepare(tools, call);
-        mutating.push(matches!(&slot, Ok((_, prepared)) if !prepared.read_only()));
-        slots.push(Some(slot));
-    }
-    let mut results: Vec<Option<Message>> = calls.iter().map(|_| None).collect();
-    let finisher = Finisher {
+    let mut slots: Vec<Option<Slot>> = calls
+        .iter()
+        .map(|call| Some(prepare(tools, call)))
+        .collect();
+    let mutating: Vec<bool> = slots
+        .iter()
+        .map(|slot| matches!(slot, Some(Ok((_, false)))))
+        .collect();
+    let mut batch = Batch {
         config,
         tools,
+        calls,
+        base_ctx,
+        cancel,
         events,
+        results: calls.iter().map(|_| None).collect(),
+        stop: None,
     };
-    let mut stop: Option<RunStop> = None;
 
     let mut start = 0;
     while start < calls.len() {
@@ -73,8 +96,8 @@ pub(crate) async fn run(
         };
         let phase = start..end;
         start = end;
-        if stop.is_none() && cancel.is_cancelled() {
-            stop = Some(RunStop::Cancelled);
+        if batch.stop.is_none() && cancel.is_cancelled() {
+            batch.stop = Some(RunStop::Cancelled);
         }
         for call in &calls[phase.clone()] {
             events.emit(AgentEvent::ToolCallStarted {
@@ -86,95 +109,123 @@ pub(crate) async fn run(
 
         // Confirmations, one at a time, before anything in the phase runs.
         let mut runnable: Vec<(usize, Box<dyn PreparedCall>)> = Vec::new();
-        for index in phase.clone() {
-            let call = &calls[index];
-            let slot = slots[index].take();
-            let prepared = match (slot, &stop) {
-                (_, Some(stop)) => {
-                    results[index] = Some(
-                        finisher
-                            .finish(call, Err(not_run(stop)), Duration::ZERO)
-                            .await,
-                    );
+        for index in phase {
+            let prepared = match slots[index].take() {
+                _ if batch.stop.is_some() => {
+                    batch.finish_not_run(index).await;
                     continue;
                 }
-                (Some(Ok((_tool, prepared))), None) => prepared,
-                (Some(Err(error)), None) => {
-                    results[index] = Some(finisher.finish(call, Err(error), Duration::ZERO).await);
+                Some(Ok((prepared, _))) => prepared,
+                Some(Err(error)) => {
+                    batch.finish(index, Err(error), Duration::ZERO).await;
                     continue;
                 }
-                (None, None) => continue,
+                None => continue,
             };
-            let approved = conversation.session_approvals.contains(&call.name);
-            let denial = match config
-                .policy
-                .verdict(&call.name, !mutating[index], approved)
+            match batch
+                .approve(index, &*prepared, !mutating[index], conversation)
+                .await
             {
-                Verdict::Run => None,
-                Verdict::Deny(reason) => Some(ToolError::new(
-                    ToolErrorKind::Denied,
-                    format!("{reason}. Do not retry this call; choose another approach."),
-                )),
-                Verdict::Ask => {
-                    let decision = ask(base_ctx, call, &*prepared).await;
-                    if cancel.is_cancelled() {
-                        stop = Some(RunStop::Cancelled);
-                        Some(not_run(&RunStop::Cancelled))
-                    } else {
-                        match decision {
-                            ConfirmDecision::Approve => None,
-                            ConfirmDecision::ApproveForSession => {
-                                conversation.session_approvals.insert(call.name.clone());
-                                None
-                            }
-                            ConfirmDecision::Deny { reason } => Some(denied(&call.name, reason)),
-                            ConfirmDecision::Abort => {
-                                let aborted = RunStop::Aborted {
-                                    tool: call.name.clone(),
-                                };
-                                let error = not_run(&aborted);
-                                stop = Some(aborted);
-                                Some(error)
-                            }
-                        }
-                    }
-                }
-            };
-            match denial {
                 None => runnable.push((index, prepared)),
                 Some(error) => {
-                    results[index] = Some(finisher.finish(call, Err(error), Duration::ZERO).await);
+                    batch.finish(index, Err(error), Duration::ZERO).await;
                 }
             }
         }
-        if let Some(stop) = &stop {
+        if batch.stop.is_some() || cancel.is_cancelled() {
+            batch.stop.get_or_insert(RunStop::Cancelled);
             // An abort also stops the calls approved before it in this phase.
-            for (index, _) in runnable.drain(..) {
-                results[index] = Some(
-                    finisher
-                        .finish(&calls[index], Err(not_run(stop)), Duration::ZERO)
-                        .await,
-                );
+            for (index, _) in runnable {
+                batch.finish_not_run(index).await;
+            }
+            continue;
+        }
+        batch.execute(runnable).await;
+    }
+
+    let Batch { results, stop, .. } = batch;
+    conversation
+        .messages
+        .extend(results.into_iter().zip(calls).map(|(message, call)| {
+            // Every slot is filled above; this keeps the history paired even
+            // if that ever changed.
+            message.unwrap_or_else(|| {
+                let error = not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled));
+                model_message(call, &Err(error), &TruncationPolicy::default()).0
+            })
+        }));
+    stop
+}
+
+impl Batch<'_> {
+    /// Applies the policy and, when it says so, asks the user. Returns the
+    /// error result for a call that must not run.
+    async fn approve(
+        &mut self,
+        index: usize,
+        prepared: &dyn PreparedCall,
+        read_only: bool,
+        conversation: &mut Conversation,
+    ) -> Option<ToolError> {
+        let call = &self.calls[index];
+        let approved = conversation.session_approvals.contains(&call.name);
+        match self.config.policy.verdict(&call.name, read_only, approved) {
+            Verdict::Run => None,
+            Verdict::Deny(reason) => Some(ToolError::new(
+                ToolErrorKind::Denied,
+                format!("{reason}. Do not retry this call; choose another approach."),
+            )),
+            Verdict::Ask => {
+                let decision = ask(self.base_ctx, call, prepared).await;
+                if self.cancel.is_cancelled() {
+                    self.stop = Some(RunStop::Cancelled);
+                    return Some(not_run(&RunStop::Cancelled));
+                }
+                match decision {
+                    ConfirmDecision::Approve => None,
+                    ConfirmDecision::ApproveForSession => {
+                        conversation.session_approvals.insert(call.name.clone());
+                        None
+                    }
+                    ConfirmDecision::Deny { reason } => Some(denied(&call.name, reason)),
+                    ConfirmDecision::Abort => {
+                        let aborted = RunStop::Aborted {
+                            tool: call.name.clone(),
+                        };
+                        let error = not_run(&aborted);
+                        self.stop = Some(aborted);
+                        Some(error)
+                    }
+                }
             }
         }
+    }
 
-        // Execution: everything runnable in this phase at once.
+    /// Runs the approved calls of one phase concurrently, each in its own
+    /// task with its own cancellation token.
+    async fn execute(&mut self, runnable: Vec<(usize, Box<dyn PreparedCall>)>) {
         let started = Instant::now();
+        let phase_cancel = self.cancel.child_token();
+        let timeout = self.config.tool_timeout;
         let mut in_flight: Vec<usize> = Vec::with_capacity(runnable.len());
         let mut running: FuturesUnordered<_> = runnable
             .into_iter()
             .map(|(index, prepared)| {
-                let call = &calls[index];
-                let mut ctx = base_ctx.for_call(&call.id, &call.name);
-                if let Some(timeout) = config.tool_timeout {
-                    ctx = ctx.with_deadline(Some(started + timeout));
-                }
+                let call = &self.calls[index];
+                let call_cancel = phase_cancel.child_token();
+                let deadline = timeout.and_then(|t| started.checked_add(t));
+                let ctx = self
+                    .base_ctx
+                    .for_call(&call.id, &call.name)
+                    .with_cancellation(call_cancel.clone())
+                    .with_deadline(deadline);
                 in_flight.push(index);
                 let task = AbortOnDrop(tokio::spawn(run_call(
                     prepared,
                     ctx,
+                    call_cancel,
                     call.name.clone(),
-                    config.tool_timeout,
+                    timeout,
                 )));
                 async move { (index, task.await) }
             })
@@ -183,7 +234,7 @@ pub(crate) async fn run(
         loop {
             let next = tokio::select! {
                 biased;
-                _ = cancel.cancelled(), if grace_until.is_none() => {
+                _ = phase_cancel.cancelled(), if grace_until.is_none() => {
                     grace_until = Some(Instant::now() + CANCEL_GRACE);
                     continue;
                 }
@@ -192,62 +243,84 @@ pub(crate) async fn run(
             };
             let Some((index, joined)) = next else { break };
             in_flight.retain(|&i| i != index);
-            let call = &calls[index];
             let result = match joined {
                 Ok(result) => result,
                 Err(join_error) if join_error.is_panic() => Err(ToolError::new(
                     ToolErrorKind::Panicked,
                     format!(
                         "tool `{}` panicked: {}",
-                        call.name,
+                        self.calls[index].name,
                         panic_message(join_error.into_panic())
                     ),
                 )),
                 Err(_) => Err(not_run(&RunStop::Cancelled)),
             };
-            if let Err(error) = &result
-                && error.is_fatal()
-                && stop.is_none()
-            {
-                stop = Some(RunStop::Failed(AgentError::FatalTool {
-                    tool: call.name.clone(),
-                    message: error.message().to_owned(),
-                }));
+            if self.finish(index, result, started.elapsed()).await {
+                // A fatal error: stop the siblings still running.
+                phase_cancel.cancel();
             }
-            results[index] = Some(finisher.finish(call, result, started.elapsed()).await);
         }
         // Aborts whatever did not stop within the grace period.
         drop(running);
         if grace_until.is_some() {
-            stop.get_or_insert(RunStop::Cancelled);
+            self.stop.get_or_insert(RunStop::Cancelled);
             for index in in_flight {
-                let result = Err(not_run(&RunStop::Cancelled));
-                results[index] = Some(
-                    finisher
-                        .finish(&calls[index], result, started.elapsed())
-                        .await,
-                );
+                self.finish_not_run(index).await;
             }
         }
     }
 
-    conversation
-        .messages
-        .extend(results.into_iter().zip(calls).map(|(message, call)| {
-            // Every index is filled above; this keeps the history paired even if
-            // that ever changed.
-            message.unwrap_or_else(|| {
-                model_message(
-                    call,
-                    &Err(not_run(&RunStop::Cancelled)),
-                    &crate::TruncationPolicy::default(),
-                )
-                .0
-            })
-        }));
-    stop
+    /// Records a call that never ran because the run is stopping.
+    async fn finish_not_run(&mut self, index: usize) {
+        let error = not_run(self.stop.as_ref().unwrap_or(&RunStop::Cancelled));
+        self.finish(index, Err(error), Duration::ZERO).await;
+    }
+
+    /// Runs the after-tool hooks, builds what the model sees, and sends the
+    /// host the full result. Returns true when the result ends the run.
+    async fn finish(&mut self, index: usize, mut result: ToolResult, elapsed: Duration) -> bool {
+        let call = &self.calls[index];
+        for hook in &self.config.hooks {
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            let ran = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => Ok(()),
+                ran = guarded(hook.after_tool_call(call, &mut result)) => ran,
+            };
+            if let Err(panic) = ran {
+                tracing::warn!(tool = %call.name, %panic, "an after-tool-call hook panicked");
+            }
+        }
+        let mut fatal = false;
+        if let Err(error) = &result
+            && error.is_fatal()
+            && self.stop.is_none()
+        {
+            fatal = true;
+            self.stop = Some(RunStop::Failed(AgentError::FatalTool {
+                tool: call.name.clone(),
+                message: error.message().to_owned(),
+            }));
+        }
+        let tool = self.tools.get(&call.name);
+        let policy = self.config.truncation_for(tool.map(|t| &**t), &call.name);
+        let (message, truncated_for_model) = model_message(call, &result, &policy);
+        self.events.emit(AgentEvent::ToolCallFinished {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            result,
+            truncated_for_model,
+            elapsed,
+        });
+        self.results[index] = Some(message);
+        fatal
+    }
 }
 
+/// Looks the tool up and parses the arguments; a panicking `prepare` or
+/// `read_only` becomes an error result.
 fn prepare(tools: &ToolSnapshot, call: &ToolCall) -> Slot {
     let Some(tool) = tools.get(&call.name) else {
         let available = tools.names().collect::<Vec<_>>().join(", ");
@@ -261,80 +334,81 @@ fn prepare(tools: &ToolSnapshot, call: &ToolCall) -> Slot {
         };
         return Err(ToolError::new(ToolErrorKind::UnknownTool, message));
     };
-    let prepared = Arc::clone(tool).prepare(&call.arguments)?;
-    Ok((Arc::clone(tool), prepared))
+    let tool: Arc<dyn DynTool> = Arc::clone(tool);
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let prepared = tool.prepare(&call.arguments)?;
+        let read_only = prepared.read_only();
+        Ok((prepared, read_only))
+    }))
+    .unwrap_or_else(|payload| {
+        Err(ToolError::new(
+            ToolErrorKind::Panicked,
+            format!(
+                "tool `{}` panicked while reading its arguments: {}",
+                call.name,
+                panic_message(payload)
+            ),
+        ))
+    })
 }
 
 async fn ask(base_ctx: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> ConfirmDecision {
     let ctx = base_ctx.for_call(&call.id, &call.name);
-    let summary = match prepared.confirm_summary(&ctx).await {
-        Some(summary) => summary,
-        None => pretty_arguments(&call.arguments),
+    let summary = tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => None,
+        summary = guarded(prepared.confirm_summary(&ctx)) => summary.ok().flatten(),
     };
-    ctx.confirm(ConfirmRequest {
+    let summary = summary.unwrap_or_else(|| pretty_arguments(&call.arguments));
+    let request = ConfirmRequest {
         tool: call.name.clone(),
         call_id: call.id.clone(),
         arguments: serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
         summary,
-    })
-    .await
+    };
+    guarded(ctx.confirm(request))
+        .await
+        .unwrap_or_else(|panic| ConfirmDecision::Deny {
+            reason: Some(format!("the confirmation handler panicked: {panic}")),
+        })
 }
 
+/// Runs one call; on timeout, cancels the call's token and gives it the
+/// grace period to clean up (kill its processes) before dropping it.
 async fn run_call(
     prepared: Box<dyn PreparedCall>,
     ctx: ToolCtx,
+    cancel: CancellationToken,
     name: String,
     timeout: Option<Duration>,
 ) -> ToolResult {
     let call = prepared.call(ctx);
-    match timeout {
-        None => call.await,
-        Some(limit) => match tokio::time::timeout(limit, call).await {
-            Ok(result) => result,
-            Err(_) => Err(ToolError::new(
-                ToolErrorKind::Timeout,
-                format!(
-                    "tool `{name}` did not finish within {:.1} s and was stopped",
-                    limit.as_secs_f64()
-                ),
-            )),
-        },
+    let Some(limit) = timeout else {
+        return call.await;
+    };
+    let mut call = std::pin::pin!(call);
+    tokio::select! {
+        result = &mut call => return result,
+        _ = tokio::time::sleep(limit) => {}
     }
+    cancel.cancel();
+    let _ = tokio::time::timeout(CANCEL_GRACE, &mut call).await;
+    Err(ToolError::new(
+        ToolErrorKind::Timeout,
+        format!(
+            "tool `{name}` did not finish within {:.1} s and was stopped",
+            limit.as_secs_f64()
+        ),
+    ))
 }
 
-/// Turns results into history messages and host events.
-struct Finisher<'a> {
-    config: &'a AgentConfig,
-    tools: &'a ToolSnapshot,
-    events: &'a EventSink,
-}
-
-impl Finisher<'_> {
-    /// Runs the after-tool hooks, builds what the model sees, and sends the
-    /// host the full result.
-    async fn finish(&self, call: &ToolCall, mut result: ToolResult, elapsed: Duration) -> Message {
-        for hook in &self.config.hooks {
-            hook.after_tool_call(call, &mut result).await;
-        }
-        let tool = self.tools.get(&call.name);
-        let policy = self.config.truncation_for(tool.map(|t| &**t), &call.name);
-        let (message, truncated_for_model) = model_message(call, &result, &policy);
-        self.events.emit(AgentEvent::ToolCallFinished {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            result,
-            truncated_for_model,
-            elapsed,
-        });
-        message
-    }
-}
-
+/// What the model sees of a result. Error messages are truncated by the
+/// same policy as output.
 fn model_message(
     call: &ToolCall,
     result: &ToolResult,
-    policy: &crate::TruncationPolicy,
+    policy: &TruncationPolicy,
 ) -> (Message, bool) {
     let (content, is_error, truncated) = match result {
         Ok(output) => {
@@ -352,7 +426,11 @@ fn model_message(
             content.extend(output.images.iter().cloned().map(ContentPart::Image));
             (content, false, truncated)
         }
-        Err(error) => (vec![ContentPart::text(error.message())], true, false),
+        Err(error) => {
+            let seen = policy.apply(error.message());
+            let truncated = matches!(seen, std::borrow::Cow::Owned(_));
+            (vec![ContentPart::text(seen)], true, truncated)
+        }
     };
     (
         Message::Tool {
@@ -397,16 +475,6 @@ fn pretty_arguments(arguments: &str) -> String {
         .ok()
         .and_then(|value| serde_json::to_string_pretty(&value).ok())
         .unwrap_or_else(|| arguments.to_owned())
-}
-
-fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string panic payload".to_owned()
-    }
 }
 
 /// A spawned task that is aborted when dropped.

@@ -99,6 +99,12 @@ pub struct PendingConfirm {
 }
 
 impl PendingConfirm {
+    /// Whether the run stopped waiting (timed out or was cancelled): the UI
+    /// can drop such a request instead of showing it.
+    pub fn is_closed(&self) -> bool {
+        self.responder.is_closed()
+    }
+
     /// Answers the request.
     pub fn respond(self, decision: ConfirmDecision) {
         // The run may have been cancelled meanwhile; nothing to do then.
@@ -282,15 +288,16 @@ impl ApprovalPolicy {
     }
 
     /// The policy a sub-agent runs under: mutating calls denied, the
-    /// parent's deny rules kept.
+    /// parent's deny rules kept, and its ask rules turned into deny rules (a
+    /// sub-agent has no one to ask).
     pub(crate) fn for_sub_agent(&self) -> Self {
         Self {
             mode: ApprovalMode::DenyAll,
             rules: self
                 .rules
                 .iter()
-                .filter(|(_, rule)| *rule == ToolRule::Deny)
-                .cloned()
+                .filter(|(_, rule)| *rule != ToolRule::Allow)
+                .map(|(pattern, _)| (pattern.clone(), ToolRule::Deny))
                 .collect(),
             timeout: self.timeout,
         }
@@ -376,6 +383,23 @@ mod tests {
         let policy = ApprovalPolicy::never().ask_for("web_fetch");
         assert_eq!(policy.verdict("web_fetch", true, false), Verdict::Ask);
         assert_eq!(policy.verdict("web_fetch", true, true), Verdict::Run);
+    }
+
+    #[test]
+    fn sub_agents_turn_ask_rules_into_denials() {
+        let policy = ApprovalPolicy::never()
+            .ask_for("mcp__gmail__*")
+            .allow("shell")
+            .for_sub_agent();
+        assert!(matches!(
+            policy.verdict("mcp__gmail__read", true, false),
+            Verdict::Deny(_)
+        ));
+        assert!(matches!(
+            policy.verdict("shell", false, false),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(policy.verdict("grep", true, false), Verdict::Run);
     }
 
     #[test]

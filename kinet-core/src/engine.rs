@@ -1,19 +1,23 @@
 //! The loop: call the model, run its tool calls, repeat.
 
+use std::any::Any;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::batch;
 use crate::ctx::EventSink;
-use crate::error::AgentError;
+use crate::error::{AgentError, HookError};
 use crate::event::{AgentEvent, RunStop};
 use crate::message::{ContentPart, Conversation, Message, ToolCall};
-use crate::provider::{ChatRequest, StopReason, StreamEvent, Usage};
+use crate::provider::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 use crate::toolset::ToolSnapshot;
 
 /// One model response, assembled from its stream.
@@ -42,6 +46,7 @@ pub(crate) async fn drive(
 ) -> RunOutcome {
     let base_ctx = config.base_ctx(&cancel, &events);
     let mut usage = Usage::default();
+    let mut model_stop: Option<StopReason> = None;
     let mut turn: u32 = 0;
     let stop = loop {
         if cancel.is_cancelled() {
@@ -56,7 +61,12 @@ pub(crate) async fn drive(
         let tools = tokio::select! {
             biased;
             _ = cancel.cancelled() => break RunStop::Cancelled,
-            tools = config.tools.snapshot() => tools,
+            tools = guarded(config.tools.snapshot()) => match tools {
+                Ok(tools) => tools,
+                Err(panic) => break RunStop::Failed(AgentError::Internal(
+                    format!("a tool source panicked: {panic}"),
+                )),
+            },
         };
         for warning in tools.warnings() {
             events.emit(AgentEvent::Warning {
@@ -64,34 +74,38 @@ pub(crate) async fn drive(
             });
         }
 
-        let model_turn =
-            match call_model(&config, &conversation, &tools, &cancel, &events, turn).await {
-                Ok(model_turn) => model_turn,
-                Err(TurnFailure::Cancelled(text)) => {
-                    if !text.is_empty() {
-                        conversation.push(Message::assistant(text));
-                    }
-                    break RunStop::Cancelled;
+        let model_turn = match call_model(&config, &conversation, &tools, &cancel, &events).await {
+            Ok(model_turn) => model_turn,
+            Err(TurnFailure::Cancelled(text)) => {
+                if !text.is_empty() {
+                    conversation.push(Message::assistant(text));
                 }
-                Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
-            };
+                break RunStop::Cancelled;
+            }
+            Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
+        };
 
         let calls = model_turn.calls;
-        let message = Message::Assistant {
-            content: if model_turn.text.is_empty() {
-                Vec::new()
-            } else {
-                vec![ContentPart::Text {
-                    text: model_turn.text,
-                }]
-            },
-            tool_calls: calls.clone(),
-            provider_state: model_turn.provider_state,
-        };
-        events.emit(AgentEvent::AssistantMessage {
-            message: message.clone(),
-        });
-        conversation.push(message);
+        model_stop = Some(model_turn.stop.clone());
+        // An empty turn (only reasoning, or cut off before any output) adds
+        // nothing: providers reject empty assistant messages.
+        if !model_turn.text.is_empty() || !calls.is_empty() {
+            let message = Message::Assistant {
+                content: if model_turn.text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![ContentPart::Text {
+                        text: model_turn.text,
+                    }]
+                },
+                tool_calls: calls.clone(),
+                provider_state: model_turn.provider_state,
+            };
+            events.emit(AgentEvent::AssistantMessage {
+                message: message.clone(),
+            });
+            conversation.push(message);
+        }
         if let Some(turn_usage) = model_turn.usage {
             usage.add(&turn_usage);
             events.emit(AgentEvent::Usage { usage: turn_usage });
@@ -130,6 +144,7 @@ pub(crate) async fn drive(
     RunOutcome {
         conversation,
         stop,
+        model_stop,
         usage,
         turns: turn,
     }
@@ -149,7 +164,6 @@ async fn call_model(
     tools: &ToolSnapshot,
     cancel: &CancellationToken,
     events: &EventSink,
-    turn: u32,
 ) -> Result<ModelTurn, TurnFailure> {
     let mut request = ChatRequest {
         model: Cow::Borrowed(&config.model),
@@ -159,9 +173,20 @@ async fn call_model(
         params: Cow::Borrowed(&config.params),
     };
     for hook in &config.hooks {
-        hook.before_model_call(&mut request)
-            .await
-            .map_err(|e| TurnFailure::Failed(AgentError::Hook(e)))?;
+        let outcome = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(TurnFailure::Cancelled(String::new())),
+            outcome = guarded(hook.before_model_call(&mut request)) => outcome,
+        };
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => return Err(TurnFailure::Failed(AgentError::Hook(error))),
+            Err(panic) => {
+                return Err(TurnFailure::Failed(AgentError::Hook(HookError(format!(
+                    "a before-model-call hook panicked: {panic}"
+                )))));
+            }
+        }
     }
     let provider_error = |source| {
         TurnFailure::Failed(AgentError::Provider {
@@ -169,14 +194,24 @@ async fn call_model(
             source,
         })
     };
+    let provider_panic = |panic: String| {
+        TurnFailure::Failed(AgentError::Provider {
+            provider: config.provider.name().to_owned(),
+            source: ProviderError::Stream(format!("the provider panicked: {panic}")),
+        })
+    };
     let mut stream = tokio::select! {
         biased;
         _ = cancel.cancelled() => return Err(TurnFailure::Cancelled(String::new())),
-        stream = config.provider.stream(request) => stream.map_err(provider_error)?,
+        stream = guarded(config.provider.stream(request)) => {
+            stream.map_err(provider_panic)?.map_err(provider_error)?
+        }
     };
 
     let mut text = String::new();
-    let mut partial: BTreeMap<usize, PartialCall> = BTreeMap::new();
+    let mut calls: Vec<PartialCall> = Vec::new();
+    // Stream index -> position in `calls`.
+    let mut positions: HashMap<usize, usize> = HashMap::new();
     let mut provider_state = None;
     let mut usage = None;
     let mut stop = None;
@@ -184,7 +219,7 @@ async fn call_model(
         let item = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(TurnFailure::Cancelled(text)),
-            item = stream.next() => item,
+            item = guarded(stream.next()) => item.map_err(provider_panic)?,
         };
         let Some(item) = item else { break };
         match item.map_err(provider_error)? {
@@ -196,7 +231,21 @@ async fn call_model(
                 events.emit(AgentEvent::ReasoningDelta { text: delta });
             }
             StreamEvent::ToolCallStart { index, id, name } => {
-                let call = partial.entry(index).or_default();
+                // A new id at a known index is a new call (some servers send
+                // every call at index 0).
+                let reuse = positions.get(&index).copied().filter(|&pos| {
+                    let known = &calls[pos].id;
+                    id.is_empty() || known.is_empty() || *known == id
+                });
+                let pos = match reuse {
+                    Some(pos) => pos,
+                    None => {
+                        calls.push(PartialCall::default());
+                        positions.insert(index, calls.len() - 1);
+                        calls.len() - 1
+                    }
+                };
+                let call = &mut calls[pos];
                 if !id.is_empty() {
                     call.id = id;
                 }
@@ -205,18 +254,22 @@ async fn call_model(
                 }
             }
             StreamEvent::ToolCallArgumentsDelta { index, delta } => {
-                partial.entry(index).or_default().arguments.push_str(&delta);
+                let pos = *positions.entry(index).or_insert_with(|| {
+                    calls.push(PartialCall::default());
+                    calls.len() - 1
+                });
+                calls[pos].arguments.push_str(&delta);
             }
             StreamEvent::ProviderState(state) => provider_state = Some(state),
             StreamEvent::Usage(reported) => usage = Some(reported),
             StreamEvent::Finished(reason) => stop = Some(reason),
         }
     }
-    let calls: Vec<ToolCall> = partial
+    let calls: Vec<ToolCall> = calls
         .into_iter()
-        .map(|(index, call)| ToolCall {
+        .map(|call| ToolCall {
             id: if call.id.is_empty() {
-                format!("call_{turn}_{index}")
+                generated_call_id()
             } else {
                 call.id
             },
@@ -236,4 +289,43 @@ async fn call_model(
         usage,
         stop,
     })
+}
+
+/// Runs host-supplied async code, turning a panic into an error message so
+/// that the run can still end cleanly with a paired history.
+pub(crate) async fn guarded<F: Future>(future: F) -> Result<F::Output, String> {
+    AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .map_err(panic_message)
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}
+
+/// An id for a tool call the server sent without one: unique within the
+/// process and unlikely to repeat across processes, so a resumed
+/// conversation never holds two calls with one id.
+fn generated_call_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static NONCE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nonce = *NONCE.get_or_init(|| {
+        // Truncation intended: 32 random bits are plenty.
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish() as u32
+    });
+    format!(
+        "call_{nonce:08x}{:06x}",
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }

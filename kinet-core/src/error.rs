@@ -19,6 +19,9 @@ pub enum AgentError {
     /// A hook refused to go on.
     #[error("hook failed: {0}")]
     Hook(#[from] HookError),
+    /// The engine itself failed (a bug: please report it).
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A tool returned a fatal error.
     #[error("tool `{tool}` failed fatally: {message}")]
     FatalTool {

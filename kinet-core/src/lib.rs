@@ -90,7 +90,7 @@ pub use tool::{
     DynTool, PreparedCall, Tool, ToolError, ToolErrorKind, ToolOutput, ToolSpec, parse_arguments,
     schema_for,
 };
-pub use toolset::{ToolSnapshot, ToolSource, Toolset};
+pub use toolset::{ToolSnapshot, ToolSource, Toolset, is_valid_tool_name};
 pub use truncate::TruncationPolicy;
 
 /// Re-exported so tool authors need not depend on it directly.

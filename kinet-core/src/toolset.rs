@@ -10,6 +10,18 @@ use tokio::time::Instant;
 
 use crate::tool::{DynTool, Tool, ToolSpec};
 
+/// Stands in for "no deadline" where an `Instant` is needed.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Whether `name` is a valid tool name for model APIs: 1 to 64 characters
+/// of `[A-Za-z0-9_-]`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 /// A provider of tools that can change between turns (the MCP hub).
 #[async_trait]
 pub trait ToolSource: Send + Sync {
@@ -147,10 +159,19 @@ impl Toolset {
         self.add_dyn(Arc::new(tool));
     }
 
-    /// Adds a tool in its dynamic form, replacing one of the same name.
+    /// Adds a tool in its dynamic form, replacing one of the same name. A
+    /// tool whose name model APIs would reject (see [`is_valid_tool_name`])
+    /// is left out, with a warning reported every turn.
     pub fn add_dyn(&mut self, tool: Arc<dyn DynTool>) {
         let spec = ToolSpec::of(&*tool);
         let statics = Arc::make_mut(&mut self.statics);
+        if !is_valid_tool_name(&spec.name) {
+            statics.warnings.push(format!(
+                "tool `{}` was left out: names must be 1-64 characters of A-Z, a-z, 0-9, _ and -",
+                spec.name.escape_debug()
+            ));
+            return;
+        }
         if let Some(pos) = statics.specs.iter().position(|s| s.name == spec.name) {
             statics.specs[pos] = spec.clone();
             statics.by_name.insert(spec.name, tool);
@@ -202,8 +223,11 @@ impl Toolset {
         if self.sources.is_empty() {
             return Arc::clone(&self.statics);
         }
-        let ready_by = Instant::now() + self.readiness;
-        let grace = ready_by + Duration::from_millis(50);
+        let now = Instant::now();
+        let ready_by = now.checked_add(self.readiness).unwrap_or(now + FAR_FUTURE);
+        let grace = ready_by
+            .checked_add(Duration::from_millis(50))
+            .unwrap_or(ready_by);
         let answers = futures::future::join_all(self.sources.iter().map(|source| async move {
             let tools = tokio::time::timeout_at(grace, source.tools(ready_by)).await;
             (source.name(), tools)
@@ -215,6 +239,13 @@ impl Toolset {
                 Ok(tools) => {
                     for tool in tools {
                         let spec = ToolSpec::of(&*tool);
+                        if !is_valid_tool_name(&spec.name) {
+                            snapshot.warnings.push(format!(
+                                "tool `{}` from source `{source}` was left out: its name is not valid for model APIs",
+                                spec.name.escape_debug()
+                            ));
+                            continue;
+                        }
                         if let Err(name) = snapshot.insert(tool, spec) {
                             snapshot.warnings.push(format!(
                                 "tool `{name}` from source `{source}` was left out: the name is taken"

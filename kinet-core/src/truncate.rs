@@ -57,7 +57,7 @@ impl TruncationPolicy {
             return Cow::Borrowed(text);
         }
         let total = count_chars(text.as_bytes());
-        if total <= self.threshold || self.head + self.tail >= total {
+        if total <= self.threshold || self.head.saturating_add(self.tail) >= total {
             return Cow::Borrowed(text);
         }
         let head_end = byte_offset_after_chars(text, self.head);

@@ -19,15 +19,13 @@ pub(crate) fn resolve(cwd: &Path, roots: &[PathBuf], path: &str) -> Result<PathB
         )));
     }
     let joined = cwd.join(path);
-    let normalized = normalize(&joined);
     if roots.is_empty() {
-        return Ok(normalized);
+        return Ok(normalize(&joined));
     }
-    let resolved = resolve_existing_prefix(&normalized);
-    let inside = roots.iter().any(|root| {
-        let root = std::fs::canonicalize(root).unwrap_or_else(|_| normalize(root));
-        resolved.starts_with(&root)
-    });
+    let resolved = resolve_symlinks(&joined);
+    let inside = roots
+        .iter()
+        .any(|root| resolved.starts_with(resolve_symlinks(&cwd.join(root))));
     if inside {
         Ok(resolved)
     } else {
@@ -44,6 +42,7 @@ pub(crate) fn resolve(cwd: &Path, roots: &[PathBuf], path: &str) -> Result<PathB
     }
 }
 
+/// Removes `.` and `..` lexically (`..` at the root stays at the root).
 fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
@@ -58,25 +57,67 @@ fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-/// Canonicalises the longest existing ancestor (following symlinks) and
-/// appends the rest, which does not exist and so holds no symlinks.
-fn resolve_existing_prefix(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest: Vec<std::ffi::OsString> = Vec::new();
-    loop {
-        if let Ok(canonical) = std::fs::canonicalize(&existing) {
-            let mut out = canonical;
-            for part in rest.iter().rev() {
-                out.push(part);
+/// The most symlinks followed while resolving one path (as Linux's ELOOP).
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Resolves `path` the way the OS would when opening it, except that the
+/// tail need not exist: every existing symlink on the way is followed,
+/// dangling ones included (a write through a dangling link creates its
+/// target), and `..` applies to the resolved parent. The result is
+/// absolute when `path` is.
+fn resolve_symlinks(path: &Path) -> PathBuf {
+    // Components still to walk, as a stack: a symlink's target components
+    // are pushed on top and walked next.
+    let mut work: Vec<Step> = path.components().rev().map(Step::from).collect();
+    let mut resolved = PathBuf::new();
+    let mut hops = 0;
+    while let Some(step) = work.pop() {
+        match step {
+            Step::Root(root) => resolved = root,
+            Step::Current => {}
+            Step::Parent => {
+                resolved.pop();
             }
-            return out;
+            Step::Normal(name) => {
+                let candidate = resolved.join(&name);
+                let is_link = std::fs::symlink_metadata(&candidate)
+                    .map(|m| m.file_type().is_symlink())
+                    .unwrap_or(false);
+                if is_link && hops < MAX_SYMLINK_HOPS {
+                    hops += 1;
+                    match std::fs::read_link(&candidate) {
+                        Ok(target) => {
+                            for component in target.components().rev() {
+                                work.push(Step::from(component));
+                            }
+                        }
+                        Err(_) => resolved = candidate,
+                    }
+                } else {
+                    resolved = candidate;
+                }
+            }
         }
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
+    }
+    resolved
+}
+
+/// One path component, owned.
+enum Step {
+    Root(PathBuf),
+    Current,
+    Parent,
+    Normal(std::ffi::OsString),
+}
+
+impl From<Component<'_>> for Step {
+    fn from(component: Component<'_>) -> Self {
+        match component {
+            Component::Prefix(prefix) => Step::Root(PathBuf::from(prefix.as_os_str())),
+            Component::RootDir => Step::Root(PathBuf::from(std::path::MAIN_SEPARATOR_STR)),
+            Component::CurDir => Step::Current,
+            Component::ParentDir => Step::Parent,
+            Component::Normal(name) => Step::Normal(name.to_os_string()),
         }
     }
 }
@@ -120,6 +161,42 @@ mod tests {
         assert!(err.message().contains("outside the workspace root"));
         // Without roots there is no confinement.
         assert!(resolve(&root, &[], "link/secret.txt").is_ok());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dangling_symlink_escape_is_refused() {
+        let (_guard, root) = tempdir();
+        let (_guard2, outside) = tempdir();
+        std::os::unix::fs::symlink(outside.join("not-yet.txt"), root.join("notes.md")).unwrap();
+        let err = resolve(&root, std::slice::from_ref(&root), "notes.md").unwrap_err();
+        assert!(err.message().contains("not-yet.txt"), "{}", err.message());
+        // A link that stays inside is fine, and resolves to its target.
+        std::os::unix::fs::symlink(root.join("real.txt"), root.join("alias.txt")).unwrap();
+        assert_eq!(
+            resolve(&root, std::slice::from_ref(&root), "alias.txt").unwrap(),
+            root.join("real.txt")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dotdot_after_a_symlink_applies_to_its_target() {
+        let (_guard, root) = tempdir();
+        let (_guard2, outside) = tempdir();
+        std::fs::create_dir(outside.join("deep")).unwrap();
+        std::os::unix::fs::symlink(outside.join("deep"), root.join("link")).unwrap();
+        // The OS reads link/../x as <outside>/x, not <root>/x.
+        assert!(resolve(&root, std::slice::from_ref(&root), "link/../x").is_err());
+    }
+
+    #[test]
+    fn relative_roots_are_taken_from_the_cwd() {
+        let (_guard, base) = tempdir();
+        std::fs::create_dir(base.join("ws")).unwrap();
+        let roots = [PathBuf::from("ws")];
+        assert!(resolve(&base, &roots, "ws/a.txt").is_ok());
+        assert!(resolve(&base, &roots, "other.txt").is_err());
     }
 
     #[test]

@@ -338,7 +338,10 @@ impl SseDecoder for MessagesDecoder {
                 return Flow::Done;
             }
         };
-        let kind = data.get("type").and_then(Value::as_str).unwrap_or(&event.event);
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.event);
         match kind {
             "message_start" => {
                 if let Some(usage) = data.pointer("/message/usage") {
@@ -373,9 +376,10 @@ impl SseDecoder for MessagesDecoder {
                         }));
                         // Input normally streams as deltas; a complete,
                         // non-empty input in the start block is used as is.
-                        if let Some(input) = block.get("input").filter(|i| {
-                            i.as_object().is_some_and(|o| !o.is_empty())
-                        }) {
+                        if let Some(input) = block
+                            .get("input")
+                            .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                        {
                             out.push_back(Ok(StreamEvent::ToolCallArgumentsDelta {
                                 index,
                                 delta: input.to_string(),

@@ -52,7 +52,11 @@ pub fn from_env() -> Result<Option<EnvProvider>, ProviderError> {
 pub fn from_env_with(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<EnvProvider>, ProviderError> {
-    let var = |name: &str| get(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let var = |name: &str| {
+        get(name)
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+    };
     let base_url = var("KINET_BASE_URL");
     let model = var("KINET_MODEL");
     let kind = match var("KINET_PROVIDER").map(|k| k.to_ascii_lowercase()) {
@@ -98,7 +102,11 @@ fn openai(
     let responses = kind.contains("responses");
     let label = format!(
         "{} at {} ({model})",
-        if responses { "openai-responses" } else { "openai" },
+        if responses {
+            "openai-responses"
+        } else {
+            "openai"
+        },
         config.base_url
     );
     let provider: Arc<dyn Provider> = if responses {
@@ -174,16 +182,30 @@ mod tests {
     #[test]
     fn selection_rules() {
         assert!(pick(&[]).unwrap().is_none());
-        assert!(pick(&[("KINET_PROVIDER", "scripted"), ("OPENAI_API_KEY", "k")]).unwrap().is_none());
+        assert!(
+            pick(&[("KINET_PROVIDER", "scripted"), ("OPENAI_API_KEY", "k")])
+                .unwrap()
+                .is_none()
+        );
         let anthropic = pick(&[("ANTHROPIC_API_KEY", "k")]).unwrap().unwrap();
         assert_eq!(anthropic.provider.name(), "anthropic");
-        let openai = pick(&[("ANTHROPIC_API_KEY", "a"), ("OPENAI_API_KEY", "o")]).unwrap().unwrap();
+        let openai = pick(&[("ANTHROPIC_API_KEY", "a"), ("OPENAI_API_KEY", "o")])
+            .unwrap()
+            .unwrap();
         assert_eq!(openai.provider.name(), "openai");
-        let responses = pick(&[("KINET_PROVIDER", "responses"), ("KINET_MODEL", "o4")]).unwrap().unwrap();
+        let responses = pick(&[("KINET_PROVIDER", "responses"), ("KINET_MODEL", "o4")])
+            .unwrap()
+            .unwrap();
         assert_eq!(responses.provider.name(), "openai-responses");
         assert_eq!(responses.model, "o4");
-        let local = pick(&[("KINET_BASE_URL", "http://127.0.0.1:8000/v1")]).unwrap().unwrap();
-        assert!(local.label.contains("http://127.0.0.1:8000/v1"), "{}", local.label);
+        let local = pick(&[("KINET_BASE_URL", "http://127.0.0.1:8000/v1")])
+            .unwrap()
+            .unwrap();
+        assert!(
+            local.label.contains("http://127.0.0.1:8000/v1"),
+            "{}",
+            local.label
+        );
         let error = pick(&[("KINET_PROVIDER", "palm")]).unwrap_err();
         assert!(error.to_string().contains("unknown KINET_PROVIDER `palm`"));
     }

@@ -68,7 +68,6 @@ impl HttpClient {
         headers: &HeaderMap,
         body: Vec<u8>,
     ) -> Result<reqwest::Response, ProviderError> {
-        
         let mut attempt = 0;
         loop {
             let sent = self
@@ -285,8 +284,11 @@ pub(crate) enum Flow {
 /// Turns one provider's SSE events into stream events.
 pub(crate) trait SseDecoder: Send + 'static {
     /// Handles one event.
-    fn decode(&mut self, event: SseEvent, out: &mut VecDeque<Result<StreamEvent, ProviderError>>)
-    -> Flow;
+    fn decode(
+        &mut self,
+        event: SseEvent,
+        out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
+    ) -> Flow;
     /// The connection closed before `Flow::Done`: finish or report an error.
     fn end(&mut self, out: &mut VecDeque<Result<StreamEvent, ProviderError>>);
 }
@@ -308,7 +310,9 @@ pub(crate) fn sse_stream<D: SseDecoder>(
     decoder: D,
     idle: Duration,
 ) -> ProviderStream {
-    let body = response.bytes_stream().map(|chunk| chunk.map(|b| b.to_vec()));
+    let body = response
+        .bytes_stream()
+        .map(|chunk| chunk.map(|b| b.to_vec()));
     let state = SseState {
         body: Box::pin(body),
         parser: SseParser::new(),
@@ -441,7 +445,10 @@ mod tests {
         headers.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&headers), Some(Duration::from_millis(250)));
         headers.clear();
-        headers.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        headers.insert(
+            "retry-after",
+            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
+        );
         assert_eq!(retry_after(&headers), None);
     }
 

@@ -188,7 +188,10 @@ pub(crate) fn data_url(image: &ImagePart) -> String {
 }
 
 fn chat_content(content: &[ContentPart]) -> Value {
-    if content.iter().all(|p| matches!(p, ContentPart::Text { .. })) {
+    if content
+        .iter()
+        .all(|p| matches!(p, ContentPart::Text { .. }))
+    {
         return Value::String(crate::message::join_text(content));
     }
     Value::Array(
@@ -278,9 +281,9 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                         "type": "text",
                         "text": format!("Images returned by tool call {tool_call_id}:"),
                     }));
-                    pending_images.extend(images.into_iter().map(|image| {
-                        json!({"type": "image_url", "image_url": {"url": data_url(image)}})
-                    }));
+                    pending_images.extend(images.into_iter().map(
+                        |image| json!({"type": "image_url", "image_url": {"url": data_url(image)}}),
+                    ));
                 }
             }
         }

@@ -60,7 +60,9 @@ fn input_content(content: &[ContentPart]) -> Vec<Value> {
         .iter()
         .map(|part| match part {
             ContentPart::Text { text } => json!({"type": "input_text", "text": text}),
-            ContentPart::Image(image) => json!({"type": "input_image", "image_url": data_url(image)}),
+            ContentPart::Image(image) => {
+                json!({"type": "input_image", "image_url": data_url(image)})
+            }
         })
         .collect()
 }
@@ -226,7 +228,10 @@ impl SseDecoder for ResponsesDecoder {
                 return Flow::Done;
             }
         };
-        let kind = data.get("type").and_then(Value::as_str).unwrap_or(&event.event);
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.event);
         let text = |key: &str| {
             data.get(key)
                 .and_then(Value::as_str)
@@ -234,7 +239,9 @@ impl SseDecoder for ResponsesDecoder {
                 .to_owned()
         };
         match kind {
-            "response.output_text.delta" => out.push_back(Ok(StreamEvent::TextDelta(text("delta")))),
+            "response.output_text.delta" => {
+                out.push_back(Ok(StreamEvent::TextDelta(text("delta"))))
+            }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 out.push_back(Ok(StreamEvent::ReasoningDelta(text("delta"))));
             }
@@ -309,13 +316,19 @@ impl SseDecoder for ResponsesDecoder {
                 return Flow::Done;
             }
             "response.failed" => {
-                let error = data.pointer("/response/error").cloned().unwrap_or(Value::Null);
+                let error = data
+                    .pointer("/response/error")
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 let message = error
                     .get("message")
                     .and_then(Value::as_str)
                     .unwrap_or("the response failed")
                     .to_owned();
-                let code = error.get("code").and_then(Value::as_str).unwrap_or_default();
+                let code = error
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 out.push_back(Err(error_from_stream(message, code)));
                 return Flow::Done;
             }

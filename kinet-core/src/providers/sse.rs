@@ -113,10 +113,8 @@ impl SseParser {
                 self.event.clear();
                 push_utf8(&mut self.event, value);
             }
-            b"id" => {
-                if !value.contains(&0) {
-                    self.id = Some(String::from_utf8_lossy(value).into_owned());
-                }
+            b"id" if !value.contains(&0) => {
+                self.id = Some(String::from_utf8_lossy(value).into_owned());
             }
             _ => {} // `retry` and unknown fields are ignored
         }
@@ -182,7 +180,11 @@ mod tests {
             ]
         );
         for split in 0..stream.len() {
-            assert_eq!(parse_all(&[&stream[..split], &stream[split..]]), whole, "split at {split}");
+            assert_eq!(
+                parse_all(&[&stream[..split], &stream[split..]]),
+                whole,
+                "split at {split}"
+            );
         }
         let bytes: Vec<&[u8]> = stream.chunks(1).collect();
         assert_eq!(parse_all(&bytes), whole);
