@@ -5,6 +5,9 @@
 //! that run concurrently), adds a note (a mutating call that asks for
 //! approval), and answers.
 //!
+//! With `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` or `KINET_BASE_URL` set (see
+//! `kinet::core::providers::from_env`), the same agent talks to a real model.
+//!
 //! ```text
 //! cargo run --example quickstart
 //! ```
@@ -154,14 +157,6 @@ fn script() -> ScriptedProvider {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    if ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "KINET_BASE_URL"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some())
-    {
-        println!(
-            "(an API key is set, but this quickstart always uses the offline scripted model)\n"
-        );
-    }
     let notebook = Notebook::default();
     notebook
         .0
@@ -169,7 +164,20 @@ async fn main() -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("poisoned"))?
         .push("Dentist: Tuesday 9:00, Dr. Lee".into());
 
-    let agent = Agent::builder(script())
+    // A real model when the environment names one (OPENAI_API_KEY,
+    // ANTHROPIC_API_KEY, or KINET_BASE_URL for a local server; KINET_MODEL
+    // picks the model); otherwise the offline scripted one.
+    let builder = match kinet::core::providers::from_env()? {
+        Some(chosen) => {
+            println!("model: {}\n", chosen.label);
+            Agent::builder_arc(chosen.provider).model(chosen.model)
+        }
+        None => {
+            println!("model: offline script (set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL for a real one)\n");
+            Agent::builder(script())
+        }
+    };
+    let agent = builder
         .system_prompt("You are a helpful assistant with access to the user's notes.")
         .tool(SearchNotesTool(notebook.clone()))
         .tool(AddNoteTool(notebook.clone()))
