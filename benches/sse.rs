@@ -5,7 +5,12 @@
 //! ```text
 //! cargo bench --bench sse
 //! ```
-#![allow(missing_docs, clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -20,7 +25,10 @@ const READ: usize = 16 * 1024;
 /// Repeats the middle (delta) events of a recorded fixture until the stream
 /// is 5 MB, keeping its first and last events.
 fn recorded(fixture: &str, deltas_from: usize, deltas_to: usize) -> Vec<u8> {
-    let path = format!("{}/kinet-core/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/kinet-core/tests/fixtures/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(path).unwrap();
     let events: Vec<&str> = text.split_inclusive("\n\n").collect();
     let (head, rest) = events.split_at(deltas_from);
@@ -56,14 +64,29 @@ fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
 
 fn benches(c: &mut Criterion) {
     let streams = [
-        ("openai_chat", WireFormat::OpenAiChat, recorded("openai/text.sse", 1, 4)),
-        ("anthropic", WireFormat::Anthropic, recorded("anthropic/text.sse", 3, 5)),
-        ("openai_responses", WireFormat::OpenAiResponses, recorded("responses/text.sse", 4, 6)),
+        (
+            "openai_chat",
+            WireFormat::OpenAiChat,
+            recorded("openai/text.sse", 1, 4),
+        ),
+        (
+            "anthropic",
+            WireFormat::Anthropic,
+            recorded("anthropic/text.sse", 3, 5),
+        ),
+        (
+            "openai_responses",
+            WireFormat::OpenAiResponses,
+            recorded("responses/text.sse", 4, 6),
+        ),
     ];
     for (label, format, bytes) in &streams {
         let events = count_sse_events(bytes);
         let decoded = decode_recorded(*format, bytes, READ);
-        assert!(decoded.iter().all(Result::is_ok), "{label}: the stream decodes cleanly");
+        assert!(
+            decoded.iter().all(Result::is_ok),
+            "{label}: the stream decodes cleanly"
+        );
         let mb = bytes.len() as f64 / 1e6;
         let framing = best_of(20, || {
             black_box(count_sse_events(black_box(bytes)));

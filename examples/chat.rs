@@ -82,7 +82,10 @@ impl ConfirmHandler for TerminalConfirm {
             "a" | "always" => ConfirmDecision::ApproveForSession,
             "q" | "quit" => ConfirmDecision::Abort,
             _ => {
-                let reason = self.0.read_line("  reason for the model (optional): ").await;
+                let reason = self
+                    .0
+                    .read_line("  reason for the model (optional): ")
+                    .await;
                 ConfirmDecision::Deny {
                     reason: reason.filter(|r| !r.trim().is_empty()),
                 }
@@ -116,7 +119,11 @@ impl Tool for SaveNoteTool {
         Some(format!("save the note: {}", args.text))
     }
     async fn call(&self, args: SaveNote, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let mut notes = self.0.0.lock().map_err(|_| ToolError::failed("notes poisoned"))?;
+        let mut notes = self
+            .0
+            .0
+            .lock()
+            .map_err(|_| ToolError::failed("notes poisoned"))?;
         notes.push(args.text);
         Ok(ToolOutput::text(format!("saved ({} notes)", notes.len())))
     }
@@ -141,7 +148,11 @@ impl Tool for ListNotesTool {
         true
     }
     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let notes = self.0.0.lock().map_err(|_| ToolError::failed("notes poisoned"))?;
+        let notes = self
+            .0
+            .0
+            .lock()
+            .map_err(|_| ToolError::failed("notes poisoned"))?;
         Ok(ToolOutput::text(if notes.is_empty() {
             "(no notes)".to_owned()
         } else {

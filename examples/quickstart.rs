@@ -173,7 +173,9 @@ async fn main() -> anyhow::Result<()> {
             Agent::builder_arc(chosen.provider).model(chosen.model)
         }
         None => {
-            println!("model: offline script (set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL for a real one)\n");
+            println!(
+                "model: offline script (set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL for a real one)\n"
+            );
             Agent::builder(script())
         }
     };

@@ -507,3 +507,53 @@ impl SseDecoder for ChatDecoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reason_variants_of_compatible_servers() {
+        for (reason, expected) in [
+            ("stop", StopReason::EndTurn),
+            ("eos", StopReason::EndTurn),
+            ("tool_calls", StopReason::ToolUse),
+            ("function_call", StopReason::ToolUse),
+            ("length", StopReason::MaxTokens),
+            ("model_length", StopReason::MaxTokens),
+            ("content_filter", StopReason::ContentFilter),
+            ("sensitive", StopReason::ContentFilter),
+            ("network_error", StopReason::Other("network_error".into())),
+        ] {
+            assert_eq!(finish_reason(reason), expected, "{reason}");
+        }
+    }
+
+    #[test]
+    fn max_tokens_field_and_extra_params() {
+        let params = crate::GenerationParams {
+            max_tokens: Some(300),
+            extra: serde_json::from_value(json!({"reasoning_effort": "low"})).unwrap_or_default(),
+            ..crate::GenerationParams::default()
+        };
+        let request = ChatRequest {
+            model: "".into(),
+            system: "".into(),
+            messages: std::borrow::Cow::Owned(vec![Message::user("hi")]),
+            tools: std::borrow::Cow::Owned(vec![]),
+            params: std::borrow::Cow::Owned(params),
+        };
+        let config = OpenAiConfig::new()
+            .max_tokens_field(MaxTokensField::MaxCompletionTokens)
+            .stream_usage(false)
+            .default_model("o4-mini");
+        let body = chat_body(&request, &config);
+        assert_eq!(body["model"], "o4-mini");
+        assert_eq!(body["max_completion_tokens"], 300);
+        assert!(body.get("max_tokens").is_none());
+        assert!(body.get("stream_options").is_none());
+        assert!(body.get("tools").is_none());
+        assert_eq!(body["reasoning_effort"], "low");
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    }
+}
