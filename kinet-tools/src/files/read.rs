@@ -1,0 +1,257 @@
+//! `read_file`: line-numbered text, images as image parts.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::tracker::{FileStamp, FileTracker};
+use super::{blocking, io_error, number_line};
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// The file to read: absolute, or relative to the working directory.
+    pub path: String,
+    /// The line number to start at (1-based). Use with `limit` for files too
+    /// large to read whole.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// How many lines to read (default 2000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// The limits of `read_file`. Every field documents its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Lines returned when no `limit` is given. Default 2000.
+    pub default_lines: usize,
+    /// Characters kept of one line; the rest is cut with a note. Default 2000.
+    pub max_line_chars: usize,
+    /// Largest file read whole when no range is given. Default 512 KiB.
+    pub max_whole_file_bytes: u64,
+    /// Largest image returned. Default 10 MiB.
+    pub max_image_bytes: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        Self {
+            default_lines: 2000,
+            max_line_chars: 2000,
+            max_whole_file_bytes: 512 * 1024,
+            max_image_bytes: 10 * 1024 * 1024,
+        }
+    }
+}
+
+/// Reads a text file with line numbers, or an image as an image part.
+///
+/// Binary files and directories get a clear error; invalid UTF-8 is shown
+/// lossily with a note. Each read is recorded in the [`FileTracker`].
+#[derive(Debug, Clone)]
+pub struct ReadFileTool {
+    tracker: Arc<FileTracker>,
+    limits: ReadLimits,
+}
+
+impl ReadFileTool {
+    /// A tool recording reads in `tracker`, with default limits.
+    pub fn new(tracker: Arc<FileTracker>) -> Self {
+        Self {
+            tracker,
+            limits: ReadLimits::default(),
+        }
+    }
+
+    /// Replaces the limits.
+    pub fn with_limits(mut self, limits: ReadLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+}
+
+const DESCRIPTION: &str = "\
+Reads a file from the local filesystem. Text comes back with line numbers \
+(`cat -n` style: number, tab, line); use those numbers for offset, not as part of \
+the text when editing.
+- By default up to 2000 lines are returned from the start of the file; lines longer \
+than 2000 characters are cut.
+- For a large file, pass offset (1-based line number) and limit to read a range, or \
+search it with grep first. Files over 512 KB must be read in ranges.
+- Images (PNG, JPEG, GIF, WebP) are returned as images you can see.
+- Binary files and directories are refused; use glob to list a directory.
+- Read a file before editing it with edit_file.";
+
+fn image_type(path: &Path) -> Option<&'static str> {
+    let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match extension.as_str() {
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => return None,
+    })
+}
+
+#[async_trait]
+impl Tool for ReadFileTool {
+    type Args = ReadFileArgs;
+
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn read_only(&self, _: &ReadFileArgs) -> bool {
+        true
+    }
+
+    async fn call(&self, args: ReadFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let path = ctx.resolve_path(&args.path)?;
+        let limits = self.limits.clone();
+        let tracker = Arc::clone(&self.tracker);
+        blocking(move || read(&path, &args, &limits, &tracker)).await
+    }
+}
+
+fn read(
+    path: &PathBuf,
+    args: &ReadFileArgs,
+    limits: &ReadLimits,
+    tracker: &FileTracker,
+) -> Result<ToolOutput, ToolError> {
+    let shown = path.display();
+    let metadata = std::fs::metadata(path).map_err(|e| io_error(path, "read", e))?;
+    if metadata.is_dir() {
+        return Err(ToolError::invalid_arguments(format!(
+            "`{shown}` is a directory, not a file; use glob to list its files"
+        )));
+    }
+    if let Some(media_type) = image_type(path) {
+        if metadata.len() > limits.max_image_bytes {
+            return Err(ToolError::invalid_arguments(format!(
+                "the image `{shown}` is {} bytes, over the {} byte limit",
+                metadata.len(),
+                limits.max_image_bytes
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| io_error(path, "read", e))?;
+        return Ok(ToolOutput::text(format!(
+            "Image `{shown}` ({} bytes, {media_type}).",
+            bytes.len()
+        ))
+        .with_image(ImagePart::from_bytes(media_type, &bytes)));
+    }
+    let ranged = args.offset.is_some() || args.limit.is_some();
+    if !ranged && metadata.len() > limits.max_whole_file_bytes {
+        return Err(ToolError::invalid_arguments(format!(
+            "`{shown}` is {} KB, over the {} KB limit for reading a whole file; read a range \
+             with offset and limit (e.g. offset=1, limit=500), or search it with grep",
+            metadata.len() / 1024,
+            limits.max_whole_file_bytes / 1024
+        )));
+    }
+    let start = args.offset.unwrap_or(1).max(1);
+    let count = args.limit.unwrap_or(limits.default_lines).max(1);
+
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, "read", e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    // A NUL byte near the start marks a binary file.
+    let head = reader.fill_buf().map_err(|e| io_error(path, "read", e))?;
+    let sniff = &head[..head.len().min(8192)];
+    if sniff.contains(&0) {
+        return Err(ToolError::invalid_arguments(format!(
+            "`{shown}` is a binary file ({} bytes); it cannot be shown as text",
+            metadata.len()
+        )));
+    }
+
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    let mut shown_lines = 0usize;
+    let mut lossy = false;
+    let mut cut_lines = 0usize;
+    let mut more = false;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error(path, "read", e))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        if number < start {
+            continue;
+        }
+        if shown_lines == count {
+            more = true;
+            break;
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => std::borrow::Cow::Borrowed(text),
+            Err(_) => {
+                lossy = true;
+                String::from_utf8_lossy(&line)
+            }
+        };
+        match text.char_indices().nth(limits.max_line_chars) {
+            Some((cut, _)) => {
+                cut_lines += 1;
+                let total = text.chars().count();
+                let kept = &text[..cut];
+                number_line(
+                    &mut out,
+                    number,
+                    &format!("{kept}… [line cut: {total} characters]"),
+                );
+            }
+            None => number_line(&mut out, number, &text),
+        }
+        shown_lines += 1;
+    }
+    tracker.record(path, FileStamp::of(&metadata));
+
+    if number == 0 {
+        return Ok(ToolOutput::text(format!("`{shown}` is empty.")));
+    }
+    if shown_lines == 0 {
+        return Err(ToolError::invalid_arguments(format!(
+            "offset {start} is past the end of `{shown}`, which has {number} lines"
+        )));
+    }
+    let mut notes = Vec::new();
+    if lossy {
+        notes.push("the file is not valid UTF-8; invalid bytes are shown as �".to_owned());
+    }
+    if cut_lines > 0 {
+        notes.push(format!(
+            "{cut_lines} line(s) longer than {} characters were cut",
+            limits.max_line_chars
+        ));
+    }
+    if more {
+        let next = start + shown_lines;
+        notes.push(format!(
+            "showing lines {start}-{}; more follow: continue with offset={next}",
+            next - 1
+        ));
+    }
+    if !notes.is_empty() {
+        out.push_str(&format!("\n[{}]\n", notes.join("; ")));
+    }
+    Ok(ToolOutput::text(out))
+}

@@ -1,0 +1,196 @@
+//! `glob`: find files by name pattern, newest first.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+use globset::GlobBuilder;
+use ignore::WalkState;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{display_path, walker};
+
+/// Arguments of `glob`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GlobArgs {
+    /// The pattern, matched against paths relative to the search directory:
+    /// `**/*.rs`, `src/**/*.{ts,tsx}`, `*.md` (top level only).
+    pub pattern: String,
+    /// The directory to search (default: the working directory).
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// Limits of `glob`. Every field documents its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GlobConfig {
+    /// Paths returned; the count of the rest is reported. Default 100.
+    pub max_results: usize,
+    /// Walk threads. Default: the number of CPUs, capped at 12.
+    pub threads: usize,
+}
+
+impl Default for GlobConfig {
+    fn default() -> Self {
+        Self {
+            max_results: 100,
+            threads: std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .min(12),
+        }
+    }
+}
+
+/// Finds files whose path matches a glob, newest-modified first,
+/// `.gitignore`-aware, hidden files skipped.
+#[derive(Debug, Clone, Default)]
+pub struct GlobTool {
+    config: GlobConfig,
+}
+
+impl GlobTool {
+    /// A glob tool with these limits.
+    pub fn new(config: GlobConfig) -> Self {
+        Self { config }
+    }
+}
+
+const DESCRIPTION: &str = "\
+Finds files by path pattern, newest-modified first (at most 100).
+- Patterns match paths relative to the search directory: `**/*.rs` (any depth), \
+`src/**/*.{ts,tsx}`, `*.md` (top level only), `**/test_*.py`.
+- Respects .gitignore and skips hidden files.
+- Use grep to search file contents.";
+
+#[async_trait]
+impl Tool for GlobTool {
+    type Args = GlobArgs;
+
+    fn name(&self) -> &str {
+        "glob"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    fn read_only(&self, _: &GlobArgs) -> bool {
+        true
+    }
+
+    async fn call(&self, args: GlobArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let root = match &args.path {
+            Some(path) => ctx.resolve_path(path)?,
+            None => ctx.cwd().to_path_buf(),
+        };
+        let cwd = ctx.cwd().to_path_buf();
+        let config = self.config.clone();
+        let cancel = ctx.cancellation().clone();
+        tokio::task::spawn_blocking(move || glob(&args.pattern, &root, &cwd, &config, &cancel))
+            .await
+            .map_err(|e| ToolError::failed(format!("glob task failed: {e}")))?
+    }
+}
+
+/// Finds matching files (blocking).
+pub(crate) fn glob(
+    pattern: &str,
+    root: &Path,
+    cwd: &Path,
+    config: &GlobConfig,
+    cancel: &kinet_core::CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let matcher = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| ToolError::invalid_arguments(format!("invalid glob `{pattern}`: {e}")))?
+        .compile_matcher();
+    if !root.is_dir() {
+        return Err(ToolError::not_found(format!(
+            "`{}` is not a directory",
+            root.display()
+        )));
+    }
+    let found: Arc<Mutex<Found>> = Arc::new(Mutex::new(Vec::new()));
+    walker(root, None, None, config.threads)?
+        .build_parallel()
+        .run(|| {
+            let mut batch = Batch {
+                local: Vec::new(),
+                found: Arc::clone(&found),
+            };
+            let matcher = &matcher;
+            Box::new(move |entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else {
+                    return WalkState::Continue;
+                };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
+                if matcher.is_match(relative) {
+                    let modified = entry
+                        .metadata()
+                        .ok()
+                        .and_then(|m| m.modified().ok())
+                        .unwrap_or(SystemTime::UNIX_EPOCH);
+                    batch.local.push((modified, entry.into_path()));
+                }
+                WalkState::Continue
+            })
+        });
+    // Every walker thread's batch was flushed when its closure was dropped.
+    let mut found = std::mem::take(
+        &mut *found
+            .lock()
+            .map_err(|_| ToolError::failed("glob results were poisoned"))?,
+    );
+    if cancel.is_cancelled() {
+        return Err(ToolError::new(
+            kinet_core::ToolErrorKind::Cancelled,
+            "glob was cancelled",
+        ));
+    }
+    found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let total = found.len();
+    let mut text = if total == 0 {
+        format!("No files match `{pattern}`.")
+    } else {
+        found
+            .iter()
+            .take(config.max_results)
+            .map(|(_, path)| display_path(path, cwd))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if total > config.max_results {
+        text.push_str(&format!(
+            "\n[{} more files not shown ({total} in all); use a narrower pattern or path]",
+            total - config.max_results
+        ));
+    }
+    Ok(ToolOutput::text(text).with_structured(serde_json::json!({ "total": total })))
+}
+
+type Found = Vec<(SystemTime, PathBuf)>;
+
+/// One walker thread's matches, added to the shared list when the thread's
+/// visitor is dropped (one lock per thread, not per file).
+struct Batch {
+    local: Found,
+    found: Arc<Mutex<Found>>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Ok(mut found) = self.found.lock() {
+            found.append(&mut self.local);
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! `shell`: runs a command line in its own process group.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolErrorKind, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+/// Arguments of `shell`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ShellArgs {
+    /// The command line. Runs with `sh -c` (on Windows `cmd.exe /c`).
+    pub command: String,
+    /// Time limit in milliseconds (default 120000, at most 600000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// Directory to run in (default: the working directory).
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+/// Limits of the shell tool. Every field documents its default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellConfig {
+    /// The time limit when the call gives none. Default 120 s.
+    pub default_timeout: Duration,
+    /// The largest time limit a call may ask for. Default 600 s.
+    pub max_timeout: Duration,
+    /// Output kept in memory: the first half and the last half of this many
+    /// bytes; the middle is dropped with a note. Default 1 MiB.
+    pub max_output_bytes: usize,
+    /// After the command exits, how long to keep reading output its
+    /// background children still write before they are stopped. Default
+    /// 250 ms.
+    pub drain_after_exit: Duration,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        Self {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(600),
+            max_output_bytes: 1024 * 1024,
+            drain_after_exit: Duration::from_millis(250),
+        }
+    }
+}
+
+/// How a command ended, for the host's callback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellReport {
+    /// The command line.
+    pub command: String,
+    /// The exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// It ran out of time and was killed.
+    pub timed_out: bool,
+    /// The run was cancelled and it was killed.
+    pub cancelled: bool,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+type AfterCommand = Arc<dyn Fn(&ShellReport) + Send + Sync>;
+
+/// Runs a command line: `sh -c` in its own process group with stdin closed,
+/// stdout and stderr merged in arrival order, output streamed to the host as
+/// progress events and capped in memory (head and tail kept), the exit code
+/// appended. On timeout or cancellation the whole process group is killed;
+/// when the command exits, background processes it left are stopped too.
+/// Mutating: the host is asked before each command.
+#[derive(Clone)]
+pub struct ShellTool {
+    config: ShellConfig,
+    after_command: Option<AfterCommand>,
+}
+
+impl std::fmt::Debug for ShellTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShellTool")
+            .field("config", &self.config)
+            .field("after_command", &self.after_command.is_some())
+            .finish()
+    }
+}
+
+impl Default for ShellTool {
+    fn default() -> Self {
+        Self::new(ShellConfig::default())
+    }
+}
+
+impl ShellTool {
+    /// A shell tool with these limits.
+    pub fn new(config: ShellConfig) -> Self {
+        Self {
+            config,
+            after_command: None,
+        }
+    }
+
+    /// Calls `callback` after every command (e.g. to give focus back to the
+    /// host's window).
+    pub fn after_command(
+        mut self,
+        callback: impl Fn(&ShellReport) + Send + Sync + 'static,
+    ) -> Self {
+        self.after_command = Some(Arc::new(callback));
+        self
+    }
+}
+
+const DESCRIPTION: &str = "\
+Runs a shell command and returns its output (stdout and stderr together, in order) \
+followed by the exit code.
+- Runs with `sh -c` in the working directory unless cwd is given; stdin is closed, so \
+interactive programs fail: pass flags such as `-y` or `--no-pager`.
+- Default time limit 120 s (timeout_ms, at most 600000). On timeout the command and all \
+its child processes are killed.
+- Background processes (`cmd &`) are stopped when the command ends.
+- Long output is shortened in the middle; prefer flags that limit output, or redirect to \
+a file and read parts of it.
+- Prefer read_file, grep, glob and edit_file over cat, grep, find and sed.";
+
+#[async_trait]
+impl Tool for ShellTool {
+    type Args = ShellArgs;
+
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    fn description(&self) -> &str {
+        DESCRIPTION
+    }
+
+    async fn confirm_summary(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<String> {
+        let dir = match &args.cwd {
+            Some(cwd) => ctx.resolve_path(cwd).ok()?,
+            None => ctx.cwd().to_path_buf(),
+        };
+        Some(format!("$ {}\n(in {})", args.command, dir.display()))
+    }
+
+    async fn call(&self, args: ShellArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if args.command.trim().is_empty() {
+            return Err(ToolError::invalid_arguments("the command is empty"));
+        }
+        let dir = match &args.cwd {
+            Some(cwd) => ctx.resolve_path(cwd)?,
+            None => ctx.cwd().to_path_buf(),
+        };
+        if !dir.is_dir() {
+            return Err(ToolError::not_found(format!(
+                "the directory `{}` does not exist",
+                dir.display()
+            )));
+        }
+        let timeout = args
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(self.config.default_timeout)
+            .min(self.config.max_timeout);
+        let run = run_command(&args.command, dir, timeout, &self.config, ctx).await?;
+        if let Some(callback) = &self.after_command {
+            callback(&run.report);
+        }
+        let mut text = run.output;
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let report = &run.report;
+        let structured = serde_json::json!({
+            "exit_code": report.exit_code,
+            "timed_out": report.timed_out,
+            "elapsed_ms": u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
+        });
+        if report.cancelled {
+            return Err(ToolError::new(
+                ToolErrorKind::Cancelled,
+                format!("{text}[cancelled: the command and its child processes were killed]"),
+            ));
+        }
+        if report.timed_out {
+            return Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!(
+                    "{text}[timed out after {:.0} s: the command and its child processes were killed]",
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+        match report.exit_code {
+            Some(code) => text.push_str(&format!("[exit code: {code}]")),
+            None => text.push_str(&format!(
+                "[terminated by a signal{}]",
+                run.signal.map(|s| format!(" ({s})")).unwrap_or_default()
+            )),
+        }
+        Ok(ToolOutput::text(text).with_structured(structured))
+    }
+}
+
+/// Output kept in memory: the first `limit / 2` bytes and the last
+/// `limit / 2`, with a count of what was dropped in between.
+struct CappedOutput {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    half: usize,
+    dropped: u64,
+}
+
+impl CappedOutput {
+    fn new(limit: usize) -> Self {
+        let half = (limit / 2).max(1);
+        Self {
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            half,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < self.half {
+            let take = bytes.len().min(self.half - self.head.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.len() >= self.half {
+            self.dropped += (self.tail.len() + bytes.len() - self.half) as u64;
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - self.half..]);
+            return;
+        }
+        let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.half);
+        self.dropped += overflow as u64;
+        self.tail.drain(..overflow);
+        self.tail.extend(bytes);
+    }
+
+    fn into_text(self) -> String {
+        let mut text = String::from_utf8_lossy(&self.head).into_owned();
+        if self.dropped > 0 {
+            text.push_str(&format!(
+                "\n[... {} bytes of output omitted ...]\n",
+                self.dropped
+            ));
+        }
+        let (a, b) = self.tail.as_slices();
+        let mut tail = Vec::with_capacity(a.len() + b.len());
+        tail.extend_from_slice(a);
+        tail.extend_from_slice(b);
+        text.push_str(&String::from_utf8_lossy(&tail));
+        text
+    }
+}
+
+/// Splits off complete UTF-8 text from `pending`, keeping an incomplete
+/// character at the end for the next chunk.
+fn take_text(pending: &mut Vec<u8>) -> String {
+    let valid = match std::str::from_utf8(pending) {
+        Ok(_) => pending.len(),
+        Err(error) if error.error_len().is_none() => error.valid_up_to(),
+        Err(_) => pending.len(),
+    };
+    let rest = pending.split_off(valid);
+    let text = String::from_utf8_lossy(pending).into_owned();
+    *pending = rest;
+    text
+}
+
+struct Finished {
+    output: String,
+    report: ShellReport,
+    signal: Option<i32>,
+}
+
+#[cfg(unix)]
+fn command_for(line: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new("sh");
+    command.arg("-c").arg(line);
+    command.process_group(0);
+    command
+}
+
+#[cfg(windows)]
+fn command_for(line: &str) -> tokio::process::Command {
+    const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+    let mut command = tokio::process::Command::new("cmd.exe");
+    command.arg("/c").arg(line);
+    command.creation_flags(CREATE_NEW_PROCESS_GROUP);
+    command
+}
+
+/// Kills the process group led by `pid` (the whole tree on Windows).
+fn kill_group(pid: Option<u32>) {
+    let Some(pid) = pid else { return };
+    #[cfg(unix)]
+    {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        if let Ok(raw) = i32::try_from(pid) {
+            let _ = killpg(Pid::from_raw(raw), Signal::SIGKILL);
+        }
+    }
+    #[cfg(windows)]
+    {
+        let _ = std::process::Command::new("taskkill")
+            .args(["/F", "/T", "/PID", &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+async fn run_command(
+    line: &str,
+    dir: PathBuf,
+    timeout: Duration,
+    config: &ShellConfig,
+    ctx: &ToolCtx,
+) -> Result<Finished, ToolError> {
+    let started = Instant::now();
+    let spawn_error = |e: std::io::Error| ToolError::failed(format!("cannot start `{line}`: {e}"));
+    // One pipe for both streams keeps their order.
+    let (mut reader, writer) = std::io::pipe().map_err(spawn_error)?;
+    let writer_err = writer.try_clone().map_err(spawn_error)?;
+    let mut command = command_for(line);
+    command
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(writer_err))
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(spawn_error)?;
+    // Close our copies of the write end, or the reader never sees EOF.
+    drop(command);
+    let pid = child.id();
+
+    let (sender, mut chunks) = mpsc::channel::<Vec<u8>>(64);
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if sender.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+
+    let mut output = CappedOutput::new(config.max_output_bytes);
+    let mut pending = Vec::new();
+    let mut on_chunk = |chunk: &[u8], output: &mut CappedOutput| {
+        output.push(chunk);
+        pending.extend_from_slice(chunk);
+        let text = take_text(&mut pending);
+        if !text.is_empty() {
+            ctx.progress(text);
+        }
+    };
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let mut status = None;
+    loop {
+        tokio::select! {
+            chunk = chunks.recv() => match chunk {
+                Some(chunk) => on_chunk(&chunk, &mut output),
+                None => break,
+            },
+            exited = child.wait(), if status.is_none() => {
+                status = Some(exited.map_err(|e| ToolError::failed(format!("waiting for `{line}` failed: {e}")))?);
+                // Keep reading what is already in the pipe (and what
+                // background children write) for a moment, then stop.
+                let drain = tokio::time::sleep(config.drain_after_exit);
+                tokio::pin!(drain);
+                loop {
+                    tokio::select! {
+                        chunk = chunks.recv() => match chunk {
+                            Some(chunk) => on_chunk(&chunk, &mut output),
+                            None => break,
+                        },
+                        _ = &mut drain => break,
+                    }
+                }
+                break;
+            }
+            _ = &mut deadline => {
+                timed_out = true;
+                break;
+            }
+            _ = ctx.cancellation().cancelled() => {
+                cancelled = true;
+                break;
+            }
+        }
+    }
+    // Stop everything left in the group: the command itself on timeout or
+    // cancellation, background children otherwise.
+    kill_group(pid);
+    let status = match status {
+        Some(status) => Some(status),
+        None => tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok),
+    };
+    // Whatever is still buffered in the channel.
+    while let Ok(chunk) = chunks.try_recv() {
+        on_chunk(&chunk, &mut output);
+    }
+    let (exit_code, signal) = match status {
+        Some(status) => (status.code(), signal_of(&status)),
+        None => (None, None),
+    };
+    Ok(Finished {
+        output: output.into_text(),
+        report: ShellReport {
+            command: line.to_owned(),
+            exit_code: if timed_out || cancelled {
+                None
+            } else {
+                exit_code
+            },
+            timed_out,
+            cancelled,
+            elapsed: started.elapsed(),
+        },
+        signal,
+    })
+}
+
+#[cfg(unix)]
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal()
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_output_keeps_head_and_tail() {
+        let mut out = CappedOutput::new(10);
+        for chunk in [&b"abc"[..], b"defgh", b"ijklmnop", b"qrstuvwxyz"] {
+            out.push(chunk);
+        }
+        assert_eq!(
+            out.into_text(),
+            "abcde\n[... 16 bytes of output omitted ...]\nvwxyz"
+        );
+        let mut small = CappedOutput::new(100);
+        small.push(b"hello");
+        assert_eq!(small.into_text(), "hello");
+    }
+
+    #[test]
+    fn split_utf8_is_carried_to_the_next_chunk() {
+        let bytes = "ü€".as_bytes();
+        let mut pending = bytes[..3].to_vec();
+        assert_eq!(take_text(&mut pending), "ü");
+        pending.extend_from_slice(&bytes[3..]);
+        assert_eq!(take_text(&mut pending), "€");
+        assert!(pending.is_empty());
+    }
+}
