@@ -32,7 +32,11 @@ fn workspace() -> Workspace {
     }
 }
 
-async fn call<T: Tool>(tool: &T, ctx: &ToolCtx, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
+async fn call<T: Tool>(
+    tool: &T,
+    ctx: &ToolCtx,
+    args: serde_json::Value,
+) -> Result<ToolOutput, ToolError> {
     let args = serde_json::from_value(args).unwrap();
     tool.call(args, ctx).await
 }
@@ -92,11 +96,24 @@ async fn a_timeout_kills_the_whole_process_group_including_grandchildren() {
         )
         .await,
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(err.kind(), ToolErrorKind::Timeout);
     assert!(err.message().starts_with("started\n"), "{}", err.message());
-    assert!(err.message().contains("[timed out after 0 s") || err.message().contains("[timed out after 1 s"), "{}", err.message());
-    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(
+        err.message().contains("[timed out after 0 s")
+            || err.message().contains("[timed out after 1 s"),
+        "{}",
+        err.message()
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(2);
     while alive(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -119,7 +136,11 @@ async fn background_children_are_stopped_when_the_command_exits() {
     );
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(out, "done\n[exit code: 0]");
-    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!alive(pid));
 }
@@ -133,13 +154,22 @@ async fn fifty_megabytes_of_output_are_capped_in_memory() {
     });
     let started = Instant::now();
     let out = text(
-        call(&tool, &ws.ctx, json!({"command": "yes kinet | head -c 50000000; echo; echo END"})).await,
+        call(
+            &tool,
+            &ws.ctx,
+            json!({"command": "yes kinet | head -c 50000000; echo; echo END"}),
+        )
+        .await,
     );
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(out.len() < 64 * 1024 + 200, "{}", out.len());
     assert!(out.starts_with("kinet\nkinet\n"));
     assert!(out.contains("bytes of output omitted"));
-    assert!(out.ends_with("END\n[exit code: 0]"), "{}", &out[out.len() - 100..]);
+    assert!(
+        out.ends_with("END\n[exit code: 0]"),
+        "{}",
+        &out[out.len() - 100..]
+    );
 }
 
 #[tokio::test]
@@ -169,10 +199,16 @@ async fn cancellation_kills_the_command_and_progress_is_streamed() {
         }
     }
     run.cancel();
-    let outcome = tokio::time::timeout(Duration::from_secs(5), run.finish()).await.unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run.finish())
+        .await
+        .unwrap();
     assert!(matches!(outcome.stop, kinet_core::RunStop::Cancelled));
     assert!(progress.contains("tick 1\ntick 2\ntick 3"));
-    let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!alive(pid), "the shell {pid} survived cancellation");
     let reports = reports.lock().unwrap();
@@ -182,13 +218,26 @@ async fn cancellation_kills_the_command_and_progress_is_streamed() {
 #[tokio::test]
 async fn shell_refuses_a_cwd_outside_the_workspace_and_asks_with_the_command() {
     let ws = workspace();
-    let err = error(call(&ShellTool::default(), &ws.ctx, json!({"command": "ls", "cwd": "/"})).await);
+    let err = error(
+        call(
+            &ShellTool::default(),
+            &ws.ctx,
+            json!({"command": "ls", "cwd": "/"}),
+        )
+        .await,
+    );
     assert_eq!(err.kind(), ToolErrorKind::PermissionDenied);
     let summary = ShellTool::default()
-        .confirm_summary(&serde_json::from_value(json!({"command": "rm -rf build"})).unwrap(), &ws.ctx)
+        .confirm_summary(
+            &serde_json::from_value(json!({"command": "rm -rf build"})).unwrap(),
+            &ws.ctx,
+        )
         .await
         .unwrap();
-    assert_eq!(summary, format!("$ rm -rf build\n(in {})", ws.root.display()));
+    assert_eq!(
+        summary,
+        format!("$ rm -rf build\n(in {})", ws.root.display())
+    );
 }
 
 // ------------------------------------------------------------------ files
@@ -205,7 +254,14 @@ async fn read_file_numbers_lines_and_handles_ranges_binary_dirs_images_and_bad_u
     assert!(out.contains("  2000\tline 2000\n"));
     assert!(!out.contains("line 2001"));
     assert!(out.ends_with("[showing lines 1-2000; more follow: continue with offset=2001]\n"));
-    let out = text(call(&read, &ws.ctx, json!({"path": "long.txt", "offset": 2999, "limit": 5})).await);
+    let out = text(
+        call(
+            &read,
+            &ws.ctx,
+            json!({"path": "long.txt", "offset": 2999, "limit": 5}),
+        )
+        .await,
+    );
     assert_eq!(out, "  2999\tline 2999\n  3000\tline 3000\n");
     assert!(tracker.was_read(&ws.root.join("long.txt")));
 
@@ -215,7 +271,11 @@ async fn read_file_numbers_lines_and_handles_ranges_binary_dirs_images_and_bad_u
 
     std::fs::write(ws.root.join("blob.bin"), b"\x7fELF\0\0\x01\x02").unwrap();
     let err = error(call(&read, &ws.ctx, json!({"path": "blob.bin"})).await);
-    assert!(err.message().contains("is a binary file"), "{}", err.message());
+    assert!(
+        err.message().contains("is a binary file"),
+        "{}",
+        err.message()
+    );
 
     std::fs::create_dir(ws.root.join("src")).unwrap();
     let err = error(call(&read, &ws.ctx, json!({"path": "src"})).await);
@@ -228,14 +288,20 @@ async fn read_file_numbers_lines_and_handles_ranges_binary_dirs_images_and_bad_u
 
     let png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89";
     std::fs::write(ws.root.join("dot.png"), png).unwrap();
-    let output = call(&read, &ws.ctx, json!({"path": "dot.png"})).await.unwrap();
+    let output = call(&read, &ws.ctx, json!({"path": "dot.png"}))
+        .await
+        .unwrap();
     assert_eq!(output.images.len(), 1);
     assert_eq!(output.images[0].to_bytes().unwrap(), png);
 
     let big = "y".repeat(600 * 1024);
     std::fs::write(ws.root.join("big.log"), big).unwrap();
     let err = error(call(&read, &ws.ctx, json!({"path": "big.log"})).await);
-    assert!(err.message().contains("over the 512 KB limit"), "{}", err.message());
+    assert!(
+        err.message().contains("over the 512 KB limit"),
+        "{}",
+        err.message()
+    );
     let err = error(call(&read, &ws.ctx, json!({"path": "missing.txt"})).await);
     assert_eq!(err.kind(), ToolErrorKind::NotFound);
     std::fs::write(ws.root.join("empty.txt"), "").unwrap();
@@ -255,9 +321,20 @@ async fn file_tools_refuse_symlink_and_dotdot_escapes() {
     for path in ["escape/secret.txt", "../secret.txt", "/etc/hostname"] {
         let err = error(call(&read, &ws.ctx, json!({"path": path})).await);
         assert_eq!(err.kind(), ToolErrorKind::PermissionDenied, "{path}");
-        assert!(err.message().contains(&ws.root.display().to_string()), "{}", err.message());
+        assert!(
+            err.message().contains(&ws.root.display().to_string()),
+            "{}",
+            err.message()
+        );
     }
-    let err = error(call(&write, &ws.ctx, json!({"path": "escape/new.txt", "content": "x"})).await);
+    let err = error(
+        call(
+            &write,
+            &ws.ctx,
+            json!({"path": "escape/new.txt", "content": "x"}),
+        )
+        .await,
+    );
     assert_eq!(err.kind(), ToolErrorKind::PermissionDenied);
     assert!(!outside.path().join("new.txt").exists());
 }
@@ -271,14 +348,39 @@ async fn edit_requires_a_fresh_read_and_a_unique_match() {
     let path = ws.root.join("lib.rs");
     std::fs::write(&path, "fn a() { todo!() }\nfn b() { todo!() }\n").unwrap();
 
-    let err = error(call(&edit, &ws.ctx, json!({"path": "lib.rs", "old_string": "fn a", "new_string": "fn z"})).await);
+    let err = error(
+        call(
+            &edit,
+            &ws.ctx,
+            json!({"path": "lib.rs", "old_string": "fn a", "new_string": "fn z"}),
+        )
+        .await,
+    );
     assert!(err.message().contains("read `"), "{}", err.message());
 
     text(call(&read, &ws.ctx, json!({"path": "lib.rs"})).await);
-    let err = error(call(&edit, &ws.ctx, json!({"path": "lib.rs", "old_string": "todo!()", "new_string": "1"})).await);
+    let err = error(
+        call(
+            &edit,
+            &ws.ctx,
+            json!({"path": "lib.rs", "old_string": "todo!()", "new_string": "1"}),
+        )
+        .await,
+    );
     assert_eq!(err.kind(), ToolErrorKind::NoUniqueMatch);
-    assert!(err.message().contains("occurs 2 times"), "{}", err.message());
-    let err = error(call(&edit, &ws.ctx, json!({"path": "lib.rs", "old_string": "fn c", "new_string": "x"})).await);
+    assert!(
+        err.message().contains("occurs 2 times"),
+        "{}",
+        err.message()
+    );
+    let err = error(
+        call(
+            &edit,
+            &ws.ctx,
+            json!({"path": "lib.rs", "old_string": "fn c", "new_string": "x"}),
+        )
+        .await,
+    );
     assert!(err.message().contains("was not found"));
 
     let out = text(
@@ -288,13 +390,28 @@ async fn edit_requires_a_fresh_read_and_a_unique_match() {
     assert!(out.contains("     1\tfn a() { 1 }"));
     // Edits in a row need no re-read: the tool records its own write.
     text(call(&edit, &ws.ctx, json!({"path": "lib.rs", "old_string": "todo!()", "new_string": "2", "replace_all": true})).await);
-    assert_eq!(std::fs::read_to_string(&path).unwrap(), "fn a() { 1 }\nfn b() { 2 }\n");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "fn a() { 1 }\nfn b() { 2 }\n"
+    );
 
     // Someone else changes the file: the next edit is refused.
     tokio::time::sleep(Duration::from_millis(20)).await;
     std::fs::write(&path, "fn a() { 1 }\nfn b() { 2 }\n// user edit\n").unwrap();
-    let err = error(call(&edit, &ws.ctx, json!({"path": "lib.rs", "old_string": "fn b", "new_string": "fn c"})).await);
-    assert!(err.message().contains("changed on disk since you last read it"), "{}", err.message());
+    let err = error(
+        call(
+            &edit,
+            &ws.ctx,
+            json!({"path": "lib.rs", "old_string": "fn b", "new_string": "fn c"}),
+        )
+        .await,
+    );
+    assert!(
+        err.message()
+            .contains("changed on disk since you last read it"),
+        "{}",
+        err.message()
+    );
 }
 
 #[tokio::test]
@@ -303,7 +420,10 @@ async fn edit_confirmation_carries_a_unified_diff() {
     let tracker = FileTracker::new();
     let edit = EditFileTool::new(Arc::clone(&tracker));
     std::fs::write(ws.root.join("a.txt"), "alpha\nbeta\ngamma\n").unwrap();
-    let args = serde_json::from_value(json!({"path": "a.txt", "old_string": "beta", "new_string": "BETA"})).unwrap();
+    let args = serde_json::from_value(
+        json!({"path": "a.txt", "old_string": "beta", "new_string": "BETA"}),
+    )
+    .unwrap();
     let summary = edit.confirm_summary(&args, &ws.ctx).await.unwrap();
     let path = ws.root.join("a.txt").display().to_string();
     assert_eq!(
@@ -318,16 +438,44 @@ async fn write_file_creates_parents_replaces_whole_and_guards_stale_files() {
     let tracker = FileTracker::new();
     let read = ReadFileTool::new(Arc::clone(&tracker));
     let write = WriteFileTool::new(Arc::clone(&tracker));
-    let out = text(call(&write, &ws.ctx, json!({"path": "deep/dir/new.md", "content": "# Title\n"})).await);
+    let out = text(
+        call(
+            &write,
+            &ws.ctx,
+            json!({"path": "deep/dir/new.md", "content": "# Title\n"}),
+        )
+        .await,
+    );
     assert!(out.starts_with("Created"));
-    assert_eq!(std::fs::read_to_string(ws.root.join("deep/dir/new.md")).unwrap(), "# Title\n");
-    let out = text(call(&write, &ws.ctx, json!({"path": "deep/dir/new.md", "content": "# Other\n"})).await);
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("deep/dir/new.md")).unwrap(),
+        "# Title\n"
+    );
+    let out = text(
+        call(
+            &write,
+            &ws.ctx,
+            json!({"path": "deep/dir/new.md", "content": "# Other\n"}),
+        )
+        .await,
+    );
     assert!(out.starts_with("Overwrote"));
 
     text(call(&read, &ws.ctx, json!({"path": "deep/dir/new.md"})).await);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    std::fs::write(ws.root.join("deep/dir/new.md"), "changed by the user, longer\n").unwrap();
-    let err = error(call(&write, &ws.ctx, json!({"path": "deep/dir/new.md", "content": "x"})).await);
+    std::fs::write(
+        ws.root.join("deep/dir/new.md"),
+        "changed by the user, longer\n",
+    )
+    .unwrap();
+    let err = error(
+        call(
+            &write,
+            &ws.ctx,
+            json!({"path": "deep/dir/new.md", "content": "x"}),
+        )
+        .await,
+    );
     assert!(err.message().contains("changed on disk"));
     let err = error(call(&write, &ws.ctx, json!({"path": "deep", "content": "x"})).await);
     assert!(err.message().contains("is a directory"));
@@ -338,8 +486,14 @@ async fn write_file_creates_parents_replaces_whole_and_guards_stale_files() {
 fn tree(root: &Path) {
     let files = [
         ("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n"),
-        ("src/lib.rs", "pub fn hello() -> &'static str {\n    \"Hello\"\n}\n"),
-        ("src/util/mod.rs", "// helpers\npub fn shout(s: &str) -> String { s.to_uppercase() }\n"),
+        (
+            "src/lib.rs",
+            "pub fn hello() -> &'static str {\n    \"Hello\"\n}\n",
+        ),
+        (
+            "src/util/mod.rs",
+            "// helpers\npub fn shout(s: &str) -> String { s.to_uppercase() }\n",
+        ),
         ("docs/guide.md", "Say hello to the guide.\n"),
         ("target/debug/build.log", "hello from the build\n"),
         ("notes.txt", "nothing here\n"),
@@ -361,26 +515,58 @@ async fn grep_respects_gitignore_hidden_and_binary_files() {
     let grep = GrepTool::default();
     let out = text(call(&grep, &ws.ctx, json!({"pattern": "hello", "-i": true})).await);
     assert_eq!(out, "docs/guide.md\nsrc/lib.rs\nsrc/main.rs");
-    let out = text(call(&grep, &ws.ctx, json!({"pattern": "hello", "output_mode": "content"})).await);
+    let out = text(
+        call(
+            &grep,
+            &ws.ctx,
+            json!({"pattern": "hello", "output_mode": "content"}),
+        )
+        .await,
+    );
     assert_eq!(
         out,
         "docs/guide.md:1: Say hello to the guide.\nsrc/lib.rs:1: pub fn hello() -> &'static str {\nsrc/main.rs:2:     println!(\"hello\");"
     );
-    let out = text(call(&grep, &ws.ctx, json!({"pattern": "fn", "output_mode": "count", "type": "rust"})).await);
+    let out = text(
+        call(
+            &grep,
+            &ws.ctx,
+            json!({"pattern": "fn", "output_mode": "count", "type": "rust"}),
+        )
+        .await,
+    );
     assert_eq!(out, "src/lib.rs:1\nsrc/main.rs:1\nsrc/util/mod.rs:1");
     let out = text(call(&grep, &ws.ctx, json!({"pattern": "fn \\w+\\(", "glob": "src/util/**", "output_mode": "content", "-B": 1})).await);
     assert_eq!(
         out,
         "src/util/mod.rs-1- // helpers\nsrc/util/mod.rs:2: pub fn shout(s: &str) -> String { s.to_uppercase() }"
     );
-    let out = text(call(&grep, &ws.ctx, json!({"pattern": "hello", "-i": true, "head_limit": 1})).await);
+    let out = text(
+        call(
+            &grep,
+            &ws.ctx,
+            json!({"pattern": "hello", "-i": true, "head_limit": 1}),
+        )
+        .await,
+    );
     assert!(out.starts_with("docs/guide.md\n[showing 1 of 3"), "{out}");
-    let out = text(call(&grep, &ws.ctx, json!({"pattern": "\"Hello\"\\s*\\}", "multiline": true, "output_mode": "content"})).await);
+    let out = text(
+        call(
+            &grep,
+            &ws.ctx,
+            json!({"pattern": "\"Hello\"\\s*\\}", "multiline": true, "output_mode": "content"}),
+        )
+        .await,
+    );
     assert_eq!(out, "src/lib.rs:2:     \"Hello\"\nsrc/lib.rs:3: }");
     let out = text(call(&grep, &ws.ctx, json!({"pattern": "zebra"})).await);
     assert_eq!(out, "No matches for `zebra`.");
     let err = error(call(&grep, &ws.ctx, json!({"pattern": "fn main("})).await);
-    assert!(err.message().contains("invalid regular expression"), "{}", err.message());
+    assert!(
+        err.message().contains("invalid regular expression"),
+        "{}",
+        err.message()
+    );
     let err = error(call(&grep, &ws.ctx, json!({"pattern": "x", "type": "klingon"})).await);
     assert!(err.message().contains("unknown file type `klingon`"));
     // A single file works too.
@@ -401,13 +587,25 @@ async fn glob_lists_newest_first_and_caps_the_count() {
     rest.sort();
     assert_eq!(rest, ["src/lib.rs", "src/main.rs", "src/util/mod.rs"]);
     let out = text(call(&GlobTool::default(), &ws.ctx, json!({"pattern": "*.txt"})).await);
-    assert_eq!(out, "notes.txt", "top level only; hidden and ignored files skipped");
+    assert_eq!(
+        out, "notes.txt",
+        "top level only; hidden and ignored files skipped"
+    );
     for i in 0..150 {
         std::fs::write(ws.root.join(format!("docs/page{i}.md")), "x").unwrap();
     }
-    let out = text(call(&GlobTool::default(), &ws.ctx, json!({"pattern": "docs/*.md"})).await);
+    let out = text(
+        call(
+            &GlobTool::default(),
+            &ws.ctx,
+            json!({"pattern": "docs/*.md"}),
+        )
+        .await,
+    );
     assert_eq!(out.lines().count(), 101);
-    assert!(out.ends_with("[51 more files not shown (151 in all); use a narrower pattern or path]"));
+    assert!(
+        out.ends_with("[51 more files not shown (151 in all); use a narrower pattern or path]")
+    );
 }
 
 // ------------------------------------------------------------------ git
@@ -452,13 +650,21 @@ async fn git_diff_shows_staged_unstaged_and_untracked_changes() {
     assert!(since.contains("+TWO") && !since.contains("sting"));
     let err = error(call(&tool, &ws.ctx, json!({"ref": "no-such-branch"})).await);
     assert_eq!(err.kind(), ToolErrorKind::NotFound);
-    assert!(err.message().contains("unknown ref `no-such-branch`"), "{}", err.message());
+    assert!(
+        err.message().contains("unknown ref `no-such-branch`"),
+        "{}",
+        err.message()
+    );
     let err = error(call(&tool, &ws.ctx, json!({"ref": "--output=/tmp/x"})).await);
     assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
 
     let plain = workspace();
     let err = error(call(&tool, &plain.ctx, json!({})).await);
-    assert!(err.message().contains("is not inside a git repository"), "{}", err.message());
+    assert!(
+        err.message().contains("is not inside a git repository"),
+        "{}",
+        err.message()
+    );
 }
 
 // ------------------------------------------------------------------ todo
@@ -499,8 +705,15 @@ async fn todo_write_validates_and_tells_the_host() {
     assert_eq!(updates[0][1].status, TodoStatus::InProgress);
     assert_eq!(pack.todos.items(), updates[0]);
     let first = outcome.conversation.messages[2].text();
-    assert_eq!(first, "Todo list updated: 1 completed, 1 in progress, 1 pending. Now: Fix the bug.");
-    assert!(outcome.conversation.messages[4].text().contains("2 items are in_progress"));
+    assert_eq!(
+        first,
+        "Todo list updated: 1 completed, 1 in progress, 1 pending. Now: Fix the bug."
+    );
+    assert!(
+        outcome.conversation.messages[4]
+            .text()
+            .contains("2 items are in_progress")
+    );
 }
 
 // ------------------------------------------------------------------ the pack
@@ -512,7 +725,16 @@ fn descriptions_and_schemas_are_stable() {
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(
         names,
-        ["shell", "read_file", "write_file", "edit_file", "grep", "glob", "git_diff", "todo_write"]
+        [
+            "shell",
+            "read_file",
+            "write_file",
+            "edit_file",
+            "grep",
+            "glob",
+            "git_diff",
+            "todo_write"
+        ]
     );
     for spec in &specs {
         insta::assert_snapshot!(format!("description_{}", spec.name), spec.description);
@@ -533,8 +755,14 @@ fn descriptions_and_schemas_are_stable() {
                 "git_diff" => json!({}),
                 _ => json!({"todos": []}),
             };
-            Arc::clone(tool).prepare(&args.to_string()).unwrap().read_only()
+            Arc::clone(tool)
+                .prepare(&args.to_string())
+                .unwrap()
+                .read_only()
         })
         .collect();
-    assert_eq!(read_only, [false, true, false, false, true, true, true, true]);
+    assert_eq!(
+        read_only,
+        [false, true, false, false, true, true, true, true]
+    );
 }
