@@ -144,10 +144,20 @@ impl Tool for GitDiffTool {
                 }
             )));
         }
-        let mut command: Vec<String> = ["--no-pager", "diff", "--no-color", "--no-ext-diff"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        // Read-only for real: no textconv or fsmonitor programs from the
+        // repository's config run.
+        let mut command: Vec<String> = [
+            "-c",
+            "core.fsmonitor=false",
+            "--no-pager",
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         if args.cached {
             command.push("--cached".into());
         }
@@ -173,7 +183,21 @@ impl Tool for GitDiffTool {
             }
             return Err(ToolError::failed(format!("git diff failed: {message}")));
         }
-        let mut text = if diff.stdout.is_empty() {
+        const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
+        let mut stdout = diff.stdout;
+        if stdout.len() > MAX_DIFF_BYTES {
+            let mut cut = MAX_DIFF_BYTES;
+            while !stdout.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let total = stdout.len();
+            stdout.truncate(cut);
+            stdout.push_str(&format!(
+                "\n[diff cut at {MAX_DIFF_BYTES} of {total} bytes; limit it with file]\n"
+            ));
+        }
+        let diff_stdout = stdout;
+        let mut text = if diff_stdout.is_empty() {
             let what = if args.cached {
                 "staged changes"
             } else if args.git_ref.is_some() {
@@ -183,7 +207,7 @@ impl Tool for GitDiffTool {
             };
             format!("No {what}.")
         } else {
-            diff.stdout
+            diff_stdout
         };
         if !args.cached && args.git_ref.is_none() {
             let mut status_args = vec!["status", "--porcelain", "--untracked-files=normal", "--"];

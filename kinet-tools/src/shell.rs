@@ -163,11 +163,17 @@ impl Tool for ShellTool {
                 dir.display()
             )));
         }
-        let timeout = args
+        let mut timeout = args
             .timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(self.config.default_timeout)
             .min(self.config.max_timeout);
+        // Finish before the host's own tool deadline, so the model gets this
+        // tool's timeout report with the output so far.
+        if let Some(deadline) = ctx.deadline() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            timeout = timeout.min(left.saturating_sub(Duration::from_millis(300)));
+        }
         let run = run_command(&args.command, dir, timeout, &self.config, ctx).await?;
         if let Some(callback) = &self.after_command {
             callback(&run.report);
@@ -192,7 +198,7 @@ impl Tool for ShellTool {
             return Err(ToolError::new(
                 ToolErrorKind::Timeout,
                 format!(
-                    "{text}[timed out after {:.0} s: the command and its child processes were killed]",
+                    "{text}[timed out after {:.1} s: the command and its child processes were killed]",
                     timeout.as_secs_f64()
                 ),
             ));
@@ -300,6 +306,16 @@ fn command_for(line: &str) -> tokio::process::Command {
     command
 }
 
+/// Kills the process group when dropped: covers every way out of
+/// `run_command`, including the future being dropped mid-command.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
 /// Kills the process group led by `pid` (the whole tree on Windows).
 fn kill_group(pid: Option<u32>) {
     let Some(pid) = pid else { return };
@@ -344,6 +360,8 @@ async fn run_command(
     // Close our copies of the write end, or the reader never sees EOF.
     drop(command);
     let pid = child.id();
+    // If this future is dropped (the run aborted), still stop the group.
+    let mut group = GroupGuard(pid);
 
     let (sender, mut chunks) = mpsc::channel::<Vec<u8>>(64);
     std::thread::spawn(move || {
@@ -362,10 +380,21 @@ async fn run_command(
 
     let mut output = CappedOutput::new(config.max_output_bytes);
     let mut pending = Vec::new();
+    // Progress events stop after this many bytes, so a slow host is not
+    // flooded by a command like `yes`; the final output is capped apart.
+    let mut progress_budget = config.max_output_bytes;
     let mut on_chunk = |chunk: &[u8], output: &mut CappedOutput| {
         output.push(chunk);
-        pending.extend_from_slice(chunk);
-        let text = take_text(&mut pending);
+        if progress_budget == 0 {
+            return;
+        }
+        let take = chunk.len().min(progress_budget);
+        progress_budget -= take;
+        pending.extend_from_slice(&chunk[..take]);
+        let mut text = take_text(&mut pending);
+        if progress_budget == 0 {
+            text.push_str("\n[... further output is not streamed; it is in the result ...]\n");
+        }
         if !text.is_empty() {
             ctx.progress(text);
         }
@@ -375,11 +404,14 @@ async fn run_command(
     let mut timed_out = false;
     let mut cancelled = false;
     let mut status = None;
+    let mut eof = false;
     loop {
         tokio::select! {
-            chunk = chunks.recv() => match chunk {
+            chunk = chunks.recv(), if !eof => match chunk {
                 Some(chunk) => on_chunk(&chunk, &mut output),
-                None => break,
+                // The command closed its output but may still be running
+                // (`exec >log 2>&1; make`): keep waiting for it.
+                None => eof = true,
             },
             exited = child.wait(), if status.is_none() => {
                 status = Some(exited.map_err(|e| ToolError::failed(format!("waiting for `{line}` failed: {e}")))?);
@@ -387,11 +419,11 @@ async fn run_command(
                 // background children write) for a moment, then stop.
                 let drain = tokio::time::sleep(config.drain_after_exit);
                 tokio::pin!(drain);
-                loop {
+                while !eof {
                     tokio::select! {
                         chunk = chunks.recv() => match chunk {
                             Some(chunk) => on_chunk(&chunk, &mut output),
-                            None => break,
+                            None => eof = true,
                         },
                         _ = &mut drain => break,
                     }
@@ -411,6 +443,7 @@ async fn run_command(
     // Stop everything left in the group: the command itself on timeout or
     // cancellation, background children otherwise.
     kill_group(pid);
+    group.0 = None;
     let status = match status {
         Some(status) => Some(status),
         None => tokio::time::timeout(Duration::from_secs(5), child.wait())

@@ -766,3 +766,108 @@ fn descriptions_and_schemas_are_stable() {
         [false, true, false, false, true, true, true, true]
     );
 }
+
+// ------------------------------------------------------------ review cases
+
+#[tokio::test]
+async fn a_command_that_closes_its_output_keeps_running() {
+    let ws = workspace();
+    let out = text(
+        call(
+            &ShellTool::default(),
+            &ws.ctx,
+            json!({"command": "echo before; exec >build.log 2>&1; sleep 0.5; echo built; exit 0"}),
+        )
+        .await,
+    );
+    assert_eq!(out, "before\n[exit code: 0]");
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("build.log")).unwrap(),
+        "built\n"
+    );
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn special_files_and_huge_lines_are_handled_without_blocking_or_hoarding() {
+    let ws = workspace();
+    let read = ReadFileTool::new(FileTracker::new());
+    let fifo = ws.root.join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let err = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(&read, &ws.ctx, json!({"path": "pipe"})),
+    )
+    .await
+    .expect("a FIFO does not block")
+    .unwrap_err();
+    assert!(
+        err.message().contains("not a regular file"),
+        "{}",
+        err.message()
+    );
+
+    // One 3 MB line, read as a range: cut, with its byte length.
+    let line = "z".repeat(3 * 1024 * 1024);
+    std::fs::write(ws.root.join("min.js"), format!("{line}\nsecond\n")).unwrap();
+    let out = text(
+        call(
+            &read,
+            &ws.ctx,
+            json!({"path": "min.js", "offset": 1, "limit": 2}),
+        )
+        .await,
+    );
+    assert!(
+        out.contains(&format!("… [line cut: {} bytes]", 3 * 1024 * 1024 + 1)),
+        "{}",
+        &out[out.len() - 200..]
+    );
+    assert!(out.contains("     2\tsecond"));
+    assert!(out.len() < 10_000);
+}
+
+#[tokio::test]
+async fn grep_stops_inside_a_file_at_the_entry_limit_and_glob_takes_absolute_patterns() {
+    let ws = workspace();
+    let many: String = (0..10_000).map(|i| format!("row {i}\n")).collect();
+    std::fs::write(ws.root.join("rows.txt"), many).unwrap();
+    let grep = GrepTool::new(GrepConfig {
+        max_entries: 100,
+        ..GrepConfig::default()
+    });
+    let out = text(
+        call(
+            &grep,
+            &ws.ctx,
+            json!({"pattern": "row", "output_mode": "content"}),
+        )
+        .await,
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("rows.txt:")).count(),
+        100
+    );
+    assert!(out.contains("[the search stopped after 100 results"));
+
+    std::fs::create_dir(ws.root.join("src")).unwrap();
+    std::fs::write(ws.root.join("src/a.rs"), "").unwrap();
+    let pattern = format!("{}/src/*.rs", ws.root.display());
+    let out = text(call(&GlobTool::default(), &ws.ctx, json!({"pattern": pattern})).await);
+    assert_eq!(out, "src/a.rs");
+    let out = text(
+        call(
+            &GlobTool::default(),
+            &ws.ctx,
+            json!({"pattern": "./src/*.rs"}),
+        )
+        .await,
+    );
+    assert_eq!(out, "src/a.rs");
+}

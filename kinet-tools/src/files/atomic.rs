@@ -27,8 +27,18 @@ pub(crate) fn atomic_write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .tempfile_in(parent)?;
     temp.write_all(bytes)?;
     temp.as_file().sync_all()?;
-    if let Some(permissions) = permissions {
-        temp.as_file().set_permissions(permissions)?;
+    match permissions {
+        Some(permissions) => temp.as_file().set_permissions(permissions)?,
+        // Temporary files are created owner-only; a new file gets the usual
+        // rw-r--r-- instead.
+        #[cfg(unix)]
+        None => {
+            use std::os::unix::fs::PermissionsExt;
+            temp.as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        }
+        #[cfg(not(unix))]
+        None => {}
     }
     #[cfg(test)]
     if FAIL_BEFORE_RENAME.with(|fail| fail.get()) {
@@ -73,5 +83,7 @@ mod tests {
         let nested = dir.path().join("a/b/c.txt");
         atomic_write(&nested, b"x").unwrap();
         assert_eq!(std::fs::read(&nested).unwrap(), b"x");
+        let mode = std::fs::metadata(&nested).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
     }
 }

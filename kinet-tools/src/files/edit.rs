@@ -51,9 +51,34 @@ to make it unique, or set replace_all to change every occurrence (e.g. renaming)
 - new_string replaces it and must be different.
 - The edit is refused if the file changed on disk since you read it: read it again.";
 
-/// Where the replacements land: byte offsets of each occurrence.
+/// Where the replacements land: byte offsets of each non-overlapping
+/// occurrence.
 fn occurrences(haystack: &str, needle: &str) -> Vec<usize> {
     memchr::memmem::find_iter(haystack.as_bytes(), needle.as_bytes()).collect()
+}
+
+/// Whether `needle` occurs more than once, counting overlapping
+/// occurrences (`}\n}` twice in `}\n}\n}`).
+fn occurs_twice(haystack: &str, needle: &str) -> bool {
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let bytes = haystack.as_bytes();
+    finder.find(bytes).is_some_and(|first| {
+        let next = haystack[first + 1..]
+            .char_indices()
+            .next()
+            .map_or(bytes.len(), |(i, _)| first + 1 + i);
+        finder.find(&bytes[next..]).is_some()
+    })
+}
+
+/// The file's line ending applied to the model's text: `read_file` shows
+/// lines without `\r`, so on a CRLF file `\n` in the strings means `\r\n`.
+fn with_file_line_endings<'a>(content: &str, text: &'a str) -> std::borrow::Cow<'a, str> {
+    if content.contains("\r\n") && text.contains('\n') && !text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace('\n', "\r\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// Applies the edit to `content`, or explains why it cannot.
@@ -72,7 +97,10 @@ fn apply(
             "old_string and new_string are the same; there is nothing to change",
         ));
     }
-    let found = occurrences(content, &args.old_string);
+    let old = with_file_line_endings(content, &args.old_string);
+    let new = with_file_line_endings(content, &args.new_string);
+    let found = occurrences(content, &old);
+    let ambiguous = found.len() > 1 || (found.len() == 1 && occurs_twice(content, &old));
     match found.len() {
         0 => Err(ToolError::new(
             ToolErrorKind::NoUniqueMatch,
@@ -81,7 +109,8 @@ fn apply(
                  whitespace and indentation; read the file again and copy the text."
             ),
         )),
-        n if n > 1 && !args.replace_all => {
+        n if ambiguous && !args.replace_all => {
+            let n = n.max(2);
             let lines: Vec<String> = found
                 .iter()
                 .take(10)
@@ -98,14 +127,13 @@ fn apply(
         }
         _ => {
             let mut out = String::with_capacity(
-                content.len()
-                    + found.len() * args.new_string.len().saturating_sub(args.old_string.len()),
+                content.len() + found.len() * new.len().saturating_sub(old.len()),
             );
             let mut last = 0;
             for &at in &found {
                 out.push_str(&content[last..at]);
-                out.push_str(&args.new_string);
-                last = at + args.old_string.len();
+                out.push_str(&new);
+                last = at + old.len();
             }
             out.push_str(&content[last..]);
             Ok((out, found))
@@ -145,8 +173,26 @@ impl Tool for EditFileTool {
         let path = ctx.resolve_path(&args.path).ok()?;
         let content = tokio::fs::read_to_string(&path).await.ok()?;
         let shown = path.display().to_string();
-        let (new, _) = apply(&shown, &content, args).ok()?;
-        Some(diff_summary(&shown, &content, &new, 400))
+        tokio::task::spawn_blocking({
+            let args = (
+                args.old_string.clone(),
+                args.new_string.clone(),
+                args.replace_all,
+            );
+            move || {
+                let args = EditFileArgs {
+                    path: String::new(),
+                    old_string: args.0,
+                    new_string: args.1,
+                    replace_all: args.2,
+                };
+                let (new, _) = apply(&shown, &content, &args).ok()?;
+                Some(diff_summary(&shown, &content, &new, 400))
+            }
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     async fn call(&self, args: EditFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -201,6 +247,7 @@ mod tests {
         let text = "let a = 1;\nlet b = 1;\nlet c = 2;\n";
         let err = apply("f", text, &args("= 1", "= 3", false)).unwrap_err();
         assert_eq!(err.kind(), ToolErrorKind::NoUniqueMatch);
+        assert_eq!(err.kind(), ToolErrorKind::NoUniqueMatch);
         assert!(
             err.message().contains("occurs 2 times in `f` (lines 1, 2)"),
             "{}",
@@ -215,5 +262,10 @@ mod tests {
         assert!(apply("f", text, &args("a", "a", false)).is_err());
         let (new, _) = apply("f", text, &args("let c = 2;", "let c = 20;", false)).unwrap();
         assert!(new.ends_with("let c = 20;\n"));
+        // Overlapping occurrences are ambiguous too.
+        assert!(apply("f", "}\n}\n}", &args("}\n}", "}", false)).is_err());
+        // CRLF files take LF strings from the model.
+        let (new, _) = apply("f", "a\r\nb\r\nc\r\n", &args("a\nb", "x\ny", false)).unwrap();
+        assert_eq!(new, "x\r\ny\r\nc\r\n");
     }
 }

@@ -136,6 +136,12 @@ fn read(
             "`{shown}` is a directory, not a file; use glob to list its files"
         )));
     }
+    if !metadata.is_file() {
+        // FIFOs, sockets and devices could block forever.
+        return Err(ToolError::invalid_arguments(format!(
+            "`{shown}` is not a regular file (a pipe, socket or device); it cannot be read"
+        )));
+    }
     if let Some(media_type) = image_type(path) {
         if metadata.len() > limits.max_image_bytes {
             return Err(ToolError::invalid_arguments(format!(
@@ -177,15 +183,15 @@ fn read(
 
     let mut out = String::new();
     let mut line = Vec::new();
+    // A character is at most 4 bytes; longer lines are cut anyway.
+    let line_byte_cap = limits.max_line_chars.saturating_mul(4).saturating_add(4);
     let mut number = 0usize;
     let mut shown_lines = 0usize;
     let mut lossy = false;
     let mut cut_lines = 0usize;
     let mut more = false;
     loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
+        let (read, dropped) = read_line_capped(&mut reader, &mut line, line_byte_cap)
             .map_err(|e| io_error(path, "read", e))?;
         if read == 0 {
             break;
@@ -198,9 +204,6 @@ fn read(
             more = true;
             break;
         }
-        while matches!(line.last(), Some(b'\n' | b'\r')) {
-            line.pop();
-        }
         let text = match std::str::from_utf8(&line) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
             Err(_) => {
@@ -211,12 +214,20 @@ fn read(
         match text.char_indices().nth(limits.max_line_chars) {
             Some((cut, _)) => {
                 cut_lines += 1;
-                let total = text.chars().count();
+                let total = if dropped {
+                    format!("{read} bytes")
+                } else {
+                    format!("{} characters", text.chars().count())
+                };
                 let kept = &text[..cut];
+                number_line(&mut out, number, &format!("{kept}… [line cut: {total}]"));
+            }
+            None if dropped => {
+                cut_lines += 1;
                 number_line(
                     &mut out,
                     number,
-                    &format!("{kept}… [line cut: {total} characters]"),
+                    &format!("{text}… [line cut: {read} bytes]"),
                 );
             }
             None => number_line(&mut out, number, &text),
@@ -254,4 +265,47 @@ fn read(
         out.push_str(&format!("\n[{}]\n", notes.join("; ")));
     }
     Ok(ToolOutput::text(out))
+}
+
+/// Reads one line (through `\n`) but keeps at most `cap` bytes of it in
+/// `line` (without the line ending). Returns the line's full length in
+/// bytes (0 at the end of the file) and whether bytes were dropped. A huge
+/// single-line file costs `cap` bytes of memory, not its size.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<(usize, bool)> {
+    line.clear();
+    let mut total = 0;
+    let mut dropped = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(end) => (&buf[..end], Some(end + 1)),
+            None => (buf, None),
+        };
+        let room = cap.saturating_sub(line.len());
+        dropped |= chunk.len() > room;
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        total += chunk.len();
+        match done {
+            Some(used) => {
+                reader.consume(used);
+                total += 1;
+                break;
+            }
+            None => {
+                let used = buf.len();
+                reader.consume(used);
+            }
+        }
+    }
+    if line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    Ok((total, dropped))
 }

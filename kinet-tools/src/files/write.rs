@@ -45,7 +45,17 @@ read it again if told so.";
 
 /// A unified diff of `old` → `new`, at most `max_lines` lines.
 pub(crate) fn diff_summary(path: &str, old: &str, new: &str, max_lines: usize) -> String {
-    let diff = similar::TextDiff::from_lines(old, new);
+    const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
+    if old.len() + new.len() > MAX_DIFF_BYTES {
+        return format!(
+            "(the file is too large for a diff: {} bytes now, {} bytes after)\n",
+            old.len(),
+            new.len()
+        );
+    }
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_millis(500))
+        .diff_lines(old, new);
     let text = diff
         .unified_diff()
         .context_radius(3)
@@ -79,21 +89,24 @@ impl Tool for WriteFileTool {
     async fn confirm_summary(&self, args: &WriteFileArgs, ctx: &ToolCtx) -> Option<String> {
         let path = ctx.resolve_path(&args.path).ok()?;
         let shown = path.display().to_string();
-        match tokio::fs::read(&path).await {
+        let content = args.content.clone();
+        tokio::task::spawn_blocking(move || match std::fs::read(&path) {
             Ok(old) => {
                 let old = String::from_utf8_lossy(&old);
-                Some(format!(
+                format!(
                     "overwrite {shown}\n{}",
-                    diff_summary(&shown, &old, &args.content, 400)
-                ))
+                    diff_summary(&shown, &old, &content, 400)
+                )
             }
-            Err(_) => Some(format!(
+            Err(_) => format!(
                 "create {shown} ({} lines, {} bytes)\n{}",
-                args.content.lines().count(),
-                args.content.len(),
-                diff_summary(&shown, "", &args.content, 400)
-            )),
-        }
+                content.lines().count(),
+                content.len(),
+                diff_summary(&shown, "", &content, 400)
+            ),
+        })
+        .await
+        .ok()
     }
 
     async fn call(&self, args: WriteFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

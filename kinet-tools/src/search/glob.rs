@@ -103,7 +103,14 @@ pub(crate) fn glob(
     config: &GlobConfig,
     cancel: &kinet_core::CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
-    let matcher = GlobBuilder::new(pattern)
+    // Patterns are relative to the search directory: accept an absolute
+    // pattern under it, and a leading `./`.
+    let root_prefix = format!("{}/", root.display());
+    let relative = pattern
+        .strip_prefix(&root_prefix)
+        .or_else(|| pattern.strip_prefix("./"))
+        .unwrap_or(pattern);
+    let matcher = GlobBuilder::new(relative)
         .literal_separator(true)
         .build()
         .map_err(|e| ToolError::invalid_arguments(format!("invalid glob `{pattern}`: {e}")))?
@@ -160,7 +167,10 @@ pub(crate) fn glob(
     found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
     let mut text = if total == 0 {
-        format!("No files match `{pattern}`.")
+        format!(
+            "No files match `{pattern}` (patterns are relative to `{}`; hidden and .gitignored files are skipped).",
+            display_path(root, cwd)
+        )
     } else {
         found
             .iter()

@@ -114,7 +114,7 @@ const DESCRIPTION: &str = "\
 Searches file contents with a regular expression (ripgrep's engine and syntax).
 - Respects .gitignore; skips hidden and binary files.
 - output_mode: `files_with_matches` (default) lists matching files; `content` shows \
-matching lines as `path:line: text` (use -A/-B/-C for context); `count` shows matches per file.
+matching lines as `path:line: text` (use -A/-B/-C for context); `count` shows the number of matching lines per file.
 - Narrow with glob (e.g. `*.rs`, `src/**/*.ts`) or type (e.g. `rust`, `py`, `js`).
 - -i for case-insensitive; multiline to match across lines.
 - Escape regex characters to search literally: `fn main\\(` or `\\{\\}`.
@@ -135,9 +135,19 @@ struct Collector<'a> {
     hits: &'a mut FileHits,
     mode: OutputMode,
     max_chars: usize,
+    /// Entries collected by all threads; the search stops at `limit`.
+    collected: &'a std::sync::atomic::AtomicUsize,
+    limit: usize,
 }
 
 impl Collector<'_> {
+    /// Counts one entry; false once the search-wide limit is reached.
+    fn room(&self) -> bool {
+        self.collected
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            < self.limit
+    }
+
     fn push(&mut self, number: Option<u64>, is_match: bool, bytes: &[u8]) {
         let text = String::from_utf8_lossy(bytes);
         let text = text.trim_end_matches(['\n', '\r']);
@@ -155,12 +165,18 @@ impl Sink for Collector<'_> {
     fn matched(&mut self, _: &Searcher, found: &SinkMatch<'_>) -> Result<bool, std::io::Error> {
         self.hits.count += 1;
         match self.mode {
-            OutputMode::FilesWithMatches => Ok(false),
+            OutputMode::FilesWithMatches => {
+                self.room();
+                Ok(false)
+            }
             OutputMode::Count => Ok(true),
             OutputMode::Content => {
                 // A multi-line match reports all its lines.
                 let first = found.line_number();
                 for (offset, line) in found.lines().enumerate() {
+                    if !self.room() {
+                        return Ok(false);
+                    }
                     self.push(first.map(|n| n + offset as u64), true, line);
                 }
                 Ok(true)
@@ -169,6 +185,9 @@ impl Sink for Collector<'_> {
     }
 
     fn context(&mut self, _: &Searcher, context: &SinkContext<'_>) -> Result<bool, std::io::Error> {
+        if !self.room() {
+            return Ok(false);
+        }
         self.push(context.line_number(), false, context.bytes());
         Ok(true)
     }
@@ -184,6 +203,8 @@ struct Search {
     searcher: SearcherBuilder,
     mode: OutputMode,
     max_chars: usize,
+    collected: std::sync::atomic::AtomicUsize,
+    limit: usize,
 }
 
 impl Search {
@@ -193,10 +214,15 @@ impl Search {
             lines: Vec::new(),
             count: 0,
         };
+        if self.collected.load(std::sync::atomic::Ordering::Relaxed) >= self.limit {
+            return None;
+        }
         let mut sink = Collector {
             hits: &mut hits,
             mode: self.mode,
             max_chars: self.max_chars,
+            collected: &self.collected,
+            limit: self.limit,
         };
         // Unreadable files are skipped, as ripgrep does.
         searcher.search_path(&self.matcher, path, &mut sink).ok()?;
@@ -233,6 +259,8 @@ fn build_search(args: &GrepArgs, config: &GrepConfig) -> Result<Search, ToolErro
         searcher,
         mode: args.output_mode,
         max_chars: config.max_line_chars,
+        collected: std::sync::atomic::AtomicUsize::new(0),
+        limit: config.max_entries,
     })
 }
 
@@ -288,12 +316,10 @@ pub(crate) fn grep(
             config.threads,
         )?;
         let found: Arc<Mutex<Vec<FileHits>>> = Arc::new(Mutex::new(Vec::new()));
-        let entries = std::sync::atomic::AtomicUsize::new(0);
         walk.build_parallel().run(|| {
             let mut searcher = search.searcher.build();
             let found = Arc::clone(&found);
             let search = &search;
-            let entries = &entries;
             Box::new(move |entry| {
                 if cancel.is_cancelled() {
                     return WalkState::Quit;
@@ -304,19 +330,13 @@ pub(crate) fn grep(
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return WalkState::Continue;
                 }
-                if let Some(hits) = search.file(&mut searcher, entry.path()) {
-                    let added = match search.mode {
-                        OutputMode::Content => hits.lines.len(),
-                        _ => 1,
-                    };
-                    if let Ok(mut found) = found.lock() {
-                        found.push(hits);
-                    }
-                    let total =
-                        entries.fetch_add(added, std::sync::atomic::Ordering::Relaxed) + added;
-                    if total >= config.max_entries {
-                        return WalkState::Quit;
-                    }
+                if let Some(hits) = search.file(&mut searcher, entry.path())
+                    && let Ok(mut found) = found.lock()
+                {
+                    found.push(hits);
+                }
+                if search.collected.load(std::sync::atomic::Ordering::Relaxed) >= search.limit {
+                    return WalkState::Quit;
                 }
                 WalkState::Continue
             })
@@ -363,7 +383,9 @@ fn format_results(
             }
             OutputMode::Content => {
                 for (number, is_match, text) in &file.lines {
-                    total += 1;
+                    if *number != BREAK {
+                        total += 1;
+                    }
                     if lines.len() >= limit {
                         continue;
                     }
@@ -392,7 +414,10 @@ fn format_results(
         ));
     }
     let collected: usize = match args.output_mode {
-        OutputMode::Content => files.iter().map(|f| f.lines.len()).sum(),
+        OutputMode::Content => files
+            .iter()
+            .map(|f| f.lines.iter().filter(|l| l.0 != BREAK).count())
+            .sum(),
         _ => files.len(),
     };
     if collected >= config.max_entries {

@@ -1,0 +1,278 @@
+//! Discovery from fixture config files of every supported format.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use kinet_mcp::{ConfigSource, Discovery, ServerConfig, ServerTransport};
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn env() -> BTreeMap<String, String> {
+    [
+        ("GH_TOKEN", "ghp_123"),
+        ("API_BEARER", "tok-456"),
+        ("HOME_LIKE", "/home/u"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+fn server<'a>(found: &'a kinet_mcp::Discovered, name: &str) -> &'a ServerConfig {
+    found
+        .servers
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no server {name}: {:?}", found.servers))
+}
+
+#[test]
+fn every_source_is_read_and_later_sources_win() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let desktop = if cfg!(target_os = "macos") {
+        h.join("Library/Application Support/Claude/claude_desktop_config.json")
+    } else {
+        h.join(".config/Claude/claude_desktop_config.json")
+    };
+    write(
+        &desktop,
+        r#"{"mcpServers": {
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]},
+            "shared": {"command": "from-desktop"}
+        }}"#,
+    );
+    write(
+        &h.join(".codex/config.toml"),
+        r#"
+[mcp_servers.docs]
+command = "docs-server"
+args = ["--stdio"]
+env = { LOG = "debug" }
+cwd = "/srv/docs"
+startup_timeout_sec = 20
+tool_timeout_sec = 45.5
+enabled_tools = ["search", "fetch"]
+disabled_tools = ["fetch"]
+
+[mcp_servers.remote]
+url = "https://mcp.example.invalid/mcp"
+bearer_token_env_var = "API_BEARER"
+http_headers = { "X-Team" = "kinet" }
+
+[mcp_servers.off]
+command = "never"
+enabled = false
+
+[mcp_servers.shared]
+command = "from-codex"
+"#,
+    );
+    let project_key = project.path().display().to_string();
+    write(
+        &h.join(".claude.json"),
+        &format!(
+            r#"{{
+                "numStartups": 12,
+                "mcpServers": {{
+                    "github": {{"type": "stdio", "command": "gh-mcp", "env": {{"TOKEN": "${{GH_TOKEN}}"}}}},
+                    "shared": {{"command": "from-claude-user"}}
+                }},
+                "projects": {{
+                    "{project_key}": {{"mcpServers": {{"local-db": {{"type": "http", "url": "http://127.0.0.1:7777/mcp", "headers": {{"Authorization": "Bearer ${{MISSING:-none}}"}}}}}}}},
+                    "/some/other/project": {{"mcpServers": {{"elsewhere": {{"command": "x"}}}}}}
+                }}
+            }}"#
+        ),
+    );
+    let plugin_root = h.join(".claude/plugins/cache/acme/db-tools/1.0.0");
+    write(
+        &h.join(".claude/plugins/installed_plugins.json"),
+        &format!(
+            r#"{{"version": 2, "plugins": {{
+                "db-tools@acme": [{{"scope": "user", "installPath": "{}", "version": "1.0.0"}}],
+                "muted@acme": [{{"scope": "user", "installPath": "/nonexistent"}}]
+            }}}}"#,
+            plugin_root.display()
+        ),
+    );
+    write(
+        &h.join(".claude/settings.json"),
+        r#"{"enabledPlugins": {"muted@acme": false}}"#,
+    );
+    write(
+        &plugin_root.join(".mcp.json"),
+        r#"{"database-tools": {"command": "${CLAUDE_PLUGIN_ROOT}/servers/db", "args": ["--config", "${CLAUDE_PLUGIN_ROOT}/config.json"]}}"#,
+    );
+    write(
+        &plugin_root.join(".claude-plugin/plugin.json"),
+        r#"{"name": "db-tools", "mcpServers": {"plugin-api": {"command": "${CLAUDE_PLUGIN_ROOT}/api", "args": ["--port", "8080"]}}}"#,
+    );
+    write(
+        &project.path().join(".mcp.json"),
+        r#"{"mcpServers": {"shared": {"command": "from-project", "args": ["${HOME_LIKE}/x"]}}}"#,
+    );
+
+    let found = Discovery::new()
+        .home(h)
+        .project(project.path())
+        .env(env())
+        .server(ServerConfig::stdio("from-code", "my-server", vec![]))
+        .discover();
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "database-tools",
+            "docs",
+            "everything",
+            "from-code",
+            "github",
+            "local-db",
+            "off",
+            "plugin-api",
+            "remote",
+            "shared"
+        ]
+    );
+
+    assert!(matches!(
+        server(&found, "everything").source,
+        ConfigSource::ClaudeDesktop(_)
+    ));
+    let docs = server(&found, "docs");
+    assert_eq!(
+        docs.transport,
+        ServerTransport::Stdio {
+            command: "docs-server".into(),
+            args: vec!["--stdio".into()],
+            env: [("LOG".to_owned(), "debug".to_owned())].into(),
+            cwd: Some("/srv/docs".into()),
+        }
+    );
+    assert_eq!(docs.startup_timeout, Some(Duration::from_secs(20)));
+    assert_eq!(docs.tool_timeout, Some(Duration::from_secs_f64(45.5)));
+    assert!(docs.exposes("search") && !docs.exposes("fetch") && !docs.exposes("other"));
+    assert_eq!(
+        server(&found, "remote").transport,
+        ServerTransport::Http {
+            url: "https://mcp.example.invalid/mcp".into(),
+            headers: [("X-Team".to_owned(), "kinet".to_owned())].into(),
+            bearer_token: Some("tok-456".into()),
+        }
+    );
+    assert!(!server(&found, "off").enabled);
+    match &server(&found, "github").transport {
+        ServerTransport::Stdio { env, .. } => assert_eq!(env["TOKEN"], "ghp_123"),
+        other => panic!("{other:?}"),
+    }
+    let local = server(&found, "local-db");
+    assert!(
+        matches!(&local.source, ConfigSource::ClaudeCodeLocal { project: p, .. } if p == project.path())
+    );
+    match &local.transport {
+        ServerTransport::Http { headers, .. } => {
+            assert_eq!(headers["Authorization"], "Bearer none")
+        }
+        other => panic!("{other:?}"),
+    }
+    match &server(&found, "database-tools").transport {
+        ServerTransport::Stdio { command, args, .. } => {
+            assert_eq!(command, &format!("{}/servers/db", plugin_root.display()));
+            assert_eq!(args[1], format!("{}/config.json", plugin_root.display()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&server(&found, "plugin-api").source, ConfigSource::ClaudePlugin { plugin, .. } if plugin == "db-tools@acme")
+    );
+    let shared = server(&found, "shared");
+    assert!(matches!(shared.source, ConfigSource::ProjectMcpJson(_)));
+    match &shared.transport {
+        ServerTransport::Stdio { command, args, .. } => {
+            assert_eq!(command, "from-project");
+            assert_eq!(args, &["/home/u/x"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        server(&found, "from-code").source,
+        ConfigSource::Code
+    ));
+    assert!(!names.contains(&"elsewhere"));
+}
+
+#[test]
+fn malformed_sources_are_reported_and_the_rest_still_load() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let h = home.path();
+    write(&h.join(".claude.json"), "{ this is not json");
+    write(
+        &h.join(".codex/config.toml"),
+        "[mcp_servers.a]\ncommand = 3\n\n[mcp_servers.b]\ncommand = \"ok\"\n",
+    );
+    write(
+        &project.path().join(".mcp.json"),
+        r#"{"mcpServers": {"no-command": {"args": []}, "bad-args": {"command": "x", "args": "oops"}, "legacy": {"type": "sse", "url": "http://x/sse"}, "fine": {"command": "fine"}}}"#,
+    );
+    let found = Discovery::new()
+        .home(h)
+        .project(project.path())
+        .env(BTreeMap::new())
+        .discover();
+    let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["b", "fine"]);
+    let messages: Vec<String> = found
+        .problems
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: {}",
+                p.file.file_name().unwrap().to_string_lossy(),
+                p.message
+            )
+        })
+        .collect();
+    assert_eq!(messages.len(), 5, "{messages:#?}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with(".claude.json: invalid JSON"))
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("config.toml: server `a`: `command` must be a string"))
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("server `no-command`: neither `command` nor `url`"))
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("server `bad-args`: `args` must be an array"))
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("server `legacy`: the legacy SSE transport"))
+    );
+
+    // An empty home: nothing, no problems.
+    let empty = tempfile::tempdir().unwrap();
+    let found = Discovery::new()
+        .home(empty.path())
+        .project(empty.path())
+        .discover();
+    assert!(found.servers.is_empty() && found.problems.is_empty());
+}
