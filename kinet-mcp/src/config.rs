@@ -293,7 +293,14 @@ impl Discovery {
         if let Some(home) = self.home_dir() {
             let desktop = self.claude_desktop_path(&home);
             if let Some(json) = found.read_json(&desktop) {
-                self.servers_from_json(&json, "mcpServers", &ConfigSource::ClaudeDesktop(desktop.clone()), &desktop, None, &mut found);
+                self.servers_from_json(
+                    &json,
+                    "mcpServers",
+                    &ConfigSource::ClaudeDesktop(desktop.clone()),
+                    &desktop,
+                    None,
+                    &mut found,
+                );
             }
             let codex_home = self
                 .var("CODEX_HOME")
@@ -303,7 +310,14 @@ impl Discovery {
             let claude = home.join(".claude.json");
             let claude_json = found.read_json(&claude);
             if let Some(json) = &claude_json {
-                self.servers_from_json(json, "mcpServers", &ConfigSource::ClaudeCodeUser(claude.clone()), &claude, None, &mut found);
+                self.servers_from_json(
+                    json,
+                    "mcpServers",
+                    &ConfigSource::ClaudeCodeUser(claude.clone()),
+                    &claude,
+                    None,
+                    &mut found,
+                );
             }
             self.plugins(&home, &mut found);
             if let (Some(json), Some(project)) = (&claude_json, &project)
@@ -322,7 +336,14 @@ impl Discovery {
         if let Some(project) = &project {
             let file = project.join(".mcp.json");
             if let Some(json) = found.read_json(&file) {
-                self.servers_from_json(&json, "mcpServers", &ConfigSource::ProjectMcpJson(file.clone()), &file, None, &mut found);
+                self.servers_from_json(
+                    &json,
+                    "mcpServers",
+                    &ConfigSource::ProjectMcpJson(file.clone()),
+                    &file,
+                    None,
+                    &mut found,
+                );
             }
         }
         for server in &self.extra {
@@ -364,7 +385,12 @@ impl Discovery {
     }
 
     /// One server entry in the Claude formats.
-    fn json_entry(&self, name: &str, entry: &Value, plugin_root: Option<&Path>) -> Result<ServerTransport, String> {
+    fn json_entry(
+        &self,
+        name: &str,
+        entry: &Value,
+        plugin_root: Option<&Path>,
+    ) -> Result<ServerTransport, String> {
         let _ = name;
         let text = |v: &Value| -> Result<String, String> {
             v.as_str()
@@ -384,7 +410,9 @@ impl Discovery {
         let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
         if let Some(url) = entry.get("url") {
             if kind == "sse" {
-                return Err("the legacy SSE transport is not supported; use streamable HTTP".into());
+                return Err(
+                    "the legacy SSE transport is not supported; use streamable HTTP".into(),
+                );
             }
             return Ok(ServerTransport::Http {
                 url: text(url)?,
@@ -394,7 +422,7 @@ impl Discovery {
         }
         let command = entry
             .get("command")
-            .ok_or("neither `command` nor `url` is set")
+            .ok_or_else(|| "neither `command` nor `url` is set".to_owned())
             .and_then(|c| text(c).map_err(|e| format!("`command`: {e}")))?;
         let args = match entry.get("args") {
             None | Some(Value::Null) => Vec::new(),
@@ -405,7 +433,10 @@ impl Discovery {
             command,
             args,
             env: map("env")?,
-            cwd: entry.get("cwd").and_then(Value::as_str).map(|c| PathBuf::from(self.expand(c, plugin_root))),
+            cwd: entry
+                .get("cwd")
+                .and_then(Value::as_str)
+                .map(|c| PathBuf::from(self.expand(c, plugin_root))),
         })
     }
 
@@ -430,7 +461,11 @@ impl Discovery {
             } else {
                 self.var(name)
             };
-            out.push_str(&value.or_else(|| default.map(str::to_owned)).unwrap_or_default());
+            out.push_str(
+                &value
+                    .or_else(|| default.map(str::to_owned))
+                    .unwrap_or_default(),
+            );
             rest = &after[end + 1..];
         }
         out.push_str(rest);
@@ -446,7 +481,9 @@ impl Discovery {
                 return;
             }
         };
-        let Some(servers) = parsed.get("mcp_servers") else { return };
+        let Some(servers) = parsed.get("mcp_servers") else {
+            return;
+        };
         let Some(servers) = servers.as_table() else {
             found.problem(file, "`mcp_servers` is not a table".into());
             return;
@@ -477,7 +514,11 @@ impl Discovery {
                 None => Ok(None),
                 Some(toml::Value::Array(items)) => items
                     .iter()
-                    .map(|i| i.as_str().map(str::to_owned).ok_or_else(|| format!("`{key}` must hold strings")))
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| format!("`{key}` must hold strings"))
+                    })
                     .collect::<Result<Vec<_>, _>>()
                     .map(Some),
                 Some(other) => Err(format!("`{key}` must be an array, found {other}")),
@@ -488,7 +529,11 @@ impl Discovery {
                 None => Ok(BTreeMap::new()),
                 Some(toml::Value::Table(t)) => t
                     .iter()
-                    .map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())).ok_or_else(|| format!("`{key}.{k}` must be a string")))
+                    .map(|(k, v)| {
+                        v.as_str()
+                            .map(|v| (k.clone(), v.to_owned()))
+                            .ok_or_else(|| format!("`{key}.{k}` must be a string"))
+                    })
                     .collect(),
                 Some(other) => Err(format!("`{key}` must be a table, found {other}")),
             }
@@ -496,9 +541,15 @@ impl Discovery {
         let seconds = |key: &str| -> Result<Option<Duration>, String> {
             match table.get(key) {
                 None => Ok(None),
-                Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(Duration::from_secs(n.unsigned_abs()))),
-                Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 => Ok(Some(Duration::from_secs_f64(*f))),
-                Some(other) => Err(format!("`{key}` must be a number of seconds, found {other}")),
+                Some(toml::Value::Integer(n)) if *n >= 0 => {
+                    Ok(Some(Duration::from_secs(n.unsigned_abs())))
+                }
+                Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 => {
+                    Ok(Some(Duration::from_secs_f64(*f)))
+                }
+                Some(other) => Err(format!(
+                    "`{key}` must be a number of seconds, found {other}"
+                )),
             }
         };
         let transport = match (string("url")?, string("command")?) {
@@ -509,13 +560,18 @@ impl Discovery {
                         headers.insert(header, value);
                     }
                 }
-                let bearer_token = match string("bearer_token_env_var")? {
-                    Some(var) => Some(self.var(&var).ok_or_else(|| {
-                        format!("the bearer token variable `{var}` is not set")
-                    })?),
-                    None => None,
-                };
-                ServerTransport::Http { url, headers, bearer_token }
+                let bearer_token =
+                    match string("bearer_token_env_var")? {
+                        Some(var) => Some(self.var(&var).ok_or_else(|| {
+                            format!("the bearer token variable `{var}` is not set")
+                        })?),
+                        None => None,
+                    };
+                ServerTransport::Http {
+                    url,
+                    headers,
+                    bearer_token,
+                }
             }
             (None, Some(command)) => ServerTransport::Stdio {
                 command,
@@ -545,7 +601,9 @@ impl Discovery {
     /// `~/.claude/settings.json` (`enabledPlugins`) are skipped.
     fn plugins(&self, home: &Path, found: &mut Collected) {
         let list = home.join(".claude/plugins/installed_plugins.json");
-        let Some(json) = found.read_json(&list) else { return };
+        let Some(json) = found.read_json(&list) else {
+            return;
+        };
         let settings = found.read_json(&home.join(".claude/settings.json"));
         let disabled = |plugin: &str| {
             settings
@@ -582,10 +640,24 @@ impl Discovery {
                     file: mcp_json.clone(),
                 };
                 if json.get("mcpServers").is_some() {
-                    self.servers_from_json(&json, "mcpServers", &source, &mcp_json, Some(&root), found);
+                    self.servers_from_json(
+                        &json,
+                        "mcpServers",
+                        &source,
+                        &mcp_json,
+                        Some(&root),
+                        found,
+                    );
                 } else {
                     let wrapped = serde_json::json!({ "mcpServers": json });
-                    self.servers_from_json(&wrapped, "mcpServers", &source, &mcp_json, Some(&root), found);
+                    self.servers_from_json(
+                        &wrapped,
+                        "mcpServers",
+                        &source,
+                        &mcp_json,
+                        Some(&root),
+                        found,
+                    );
                 }
             }
             let manifest = root.join(".claude-plugin/plugin.json");
@@ -594,18 +666,38 @@ impl Discovery {
                     Some(Value::String(path)) => {
                         let file = root.join(self.expand(path, Some(&root)));
                         if let Some(servers) = found.read_json(&file) {
-                            let source = ConfigSource::ClaudePlugin { plugin: plugin.clone(), file: file.clone() };
+                            let source = ConfigSource::ClaudePlugin {
+                                plugin: plugin.clone(),
+                                file: file.clone(),
+                            };
                             let servers = if servers.get("mcpServers").is_some() {
                                 servers
                             } else {
                                 serde_json::json!({ "mcpServers": servers })
                             };
-                            self.servers_from_json(&servers, "mcpServers", &source, &file, Some(&root), found);
+                            self.servers_from_json(
+                                &servers,
+                                "mcpServers",
+                                &source,
+                                &file,
+                                Some(&root),
+                                found,
+                            );
                         }
                     }
                     Some(_) => {
-                        let source = ConfigSource::ClaudePlugin { plugin: plugin.clone(), file: manifest.clone() };
-                        self.servers_from_json(&json, "mcpServers", &source, &manifest, Some(&root), found);
+                        let source = ConfigSource::ClaudePlugin {
+                            plugin: plugin.clone(),
+                            file: manifest.clone(),
+                        };
+                        self.servers_from_json(
+                            &json,
+                            "mcpServers",
+                            &source,
+                            &manifest,
+                            Some(&root),
+                            found,
+                        );
                     }
                     None => {}
                 }
