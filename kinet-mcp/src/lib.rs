@@ -4,10 +4,23 @@
 //!
 //! - [`Discovery`] reads the configuration files; every server is tagged
 //!   with its [`ConfigSource`], and a bad file is reported, never fatal.
+//! - [`McpHub`] starts every server concurrently (stdio children in their
+//!   own process group, or streamable HTTP), lists their tools, restarts
+//!   dropped connections with backoff, refreshes on `tools/list_changed`,
+//!   and is a [`kinet_core::ToolSource`] for the loop.
+//!
+//! Built on the official Rust SDK, `rmcp`.
 
 mod config;
+mod content;
+mod hub;
+mod naming;
+mod server;
 
 pub use config::{
     ConfigSource, Discovered, Discovery, ServerConfig, ServerTransport, SourceProblem,
 };
+pub use hub::{HubSettings, McpHub, ServerStatus};
 pub use kinet_core;
+pub use naming::{MAX_TOOL_NAME, qualified_tool_name};
+pub use server::ServerState;

@@ -1,0 +1,180 @@
+//! Turning MCP tool results and schemas into kinet's shapes.
+
+use base64::Engine as _;
+use kinet_core::{ImagePart, ToolError, ToolOutput};
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde_json::{Map, Value};
+
+/// A tool result as a [`ToolOutput`]: text blocks joined, images as image
+/// parts, embedded text resources inlined, other resources and links
+/// described, `structuredContent` kept (and shown when there is no text).
+/// `isError` results become a failed tool call carrying the same text.
+pub(crate) fn normalize_result(
+    server: &str,
+    result: CallToolResult,
+) -> Result<ToolOutput, ToolError> {
+    let mut texts: Vec<String> = Vec::new();
+    let mut images: Vec<ImagePart> = Vec::new();
+    for block in result.content {
+        match block {
+            ContentBlock::Text(text) => texts.push(text.text),
+            ContentBlock::Image(image) => images.push(ImagePart {
+                media_type: image.mime_type,
+                data: image.data,
+            }),
+            ContentBlock::Audio(audio) => texts.push(format!(
+                "[audio: {}, {} bytes, not shown]",
+                audio.mime_type,
+                base64_len(&audio.data)
+            )),
+            ContentBlock::Resource(embedded) => match embedded.resource {
+                ResourceContents::TextResourceContents { uri, text, .. } => {
+                    texts.push(format!("[resource {uri}]\n{text}"));
+                }
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => {
+                    let mime = mime_type.unwrap_or_else(|| "application/octet-stream".into());
+                    if mime.starts_with("image/") {
+                        images.push(ImagePart {
+                            media_type: mime,
+                            data: blob,
+                        });
+                    } else {
+                        texts.push(format!(
+                            "[resource {uri}: {mime}, {} bytes]",
+                            base64_len(&blob)
+                        ));
+                    }
+                }
+                _ => texts.push("[resource of an unknown kind]".into()),
+            },
+            ContentBlock::ResourceLink(link) => {
+                let mut line = format!("[resource link: {} ({})", link.uri, link.name);
+                if let Some(description) = &link.description {
+                    line.push_str(&format!(" - {description}"));
+                }
+                line.push(']');
+                texts.push(line);
+            }
+            _ => texts.push("[content of an unknown kind]".into()),
+        }
+    }
+    let structured = result.structured_content;
+    let mut text = texts.join("\n");
+    if text.is_empty()
+        && let Some(value) = &structured
+    {
+        text = value.to_string();
+    }
+    if result.is_error == Some(true) {
+        let message = if text.is_empty() {
+            format!("the `{server}` server reported an error without a message")
+        } else {
+            text
+        };
+        return Err(ToolError::failed(message));
+    }
+    let mut output = ToolOutput::text(text);
+    output.images = images;
+    output.structured = structured;
+    Ok(output)
+}
+
+fn base64_len(data: &str) -> usize {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.as_bytes())
+        .map_or(data.len() * 3 / 4, |b| b.len())
+}
+
+/// Makes a server's input schema acceptable to model providers: an object
+/// schema with `properties`, without `$schema`, with local `$ref`s to
+/// `$defs`/`definitions` inlined (many compatible servers reject `$ref`).
+pub(crate) fn normalize_schema(schema: &Map<String, Value>) -> Value {
+    let mut schema = Value::Object(schema.clone());
+    let definitions = schema
+        .get("$defs")
+        .or_else(|| schema.get("definitions"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    inline_refs(&mut schema, &definitions, 0);
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("$defs");
+        object.remove("definitions");
+        object.entry("type").or_insert_with(|| "object".into());
+        if object.get("type").and_then(Value::as_str) == Some("object") {
+            object
+                .entry("properties")
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+    }
+    schema
+}
+
+fn inline_refs(value: &mut Value, definitions: &Value, depth: usize) {
+    if depth > 16 {
+        return; // recursive schemas keep their remaining refs
+    }
+    match value {
+        Value::Object(object) => {
+            if let Some(Value::String(reference)) = object.get("$ref") {
+                let name = reference
+                    .strip_prefix("#/$defs/")
+                    .or_else(|| reference.strip_prefix("#/definitions/"));
+                if let Some(target) = name.and_then(|n| definitions.get(n)).cloned() {
+                    object.remove("$ref");
+                    if let Value::Object(fields) = target {
+                        for (key, field) in fields {
+                            object.entry(key).or_insert(field);
+                        }
+                    }
+                    inline_refs(value, definitions, depth + 1);
+                    return;
+                }
+            }
+            for (key, child) in object.iter_mut() {
+                if key != "$defs" && key != "definitions" {
+                    inline_refs(child, definitions, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                inline_refs(item, definitions, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_normalised() {
+        let schema = serde_json::json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"point": {"$ref": "#/$defs/Point"}},
+            "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}}}
+        });
+        let normalized = normalize_schema(schema.as_object().unwrap());
+        assert_eq!(
+            normalized,
+            serde_json::json!({
+                "type": "object",
+                "properties": {"point": {"type": "object", "properties": {"x": {"type": "number"}}}}
+            })
+        );
+        let empty = normalize_schema(&Map::new());
+        assert_eq!(
+            empty,
+            serde_json::json!({"type": "object", "properties": {}})
+        );
+    }
+}

@@ -1,0 +1,349 @@
+//! The hub against the official reference servers from npm
+//! (`@modelcontextprotocol/server-everything`, `server-filesystem`), pinned
+//! in tests/peers/package.json and installed by .ci/run.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, Expectation, ScriptedProvider, ScriptedTurn, ToolErrorKind,
+};
+use kinet_mcp::{HubSettings, McpHub, ServerConfig, ServerState};
+use serde_json::json;
+
+fn peers() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers/node_modules/@modelcontextprotocol");
+    if dir.join("server-everything/dist/index.js").exists() && which("node") {
+        Some(dir)
+    } else {
+        eprintln!(
+            "\n!!! SKIPPING: the MCP reference servers are not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/run does)\n"
+        );
+        None
+    }
+}
+
+fn which(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn everything(peers: &std::path::Path) -> ServerConfig {
+    ServerConfig::stdio(
+        "everything",
+        "node",
+        vec![
+            peers
+                .join("server-everything/dist/index.js")
+                .display()
+                .to_string(),
+            "stdio".into(),
+        ],
+    )
+}
+
+fn filesystem(peers: &std::path::Path, root: &std::path::Path) -> ServerConfig {
+    ServerConfig::stdio(
+        "filesystem",
+        "node",
+        vec![
+            peers
+                .join("server-filesystem/dist/index.js")
+                .display()
+                .to_string(),
+            root.display().to_string(),
+        ],
+    )
+}
+
+fn settings() -> HubSettings {
+    HubSettings {
+        restart_backoff: Duration::from_millis(100),
+        ..HubSettings::default()
+    }
+}
+
+async fn ready(hub: &McpHub) {
+    assert!(
+        hub.wait_settled(Duration::from_secs(60)).await,
+        "{:?}",
+        hub.status()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_servers_list_and_call_tools() {
+    let Some(peers) = peers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(root.join("hello.txt"), "hello from disk\n").unwrap();
+    let hub = McpHub::start(
+        vec![everything(&peers), filesystem(&peers, &root)],
+        settings(),
+    );
+    ready(&hub).await;
+    let status = hub.status();
+    for server in &status {
+        assert_eq!(server.state, ServerState::Ready, "{server:?}");
+        assert!(server.pid.is_some());
+    }
+    let tools = &status[0].tools;
+    for expected in [
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+        "mcp__everything__get-tiny-image",
+    ] {
+        assert!(
+            tools.iter().any(|t| t == expected),
+            "{expected} missing from {tools:?}"
+        );
+    }
+    // Only what the server implements is advertised: no sampling or elicitation tools.
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.contains("sampling") || t.contains("elicitation")),
+        "{tools:?}"
+    );
+
+    let echo = hub
+        .call("everything", "echo", json!({"message": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(echo.text, "Echo: hi");
+    let sum = hub
+        .call("everything", "get-sum", json!({"a": 2, "b": 3}))
+        .await
+        .unwrap();
+    assert_eq!(sum.text, "The sum of 2 and 3 is 5.");
+    let image = hub
+        .call("everything", "get-tiny-image", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(image.images.len(), 1);
+    assert_eq!(image.images[0].media_type, "image/png");
+    assert!(image.images[0].to_bytes().unwrap().starts_with(b"\x89PNG"));
+    let error = hub
+        .call(
+            "everything",
+            "get-resource-reference",
+            json!({"resourceId": -5}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ToolErrorKind::Failed);
+    assert!(
+        error.message().contains("resourceId"),
+        "{}",
+        error.message()
+    );
+    let file = hub
+        .call(
+            "filesystem",
+            "read_text_file",
+            json!({"path": root.join("hello.txt")}),
+        )
+        .await
+        .unwrap();
+    assert!(file.text.contains("hello from disk"), "{}", file.text);
+    hub.shutdown().await;
+    assert!(
+        hub.status().iter().all(|s| s.state == ServerState::Stopped),
+        "{:?}",
+        hub.status()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_calls_mcp_tools_and_streams_progress() {
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .expect(Expectation::HasTools(vec!["mcp__everything__echo".into()]))
+            .tool_call(
+                "e",
+                "mcp__everything__echo",
+                json!({"message": "from the loop"}),
+            )
+            .tool_call(
+                "p",
+                "mcp__everything__trigger-long-running-operation",
+                json!({"duration": 0.6, "steps": 3}),
+            ),
+        ScriptedTurn::text("done")
+            .expect(Expectation::ToolResultContains {
+                call_id: "e".into(),
+                text: "Echo: from the loop".into(),
+            })
+            .expect(Expectation::ToolResultContains {
+                call_id: "p".into(),
+                text: "Long running operation completed".into(),
+            }),
+    ]);
+    // The first turn waits for the server (a generous readiness deadline).
+    let agent = Agent::builder(provider)
+        .toolset(
+            kinet_core::Toolset::new()
+                .with_source(std::sync::Arc::new(hub.clone()))
+                .readiness_deadline(Duration::from_secs(60)),
+        )
+        .build();
+    let mut run = agent.run("go");
+    let mut progress = Vec::new();
+    while let Some(event) = run.next().await {
+        if let AgentEvent::ToolProgress { call_id, text, .. } = event {
+            progress.push((call_id, text));
+        }
+    }
+    let outcome = run.finish().await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let texts: Vec<&str> = progress
+        .iter()
+        .filter(|(id, _)| id == "p")
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["progress 1/3\n", "progress 2/3\n", "progress 3/3\n"]
+    );
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_is_restarted_and_the_next_call_works() {
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    ready(&hub).await;
+    let pid = hub.status()[0].pid.unwrap();
+
+    // A call in flight when the server dies gets a clear error.
+    let in_flight = {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.call(
+                "everything",
+                "trigger-long-running-operation",
+                json!({"duration": 10, "steps": 2}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let error = in_flight.await.unwrap().unwrap_err();
+    assert!(
+        error
+            .message()
+            .contains("closed the connection during the call"),
+        "{}",
+        error.message()
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = hub.status().remove(0);
+        if status.state == ServerState::Ready && status.pid != Some(pid) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not restarted: {status:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let echo = hub
+        .call("everything", "echo", json!({"message": "again"}))
+        .await
+        .unwrap();
+    assert_eq!(echo.text, "Echo: again");
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_starts_fails_alone_and_a_hanging_call_times_out() {
+    let Some(peers) = peers() else { return };
+    let broken = ServerConfig::stdio(
+        "broken",
+        "sh",
+        vec![
+            "-c".into(),
+            "echo 'fatal: missing DATABASE_URL' >&2; exit 3".into(),
+        ],
+    );
+    let slow = everything(&peers).tool_timeout(Duration::from_millis(500));
+    let hub = McpHub::start(vec![broken, slow], settings());
+    ready(&hub).await;
+    let status = hub.status();
+    match &status[0].state {
+        ServerState::Failed { reason } => {
+            assert!(reason.contains("missing DATABASE_URL"), "{reason}");
+        }
+        other => panic!("expected failure, got {other:?}"),
+    }
+    assert_eq!(status[1].state, ServerState::Ready);
+
+    let started = Instant::now();
+    let error = hub
+        .call(
+            "everything",
+            "trigger-long-running-operation",
+            json!({"duration": 30, "steps": 1}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ToolErrorKind::Timeout, "{}", error.message());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The server is still usable.
+    let echo = hub
+        .call("everything", "echo", json!({"message": "still here"}))
+        .await
+        .unwrap();
+    assert_eq!(echo.text, "Echo: still here");
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_cancels_the_mcp_call() {
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    ready(&hub).await;
+    let provider = ScriptedProvider::new([ScriptedTurn::new().tool_call(
+        "p",
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 30}),
+    )]);
+    let agent = Agent::builder(provider)
+        .tool_source(std::sync::Arc::new(hub.clone()))
+        .policy(ApprovalPolicy::never())
+        .build();
+    let mut run = agent.run("go");
+    while let Some(event) = run.next().await {
+        if let AgentEvent::ToolProgress { .. } = event {
+            break;
+        }
+    }
+    let cancelled = Instant::now();
+    run.cancel();
+    let outcome = run.finish().await;
+    assert!(matches!(outcome.stop, kinet_core::RunStop::Cancelled));
+    assert!(cancelled.elapsed() < Duration::from_secs(2));
+    // The connection is intact after the cancellation.
+    let echo = hub
+        .call("everything", "echo", json!({"message": "ok"}))
+        .await
+        .unwrap();
+    assert_eq!(echo.text, "Echo: ok");
+    hub.shutdown().await;
+}
