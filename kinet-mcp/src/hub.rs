@@ -83,6 +83,9 @@ struct HubInner {
     settings: HubSettings,
     changed: watch::Sender<u64>,
     shutdown: CancellationToken,
+    /// The named tools as of a change generation (rebuilt only when a
+    /// server's state or tool list changes).
+    tool_cache: std::sync::Mutex<Option<(u64, Vec<Arc<McpTool>>)>>,
 }
 
 impl Drop for HubInner {
@@ -156,6 +159,7 @@ impl McpHub {
                 settings,
                 changed,
                 shutdown,
+                tool_cache: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -223,8 +227,24 @@ impl McpHub {
         }
     }
 
-    /// The tools of the ready servers, with their qualified names.
+    /// The tools of the ready servers, with their qualified names; cached
+    /// until the next state or tool-list change.
     fn named_tools(&self) -> Vec<Arc<McpTool>> {
+        let generation = *self.inner.changed.borrow();
+        if let Ok(cache) = self.inner.tool_cache.lock()
+            && let Some((cached, tools)) = cache.as_ref()
+            && *cached == generation
+        {
+            return tools.clone();
+        }
+        let tools = self.build_named_tools();
+        if let Ok(mut cache) = self.inner.tool_cache.lock() {
+            *cache = Some((generation, tools.clone()));
+        }
+        tools
+    }
+
+    fn build_named_tools(&self) -> Vec<Arc<McpTool>> {
         let mut entries: Vec<(Arc<ServerSlot>, rmcp::model::Tool)> = Vec::new();
         for slot in &self.inner.slots {
             if slot.state() != ServerState::Ready {
@@ -334,7 +354,10 @@ impl McpTool {
             )));
         };
         let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
-        let options = PeerRequestOptions::with_timeout(self.timeout);
+        // The timeout is enforced here (rmcp's own timeout option costs a
+        // watcher per request); on timeout the server is told to cancel.
+        let options = PeerRequestOptions::no_options();
+        let deadline = tokio::time::sleep(self.timeout);
         let handle = connection
             .peer
             .send_request_with_option(
@@ -351,9 +374,20 @@ impl McpTool {
             .subscribe(handle.progress_token.clone())
             .await;
         let mut response = std::pin::pin!(handle.await_response());
+        let mut deadline = std::pin::pin!(deadline);
         let result = loop {
             tokio::select! {
                 biased;
+                result = &mut response => break result,
+                _ = &mut deadline => {
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(id),
+                            Some("timed out".into()),
+                        ))
+                        .await;
+                    break Err(ServiceError::Timeout { timeout: self.timeout });
+                }
                 _ = ctx.cancellation().cancelled() => {
                     let _ = peer
                         .notify_cancelled(CancelledNotificationParam::new(
@@ -373,7 +407,6 @@ impl McpTool {
                     }
                     ctx.progress(format!("{line}\n"));
                 },
-                result = &mut response => break result,
             }
         };
         match result {

@@ -1,0 +1,229 @@
+//! MCP client benchmarks, one run, same server
+//! (`@modelcontextprotocol/server-everything` over stdio):
+//!
+//! - `tools/call` round trip of `echo`, p50/p99 over 2,000 calls: kinet's hub
+//!   vs the official TypeScript SDK client and the official Python SDK
+//!   client (`mcp` from PyPI);
+//! - start-up of 8 servers at once vs the slowest of them started alone.
+//!
+//! ```text
+//! npm ci --prefix kinet-mcp/tests/peers
+//! python3 -m venv /var/tmp/kinet-pyenv && /var/tmp/kinet-pyenv/bin/pip install mcp==2.3.0
+//! cargo bench --bench mcp --features mcp
+//! ```
+#![allow(
+    missing_docs,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kinet::mcp::{HubSettings, McpHub, ServerConfig, ServerState};
+use serde_json::json;
+
+const CALLS: usize = 2000;
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
+}
+
+fn server(modules: &Path, name: &str) -> ServerConfig {
+    ServerConfig::stdio(
+        name,
+        "node",
+        vec![
+            modules
+                .join("@modelcontextprotocol/server-everything/dist/index.js")
+                .display()
+                .to_string(),
+            "stdio".into(),
+        ],
+    )
+}
+
+fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("KINET_PYTHON").ok(),
+        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
+        Some("python3".to_owned()),
+    ];
+    candidates.into_iter().flatten().find(|python| {
+        Command::new(python)
+            .args(["-c", "import mcp"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Runs a peer client script and reads its JSON line.
+fn peer(mut command: Command) -> Option<(f64, f64)> {
+    let output = command.output().ok()?;
+    if !output.status.success() {
+        eprintln!("peer failed: {}", String::from_utf8_lossy(&output.stderr));
+        return None;
+    }
+    let line = String::from_utf8_lossy(&output.stdout);
+    let value: serde_json::Value = serde_json::from_str(line.trim().lines().last()?).ok()?;
+    Some((value["p50_us"].as_f64()?, value["p99_us"].as_f64()?))
+}
+
+async fn kinet_latency(modules: &Path) -> (f64, f64) {
+    let hub = McpHub::start(vec![server(modules, "everything")], HubSettings::default());
+    assert!(hub.wait_settled(Duration::from_secs(60)).await);
+    for _ in 0..50 {
+        hub.call("everything", "echo", json!({"message": "warm"}))
+            .await
+            .unwrap();
+    }
+    let mut samples = Vec::with_capacity(CALLS);
+    for i in 0..CALLS {
+        let message = format!("m{i}");
+        let start = Instant::now();
+        let out = hub
+            .call("everything", "echo", json!({"message": message}))
+            .await
+            .unwrap();
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+        assert_eq!(out.text, format!("Echo: m{i}"));
+    }
+    hub.shutdown().await;
+    samples.sort_by(f64::total_cmp);
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let modules = root.join("kinet-mcp/tests/peers/node_modules");
+    if !modules
+        .join("@modelcontextprotocol/server-everything")
+        .exists()
+    {
+        eprintln!("run `npm ci --prefix kinet-mcp/tests/peers` first");
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+
+    // Three rounds, each client in turn, so that machine noise hits all
+    // alike; each figure is the median of the rounds. kinet runs on a
+    // current-thread runtime (an event loop, as node and asyncio are) and
+    // on a 2-worker runtime.
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let python = python();
+    if python.is_none() {
+        eprintln!("the Python SDK (`mcp`) is not installed: set KINET_PYTHON or see the header");
+    }
+    let mut rounds: Vec<[Option<(f64, f64)>; 4]> = Vec::new();
+    for _ in 0..3 {
+        let single = Some(current.block_on(kinet_latency(&modules)));
+        let multi = Some(rt.block_on(kinet_latency(&modules)));
+        let mut ts = Command::new("node");
+        ts.arg(root.join("benches/mcp/ts_client.mjs"))
+            .arg(&modules)
+            .arg(CALLS.to_string())
+            .arg("node")
+            .arg(&everything)
+            .arg("stdio");
+        let ts = peer(ts);
+        let py = python.as_ref().and_then(|python| {
+            let mut command = Command::new(python);
+            command
+                .arg(root.join("benches/mcp/py_client.py"))
+                .arg(CALLS.to_string())
+                .arg("node")
+                .arg(&everything)
+                .arg("stdio");
+            peer(command)
+        });
+        rounds.push([single, multi, ts, py]);
+    }
+    drop(current);
+    let median_of = |column: usize| -> Option<(f64, f64)> {
+        let mut p50: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| r[column].map(|v| v.0))
+            .collect();
+        let mut p99: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| r[column].map(|v| v.1))
+            .collect();
+        if p50.is_empty() {
+            return None;
+        }
+        p50.sort_by(f64::total_cmp);
+        p99.sort_by(f64::total_cmp);
+        Some((p50[p50.len() / 2], p99[p99.len() / 2]))
+    };
+    let (c50, c99) = median_of(0).unwrap();
+    let (k50, k99) = median_of(1).unwrap();
+    let ts = median_of(2);
+    let py = median_of(3);
+
+    println!(
+        "\ntools/call `echo` round trip over stdio, {CALLS} calls after 50 warm-up, median of 3 rounds:\n"
+    );
+    println!("| client | p50 | p99 | kinet p50 ratio |\n|---|---|---|---|");
+    println!("| kinet, current-thread runtime | {c50:.0} µs | {c99:.0} µs | 1.00 |");
+    println!(
+        "| kinet, 2-worker runtime | {k50:.0} µs | {k99:.0} µs | {:.2} |",
+        k50 / c50
+    );
+    let k50 = c50;
+    for (label, result) in [("TypeScript SDK 1.32.2", ts), ("Python SDK 2.3.0", py)] {
+        match result {
+            Some((p50, p99)) => println!(
+                "| {label} | {p50:.0} µs | {p99:.0} µs | kinet/{label} = {:.2} |",
+                k50 / p50
+            ),
+            None => println!("| {label} | n/a | n/a | |"),
+        }
+    }
+
+    // Start-up: 8 at once vs each alone.
+    let (together, alone) = rt.block_on(async {
+        let configs: Vec<ServerConfig> =
+            (0..8).map(|i| server(&modules, &format!("s{i}"))).collect();
+        let start = Instant::now();
+        let hub = McpHub::start(configs, HubSettings::default());
+        assert!(hub.wait_settled(Duration::from_secs(120)).await);
+        let together = start.elapsed();
+        assert!(hub.status().iter().all(|s| s.state == ServerState::Ready));
+        hub.shutdown().await;
+        let mut alone = Vec::new();
+        for i in 0..8 {
+            let start = Instant::now();
+            let hub = McpHub::start(
+                vec![server(&modules, &format!("a{i}"))],
+                HubSettings::default(),
+            );
+            assert!(hub.wait_settled(Duration::from_secs(60)).await);
+            alone.push(start.elapsed());
+            hub.shutdown().await;
+        }
+        (together, alone)
+    });
+    let slowest = alone.iter().max().copied().unwrap_or(Duration::ZERO);
+    println!(
+        "\nstart-up to ready: 8 servers at once {:.0} ms; alone: slowest {:.0} ms, median {:.0} ms; ratio {:.2} (target ≤ 1.3)",
+        together.as_secs_f64() * 1e3,
+        slowest.as_secs_f64() * 1e3,
+        {
+            let mut sorted = alone.clone();
+            sorted.sort();
+            sorted[4].as_secs_f64() * 1e3
+        },
+        together.as_secs_f64() / slowest.as_secs_f64()
+    );
+}
