@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kinet_core::{
     DynTool, PreparedCall, ToolCtx, ToolError, ToolErrorKind, ToolOutput, ToolSource,
 };
@@ -398,17 +398,16 @@ impl McpTool {
                     return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
                 }
                 update = progress.next() => if let Some(update) = update {
-                    let mut line = match update.total {
-                        Some(total) => format!("progress {}/{}", update.progress, total),
-                        None => format!("progress {}", update.progress),
-                    };
-                    if let Some(message) = update.message {
-                        line.push_str(&format!(": {message}"));
-                    }
-                    ctx.progress(format!("{line}\n"));
+                    report_progress(ctx, update);
                 },
             }
         };
+        // Progress sent just before the result may still be on its way
+        // through the notification handler.
+        tokio::task::yield_now().await;
+        while let Some(Some(update)) = progress.next().now_or_never() {
+            report_progress(ctx, update);
+        }
         match result {
             Ok(ServerResult::CallToolResult(result)) => normalize_result(server, result),
             Ok(_) => Err(ToolError::failed(format!(
@@ -417,6 +416,17 @@ impl McpTool {
             Err(error) => Err(call_error(server, &self.tool, error, self.timeout)),
         }
     }
+}
+
+fn report_progress(ctx: &ToolCtx, update: rmcp::model::ProgressNotificationParam) {
+    let mut line = match update.total {
+        Some(total) => format!("progress {}/{}", update.progress, total),
+        None => format!("progress {}", update.progress),
+    };
+    if let Some(message) = update.message {
+        line.push_str(&format!(": {message}"));
+    }
+    ctx.progress(format!("{line}\n"));
 }
 
 fn call_error(server: &str, tool: &str, error: ServiceError, timeout: Duration) -> ToolError {
