@@ -347,3 +347,51 @@ async fn cancelling_a_run_cancels_the_mcp_call() {
     assert_eq!(echo.text, "Echo: ok");
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_servers_work_too() {
+    let Some(peers) = peers() else { return };
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let mut child = tokio::process::Command::new("node")
+        .arg(peers.join("server-everything/dist/index.js"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // Wait for the port.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "the HTTP server did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hub = McpHub::start(
+        vec![ServerConfig::http(
+            "remote",
+            format!("http://127.0.0.1:{port}/mcp"),
+        )],
+        settings(),
+    );
+    ready(&hub).await;
+    assert_eq!(
+        hub.status()[0].state,
+        ServerState::Ready,
+        "{:?}",
+        hub.status()
+    );
+    let echo = hub
+        .call("remote", "echo", json!({"message": "over http"}))
+        .await
+        .unwrap();
+    assert_eq!(echo.text, "Echo: over http");
+    hub.shutdown().await;
+    child.kill().await.unwrap();
+}
