@@ -1,6 +1,108 @@
-//! SQLite-backed memory for kinet agents: facts, blocks, recall, knowledge-graph triples.
+//! SQLite-backed memory for kinet agents.
 //!
-//! This crate is a placeholder in the workspace layout; its tools land in
-//! their own issues. It depends only on `kinet-core`, like every pack.
+//! One SQLite file (bundled SQLite, WAL, busy timeout) holds:
+//!
+//! - session **facts**: key/value anchors (`remember_fact`, `recall_fact`);
+//! - labelled **memory blocks** with character limits, rendered into the
+//!   system prompt by [`BlocksHook`] and edited by the model with
+//!   `memory_replace` / `memory_append`;
+//! - **history** records (written by [`HistoryHook`]) recalled by
+//!   `recall_memory`: embedding similarity and FTS5 bm25 fused by
+//!   reciprocal rank, FTS5 alone when there is no embedder or it fails;
+//! - **knowledge-graph triples** with validity intervals: a newer fact
+//!   supersedes an older one instead of deleting it.
+//!
+//! Embedders: the bundled offline model [`Model2VecEmbedder`] (feature
+//! `model2vec`, default), [`HashEmbedder`] (no weights, lexical only), and
+//! [`OpenAiEmbedder`] for `/v1/embeddings` servers.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use kinet_memory::{BlockSpec, MemoryConfig, MemoryStore, MemoryTools};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = MemoryStore::open(
+//!     dir.path().join("memory.db"),
+//!     MemoryConfig { blocks: BlockSpec::defaults(), ..MemoryConfig::default() },
+//! )
+//! .await
+//! .unwrap();
+//! store.block_append("user_profile", "Prefers short answers.").await.unwrap();
+//! let tools = MemoryTools::new(store.clone(), "session-1").toolset();
+//! assert!(tools.static_tools().get("recall_memory").is_some());
+//! # }
+//! ```
 
+mod db;
+mod embed;
+mod hooks;
+mod recall;
+mod store;
+mod tools;
+mod triples;
+mod vector;
+
+#[cfg(feature = "model2vec")]
+pub use embed::Model2VecEmbedder;
+#[cfg(feature = "openai-embeddings")]
+pub use embed::OpenAiEmbedder;
+pub use embed::{EmbedError, Embedder, HashEmbedder};
+pub use hooks::{BlocksHook, HistoryHook};
 pub use kinet_core;
+pub use store::{
+    Block, BlockSpec, Hit, MemoryConfig, MemoryStore, Recall, RecallMode, Triple, TripleQuery,
+};
+pub use tools::MemoryTools;
+
+/// Errors of the memory store.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    /// The file could not be opened or migrated.
+    #[error("cannot open the memory file `{path}`: {message}")]
+    Open {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// A query failed.
+    #[error("memory database error: {0}")]
+    Sql(String),
+    /// The request was invalid (unknown block, limit exceeded, ...); the
+    /// message is written for the model.
+    #[error("{0}")]
+    Invalid(String),
+    /// A thread or task failed.
+    #[error("memory store failure: {0}")]
+    Io(String),
+    /// The store was closed.
+    #[error("the memory store is closed")]
+    Closed,
+}
+
+impl MemoryError {
+    pub(crate) fn open(path: &std::path::Path, error: impl std::fmt::Display) -> Self {
+        Self::Open {
+            path: path.display().to_string(),
+            message: error.to_string(),
+        }
+    }
+}
+
+#[doc(hidden)]
+pub mod testing {
+    //! Internals exposed for the crate's own migration tests.
+
+    /// Creates (or migrates) a memory file only up to schema `version`.
+    pub fn create_at_version(
+        path: &std::path::Path,
+        version: usize,
+    ) -> Result<(), super::MemoryError> {
+        super::db::open_at(path, version).map(|_| ())
+    }
+
+    /// The current schema version.
+    pub const SCHEMA_VERSION: usize = super::db::SCHEMA_VERSION;
+}

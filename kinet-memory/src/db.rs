@@ -1,0 +1,204 @@
+//! The SQLite file: schema migrations, a writer thread, pooled readers.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::MemoryError;
+
+/// Schema migrations, in order; `PRAGMA user_version` is how many ran.
+const MIGRATIONS: &[&str] = &[
+    // 1: facts, blocks, history records with full-text search.
+    "
+    CREATE TABLE facts (
+        session TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (session, key)
+    );
+    CREATE TABLE blocks (
+        label TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        read_only INTEGER NOT NULL DEFAULT 0,
+        description TEXT NOT NULL DEFAULT '',
+        updated_at INTEGER NOT NULL
+    );
+    CREATE TABLE records (
+        id INTEGER PRIMARY KEY,
+        session TEXT NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        embedding BLOB,
+        embedder TEXT
+    );
+    CREATE INDEX records_created ON records(created_at);
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        text, content='records', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts(rowid, text) VALUES (new.id, new.text);
+    END;
+    CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
+        INSERT INTO records_fts(records_fts, rowid, text) VALUES ('delete', old.id, old.text);
+    END;
+    ",
+    // 2: knowledge-graph triples with validity intervals.
+    "
+    CREATE TABLE triples (
+        id INTEGER PRIMARY KEY,
+        subject TEXT NOT NULL,
+        predicate TEXT NOT NULL,
+        object TEXT NOT NULL,
+        source TEXT NOT NULL DEFAULT '',
+        valid_from INTEGER NOT NULL,
+        valid_to INTEGER,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX triples_subject ON triples(subject, predicate);
+    CREATE INDEX triples_object ON triples(object);
+    ",
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Opens (creating if needed) and migrates up to `version`.
+pub(crate) fn open_at(path: &Path, version: usize) -> Result<Connection, MemoryError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| MemoryError::open(path, e))?;
+    configure(&conn).map_err(|e| MemoryError::open(path, e))?;
+    migrate(&conn, version).map_err(|e| MemoryError::open(path, e))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection, target: usize) -> rusqlite::Result<()> {
+    // IMMEDIATE: two processes opening a new file do not both migrate.
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let result = (|| {
+        let current: usize = conn
+            .pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))?
+            .try_into()
+            .unwrap_or(0);
+        for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
+            conn.execute_batch(sql)?;
+            conn.pragma_update(None, "user_version", (index + 1) as i64)?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => conn.execute_batch("COMMIT"),
+        Err(error) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(error)
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// One writer connection on its own thread (SQLite allows one writer at a
+/// time; a single thread keeps transactions short and ordered) and a pool
+/// of reader connections used from `spawn_blocking`.
+pub(crate) struct Db {
+    path: PathBuf,
+    writer: mpsc::UnboundedSender<Job>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Db {
+    pub(crate) fn open(path: &Path) -> Result<Arc<Self>, MemoryError> {
+        let conn = open_at(path, SCHEMA_VERSION)?;
+        let (writer, mut jobs) = mpsc::unbounded_channel::<Job>();
+        std::thread::Builder::new()
+            .name("kinet-memory-writer".into())
+            .spawn(move || {
+                let mut conn = conn;
+                while let Some(job) = jobs.blocking_recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(|e| MemoryError::Io(format!("cannot start the writer thread: {e}")))?;
+        Ok(Arc::new(Self {
+            path: path.to_path_buf(),
+            writer,
+            readers: Mutex::new(Vec::new()),
+        }))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` on the writer connection.
+    pub(crate) async fn write<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, MemoryError> + Send + 'static,
+    ) -> Result<T, MemoryError> {
+        let (reply, answer) = oneshot::channel();
+        self.writer
+            .send(Box::new(move |conn| {
+                let _ = reply.send(work(conn));
+            }))
+            .map_err(|_| MemoryError::Closed)?;
+        answer.await.map_err(|_| MemoryError::Closed)?
+    }
+
+    /// Runs `work` on a reader connection.
+    pub(crate) async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Connection) -> Result<T, MemoryError> + Send + 'static,
+    ) -> Result<T, MemoryError> {
+        let db = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let pooled = db.readers.lock().ok().and_then(|mut pool| pool.pop());
+            let conn = match pooled {
+                Some(conn) => conn,
+                None => {
+                    let conn = Connection::open_with_flags(
+                        &db.path,
+                        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                    )
+                    .map_err(|e| MemoryError::open(&db.path, e))?;
+                    conn.busy_timeout(Duration::from_secs(10))
+                        .map_err(|e| MemoryError::open(&db.path, e))?;
+                    conn
+                }
+            };
+            let result = work(&conn);
+            if let Ok(mut pool) = db.readers.lock()
+                && pool.len() < 8
+            {
+                pool.push(conn);
+            }
+            result
+        })
+        .await
+        .map_err(|e| MemoryError::Io(format!("reader task failed: {e}")))?
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}

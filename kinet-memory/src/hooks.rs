@@ -1,0 +1,130 @@
+//! Hooks that connect the store to the loop.
+
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use kinet_core::{ChatRequest, Hook, HookError, Message, ToolCall, ToolError, ToolOutput};
+
+use crate::store::MemoryStore;
+
+/// Renders the memory blocks into the system prompt before each model call.
+#[derive(Debug, Clone)]
+pub struct BlocksHook {
+    store: MemoryStore,
+}
+
+impl BlocksHook {
+    /// A hook reading blocks from `store`.
+    pub fn new(store: MemoryStore) -> Self {
+        Self { store }
+    }
+}
+
+#[async_trait]
+impl Hook for BlocksHook {
+    async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
+        let blocks = self
+            .store
+            .blocks()
+            .await
+            .map_err(|e| HookError(e.to_string()))?;
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::from(
+            "\n\n<memory_blocks>\nYour long-term memory. Keep it current with memory_replace and memory_append.\n",
+        );
+        for block in blocks {
+            let used = block.value.chars().count();
+            text.push_str(&format!(
+                "<{label} chars=\"{used}/{limit}\"{ro}>\n<!-- {description} -->\n{value}\n</{label}>\n",
+                label = block.label,
+                limit = block.limit,
+                ro = if block.read_only { " read_only=\"true\"" } else { "" },
+                description = block.description,
+                value = block.value,
+            ));
+        }
+        text.push_str("</memory_blocks>");
+        request.system.to_mut().push_str(&text);
+        Ok(())
+    }
+}
+
+/// Records the conversation into the store: user and assistant text before
+/// each model call (each message once), tool results after each call.
+#[derive(Debug)]
+pub struct HistoryHook {
+    store: MemoryStore,
+    session: String,
+    seen: Mutex<HashSet<u64>>,
+}
+
+impl HistoryHook {
+    /// A hook recording into `store` under `session`.
+    pub fn new(store: MemoryStore, session: impl Into<String>) -> Self {
+        Self {
+            store,
+            session: session.into(),
+            seen: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn first_time(&self, role: &str, text: &str, position: usize) -> bool {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (role, text, position).hash(&mut hasher);
+        self.seen
+            .lock()
+            .map(|mut seen| seen.insert(hasher.finish()))
+            .unwrap_or(false)
+    }
+}
+
+/// Tool results are kept up to this many characters.
+const MAX_RECORDED_CHARS: usize = 4000;
+
+#[async_trait]
+impl Hook for HistoryHook {
+    async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
+        let mut new = Vec::new();
+        for (position, message) in request.messages.iter().enumerate() {
+            let role = match message {
+                Message::User { .. } => "user",
+                Message::Assistant { .. } => "assistant",
+                _ => continue,
+            };
+            let text = message.text();
+            if !text.trim().is_empty() && self.first_time(role, &text, position) {
+                new.push((self.session.clone(), role.to_owned(), text));
+            }
+        }
+        if !new.is_empty()
+            && let Err(error) = self.store.add_records(&new).await
+        {
+            // Memory must not stop the conversation.
+            tracing::warn!(%error, "could not record history");
+        }
+        Ok(())
+    }
+
+    async fn after_tool_call(&self, call: &ToolCall, result: &mut Result<ToolOutput, ToolError>) {
+        let text = match result {
+            Ok(output) => output.text.clone(),
+            Err(error) => format!("error: {}", error.message()),
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        let text: String = text.chars().take(MAX_RECORDED_CHARS).collect();
+        let record = format!("{}({}) -> {text}", call.name, call.arguments);
+        if let Err(error) = self
+            .store
+            .add_record(&self.session, &format!("tool:{}", call.name), &record)
+            .await
+        {
+            tracing::warn!(%error, "could not record a tool result");
+        }
+    }
+}

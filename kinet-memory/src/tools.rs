@@ -1,0 +1,508 @@
+//! The memory tools the model calls.
+
+use async_trait::async_trait;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::MemoryError;
+use crate::store::{MemoryStore, RecallMode, Triple, TripleQuery};
+
+fn tool_error(error: MemoryError) -> ToolError {
+    match error {
+        MemoryError::Invalid(message) => ToolError::invalid_arguments(message),
+        other => ToolError::failed(other.to_string()),
+    }
+}
+
+/// The memory tools for one session: `remember_fact`, `recall_fact`,
+/// `memory_replace`, `memory_append`, `recall_memory`, `kg_add`,
+/// `kg_query`. They change only the agent's memory, so they are read-only
+/// for approval purposes (never asked about).
+#[derive(Debug, Clone)]
+pub struct MemoryTools {
+    store: MemoryStore,
+    session: String,
+}
+
+impl MemoryTools {
+    /// Tools on `store`, with facts scoped to `session`.
+    pub fn new(store: MemoryStore, session: impl Into<String>) -> Self {
+        Self {
+            store,
+            session: session.into(),
+        }
+    }
+
+    /// All seven tools.
+    pub fn toolset(&self) -> Toolset {
+        let shared = |t: &Self| t.clone();
+        Toolset::new()
+            .with(RememberFact(shared(self)))
+            .with(RecallFact(shared(self)))
+            .with(MemoryReplace(shared(self)))
+            .with(MemoryAppend(shared(self)))
+            .with(RecallMemory(shared(self)))
+            .with(KgAdd(shared(self)))
+            .with(KgQuery(shared(self)))
+    }
+}
+
+macro_rules! memory_tool {
+    ($tool:ident, $args:ty, $name:literal, $description:expr) => {
+        struct $tool(MemoryTools);
+
+        #[async_trait]
+        impl Tool for $tool {
+            type Args = $args;
+            fn name(&self) -> &str {
+                $name
+            }
+            fn description(&self) -> &str {
+                $description
+            }
+            fn read_only(&self, _: &$args) -> bool {
+                true
+            }
+            async fn call(&self, args: $args, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+                run(&self.0, args).await
+            }
+        }
+    };
+}
+
+/// Arguments of `remember_fact`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RememberFactArgs {
+    /// A short key, e.g. `build_command` or `chosen_database`.
+    key: String,
+    /// The value to keep.
+    value: String,
+}
+
+/// Arguments of `recall_fact`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RecallFactArgs {
+    /// The key; omit to list every fact of this session.
+    #[serde(default)]
+    key: Option<String>,
+}
+
+/// Arguments of `memory_replace`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct MemoryReplaceArgs {
+    /// The block label, e.g. `user_profile`.
+    label: String,
+    /// The exact text to replace; it must occur once in the block.
+    old: String,
+    /// The new text (empty to delete `old`).
+    new: String,
+}
+
+/// Arguments of `memory_append`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct MemoryAppendArgs {
+    /// The block label, e.g. `project_context`.
+    label: String,
+    /// The text to add on a new line.
+    text: String,
+}
+
+/// A point in time: seconds since the Unix epoch, or a `YYYY-MM-DD` date.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum Since {
+    Seconds(i64),
+    Date(String),
+}
+
+/// Arguments of `recall_memory`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct RecallMemoryArgs {
+    /// What to look for, in natural language.
+    query: String,
+    /// How many results (default 5, at most 50).
+    #[serde(default)]
+    k: Option<usize>,
+    /// Only records since then: a `YYYY-MM-DD` date or Unix seconds.
+    #[serde(default)]
+    since: Option<Since>,
+}
+
+/// Arguments of `kg_add`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct KgAddArgs {
+    /// The entity, e.g. `api-service`.
+    subject: String,
+    /// The relation, e.g. `deployed_on`.
+    predicate: String,
+    /// The value or other entity, e.g. `kubernetes`.
+    object: String,
+    /// Where the fact comes from (a file, the user, a URL).
+    #[serde(default)]
+    source: Option<String>,
+    /// Keep other current objects for this subject and predicate (for
+    /// many-valued relations such as `likes`); by default they are
+    /// superseded.
+    #[serde(default)]
+    keep_existing: bool,
+}
+
+/// Arguments of `kg_query`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct KgQueryArgs {
+    /// Match this subject.
+    #[serde(default)]
+    subject: Option<String>,
+    /// Match this predicate.
+    #[serde(default)]
+    predicate: Option<String>,
+    /// Match this object.
+    #[serde(default)]
+    object: Option<String>,
+    /// Include superseded facts, with their validity dates.
+    #[serde(default)]
+    include_history: bool,
+}
+
+memory_tool!(
+    RememberFact,
+    RememberFactArgs,
+    "remember_fact",
+    "Stores a key/value fact for this session (a step's output, a decision, a path). Overwrites the key."
+);
+memory_tool!(
+    RecallFact,
+    RecallFactArgs,
+    "recall_fact",
+    "Reads a fact stored with remember_fact in this session; without a key, lists all of them."
+);
+memory_tool!(
+    MemoryReplace,
+    MemoryReplaceArgs,
+    "memory_replace",
+    "Edits a long-term memory block (shown in your system prompt): replaces text that occurs exactly once in it."
+);
+memory_tool!(
+    MemoryAppend,
+    MemoryAppendArgs,
+    "memory_append",
+    "Adds a line to a long-term memory block (shown in your system prompt). Blocks have character limits."
+);
+memory_tool!(
+    RecallMemory,
+    RecallMemoryArgs,
+    "recall_memory",
+    "Searches past conversations and tool results by meaning and keywords; also returns related knowledge-graph facts."
+);
+memory_tool!(
+    KgAdd,
+    KgAddArgs,
+    "kg_add",
+    "Records a fact as (subject, predicate, object). A new object for the same subject and predicate supersedes the old one, which stays in the history."
+);
+memory_tool!(
+    KgQuery,
+    KgQueryArgs,
+    "kg_query",
+    "Looks up knowledge-graph facts by subject, predicate and/or object; include_history shows superseded ones."
+);
+
+trait Run<A> {
+    async fn run(&self, args: A) -> Result<ToolOutput, ToolError>;
+}
+
+async fn run<A>(tools: &MemoryTools, args: A) -> Result<ToolOutput, ToolError>
+where
+    MemoryTools: Run<A>,
+{
+    tools.run(args).await
+}
+
+impl Run<RememberFactArgs> for MemoryTools {
+    async fn run(&self, args: RememberFactArgs) -> Result<ToolOutput, ToolError> {
+        if args.key.trim().is_empty() {
+            return Err(ToolError::invalid_arguments("the key is empty"));
+        }
+        self.store
+            .set_fact(&self.session, &args.key, &args.value)
+            .await
+            .map_err(tool_error)?;
+        Ok(ToolOutput::text(format!("Remembered `{}`.", args.key)))
+    }
+}
+
+impl Run<RecallFactArgs> for MemoryTools {
+    async fn run(&self, args: RecallFactArgs) -> Result<ToolOutput, ToolError> {
+        match args.key {
+            Some(key) => match self
+                .store
+                .fact(&self.session, &key)
+                .await
+                .map_err(tool_error)?
+            {
+                Some(value) => Ok(ToolOutput::text(value)),
+                None => {
+                    let keys: Vec<String> = self
+                        .store
+                        .facts(&self.session)
+                        .await
+                        .map_err(tool_error)?
+                        .into_iter()
+                        .map(|(k, _)| k)
+                        .collect();
+                    Err(ToolError::not_found(format!(
+                        "no fact `{key}` in this session; known keys: {}",
+                        if keys.is_empty() {
+                            "(none)".to_owned()
+                        } else {
+                            keys.join(", ")
+                        }
+                    )))
+                }
+            },
+            None => {
+                let facts = self.store.facts(&self.session).await.map_err(tool_error)?;
+                Ok(ToolOutput::text(if facts.is_empty() {
+                    "No facts stored in this session.".to_owned()
+                } else {
+                    facts
+                        .iter()
+                        .map(|(k, v)| format!("{k}: {v}"))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }))
+            }
+        }
+    }
+}
+
+impl Run<MemoryReplaceArgs> for MemoryTools {
+    async fn run(&self, args: MemoryReplaceArgs) -> Result<ToolOutput, ToolError> {
+        let block = self
+            .store
+            .block_replace(&args.label, &args.old, &args.new)
+            .await
+            .map_err(tool_error)?;
+        Ok(ToolOutput::text(format!(
+            "Updated `{}` ({}/{} characters).",
+            block.label,
+            block.value.chars().count(),
+            block.limit
+        )))
+    }
+}
+
+impl Run<MemoryAppendArgs> for MemoryTools {
+    async fn run(&self, args: MemoryAppendArgs) -> Result<ToolOutput, ToolError> {
+        let block = self
+            .store
+            .block_append(&args.label, &args.text)
+            .await
+            .map_err(tool_error)?;
+        Ok(ToolOutput::text(format!(
+            "Appended to `{}` ({}/{} characters).",
+            block.label,
+            block.value.chars().count(),
+            block.limit
+        )))
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn parse_since(since: Since) -> Result<i64, ToolError> {
+    match since {
+        Since::Seconds(seconds) => Ok(seconds),
+        Since::Date(text) => {
+            let parts: Vec<&str> = text.get(..10).unwrap_or(&text).split('-').collect();
+            match parts.as_slice() {
+                [y, m, d] => match (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>()) {
+                    (Ok(y), Ok(m @ 1..=12), Ok(d @ 1..=31)) => {
+                        Ok(days_from_civil(y, m, d) * 86_400)
+                    }
+                    _ => Err(ToolError::invalid_arguments(format!(
+                        "`{text}` is not a YYYY-MM-DD date"
+                    ))),
+                },
+                _ => Err(ToolError::invalid_arguments(format!(
+                    "`{text}` is not a YYYY-MM-DD date"
+                ))),
+            }
+        }
+    }
+}
+
+fn format_date(seconds: i64) -> String {
+    // Civil date from days (inverse of days_from_civil).
+    let z = seconds.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+fn format_triple(triple: &Triple) -> String {
+    let validity = match triple.valid_to {
+        None => format!("since {}", format_date(triple.valid_from)),
+        Some(to) => format!(
+            "{} to {}, superseded",
+            format_date(triple.valid_from),
+            format_date(to)
+        ),
+    };
+    let source = if triple.source.is_empty() {
+        String::new()
+    } else {
+        format!(", source: {}", triple.source)
+    };
+    format!(
+        "({}, {}, {}) [{validity}{source}]",
+        triple.subject, triple.predicate, triple.object
+    )
+}
+
+impl Run<RecallMemoryArgs> for MemoryTools {
+    async fn run(&self, args: RecallMemoryArgs) -> Result<ToolOutput, ToolError> {
+        if args.query.trim().is_empty() {
+            return Err(ToolError::invalid_arguments("the query is empty"));
+        }
+        let since = args.since.map(parse_since).transpose()?;
+        let recall = self
+            .store
+            .recall(&args.query, args.k.unwrap_or(5).min(50), since)
+            .await
+            .map_err(tool_error)?;
+        let mut text = String::new();
+        if let RecallMode::FullTextOnly { reason } = &recall.mode {
+            text.push_str(&format!(
+                "(semantic search unavailable: {reason}; keyword matches only)\n"
+            ));
+        }
+        if recall.hits.is_empty() {
+            text.push_str("No matching memories.\n");
+        }
+        for (n, hit) in recall.hits.iter().enumerate() {
+            text.push_str(&format!(
+                "{}. [{} {} {}] {}\n",
+                n + 1,
+                format_date(hit.created_at),
+                hit.session,
+                hit.role,
+                hit.text
+            ));
+        }
+        if !recall.triples.is_empty() {
+            text.push_str("Related facts:\n");
+            for triple in &recall.triples {
+                text.push_str(&format!("- {}\n", format_triple(triple)));
+            }
+        }
+        let structured = serde_json::to_value(&recall).unwrap_or_default();
+        Ok(ToolOutput::text(text.trim_end().to_owned()).with_structured(structured))
+    }
+}
+
+impl Run<KgAddArgs> for MemoryTools {
+    async fn run(&self, args: KgAddArgs) -> Result<ToolOutput, ToolError> {
+        for (field, value) in [
+            ("subject", &args.subject),
+            ("predicate", &args.predicate),
+            ("object", &args.object),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ToolError::invalid_arguments(format!(
+                    "the {field} is empty"
+                )));
+            }
+        }
+        let before = self
+            .store
+            .query_triples(TripleQuery {
+                subject: Some(args.subject.clone()),
+                predicate: Some(args.predicate.clone()),
+                ..TripleQuery::default()
+            })
+            .await
+            .map_err(tool_error)?;
+        let triple = self
+            .store
+            .add_triple(
+                &args.subject,
+                &args.predicate,
+                &args.object,
+                args.source.as_deref().unwrap_or(""),
+                !args.keep_existing,
+            )
+            .await
+            .map_err(tool_error)?;
+        let superseded: Vec<String> = before
+            .iter()
+            .filter(|t| t.object != triple.object && !args.keep_existing)
+            .map(|t| t.object.clone())
+            .collect();
+        let mut text = format!("Recorded {}.", format_triple(&triple));
+        if !superseded.is_empty() {
+            text.push_str(&format!(" It supersedes: {}.", superseded.join(", ")));
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+impl Run<KgQueryArgs> for MemoryTools {
+    async fn run(&self, args: KgQueryArgs) -> Result<ToolOutput, ToolError> {
+        if args.subject.is_none() && args.predicate.is_none() && args.object.is_none() {
+            return Err(ToolError::invalid_arguments(
+                "give at least one of subject, predicate, object",
+            ));
+        }
+        let triples = self
+            .store
+            .query_triples(TripleQuery {
+                subject: args.subject,
+                predicate: args.predicate,
+                object: args.object,
+                include_history: args.include_history,
+            })
+            .await
+            .map_err(tool_error)?;
+        Ok(ToolOutput::text(if triples.is_empty() {
+            "No matching facts.".to_owned()
+        } else {
+            triples
+                .iter()
+                .map(format_triple)
+                .collect::<Vec<_>>()
+                .join("\n")
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_round_trip() {
+        for (text, expected) in [("1970-01-01", 0), ("2026-12-02", 1_796_169_600)] {
+            let seconds = parse_since(Since::Date(text.into())).unwrap();
+            assert_eq!(seconds, expected, "{text}");
+            assert_eq!(format_date(seconds), text);
+        }
+        assert!(parse_since(Since::Date("last week".into())).is_err());
+    }
+}

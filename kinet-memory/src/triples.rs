@@ -1,0 +1,108 @@
+//! Knowledge-graph triples of the store.
+
+use rusqlite::{OptionalExtension, params};
+
+use crate::MemoryError;
+use crate::db::now;
+use crate::store::{MemoryStore, Triple, TripleQuery, row_to_triple, sql};
+
+impl MemoryStore {
+    // ------------------------------------------------------------ triples
+
+    /// Adds a triple. With `supersede`, current triples with the same
+    /// subject and predicate and another object end (their `valid_to` is
+    /// set) instead of being deleted: the history stays queryable.
+    pub async fn add_triple(
+        &self,
+        subject: &str,
+        predicate: &str,
+        object: &str,
+        source: &str,
+        supersede: bool,
+    ) -> Result<Triple, MemoryError> {
+        let (subject, predicate, object, source) = (
+            subject.to_owned(),
+            predicate.to_owned(),
+            object.to_owned(),
+            source.to_owned(),
+        );
+        self.inner
+            .db
+            .write(move |conn| {
+                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sql)?;
+                let at = now();
+                let existing: Option<Triple> = tx
+                    .query_row(
+                        "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
+                         WHERE subject = ?1 AND predicate = ?2 AND object = ?3 AND valid_to IS NULL",
+                        params![subject, predicate, object],
+                        row_to_triple,
+                    )
+                    .optional()
+                    .map_err(sql)?;
+                if let Some(existing) = existing {
+                    return Ok(existing);
+                }
+                if supersede {
+                    tx.execute(
+                        "UPDATE triples SET valid_to = ?4 WHERE subject = ?1 AND predicate = ?2
+                         AND object <> ?3 AND valid_to IS NULL",
+                        params![subject, predicate, object, at],
+                    )
+                    .map_err(sql)?;
+                }
+                tx.execute(
+                    "INSERT INTO triples(subject, predicate, object, source, valid_from, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                    params![subject, predicate, object, source, at],
+                )
+                .map_err(sql)?;
+                let id = tx.last_insert_rowid();
+                tx.commit().map_err(sql)?;
+                Ok(Triple { id, subject, predicate, object, source, valid_from: at, valid_to: None })
+            })
+            .await
+    }
+
+    /// Ends a triple (sets its `valid_to`); returns whether it was current.
+    pub async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError> {
+        self.inner
+            .db
+            .write(move |conn| {
+                conn.execute(
+                    "UPDATE triples SET valid_to = ?2 WHERE id = ?1 AND valid_to IS NULL",
+                    params![id, now()],
+                )
+                .map(|n| n > 0)
+                .map_err(sql)
+            })
+            .await
+    }
+
+    /// Triples matching every given field (case-insensitive), current
+    /// ones first, newest first.
+    pub async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
+        self.inner
+            .db
+            .read(move |conn| {
+                let mut statement = conn
+                    .prepare_cached(
+                        "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
+                         WHERE (?1 IS NULL OR subject = ?1 COLLATE NOCASE)
+                           AND (?2 IS NULL OR predicate = ?2 COLLATE NOCASE)
+                           AND (?3 IS NULL OR object = ?3 COLLATE NOCASE)
+                           AND (?4 OR valid_to IS NULL)
+                         ORDER BY valid_to IS NOT NULL, valid_from DESC, id DESC LIMIT 200",
+                    )
+                    .map_err(sql)?;
+                let rows = statement
+                    .query_map(
+                        params![query.subject, query.predicate, query.object, query.include_history],
+                        row_to_triple,
+                    )
+                    .map_err(sql)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(sql)
+            })
+            .await
+    }
+}
