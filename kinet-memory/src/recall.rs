@@ -31,60 +31,17 @@ impl MemoryStore {
     ) -> Result<Recall, MemoryError> {
         let k = k.clamp(1, 100);
         let depth = (k * 4).max(50);
-        let (vector_hits, mode) = match &self.inner.embedder {
-            None => (
-                Vec::new(),
-                RecallMode::FullTextOnly {
-                    reason: "no embedder is configured".into(),
-                },
-            ),
-            Some(embedder) => match embedder.embed(&[query.to_owned()]).await {
-                Ok(mut vectors) if vectors.len() == 1 && vectors[0].len() == embedder.dims() => {
-                    normalize(&mut vectors[0]);
-                    self.sync_index().await?;
-                    let index = self.inner.index.read().map_err(|_| MemoryError::Closed)?;
-                    (index.search(&vectors[0], depth, since), RecallMode::Hybrid)
-                }
-                Ok(_) => (
-                    Vec::new(),
-                    RecallMode::FullTextOnly {
-                        reason: "the embedder returned a malformed vector".into(),
-                    },
-                ),
-                Err(error) => (
-                    Vec::new(),
-                    RecallMode::FullTextOnly {
-                        reason: error.to_string(),
-                    },
-                ),
-            },
-        };
         let terms = query_terms(query);
-        let fts_query = terms
-            .iter()
-            .map(|t| format!("\"{t}\"*"))
-            .collect::<Vec<_>>()
-            .join(" OR ");
-        let since_value = since.unwrap_or(i64::MIN);
+        // The vector scan and the full-text query run at the same time.
+        let (vector, fts) = tokio::join!(
+            self.vector_candidates(query, depth, since),
+            self.fts_candidates(&terms, depth, since)
+        );
+        let (vector_ids, mode) = vector?;
+        let fts = fts?;
         let db = Arc::clone(&self.inner.db);
-        let vector_ids: Vec<(i64, f32)> = vector_hits;
         let (hits, triples) = db
             .read(move |conn| {
-                let mut fts: Vec<i64> = Vec::new();
-                if !fts_query.is_empty() {
-                    let mut statement = conn
-                        .prepare_cached(
-                            "SELECT r.id FROM records_fts f JOIN records r ON r.id = f.rowid
-                             WHERE records_fts MATCH ?1 AND r.created_at >= ?2
-                             ORDER BY bm25(records_fts) LIMIT ?3",
-                        )
-                        .map_err(sql)?;
-                    fts = statement
-                        .query_map(params![fts_query, since_value, depth as i64], |r| r.get(0))
-                        .map_err(sql)?
-                        .collect::<Result<_, _>>()
-                        .map_err(sql)?;
-                }
                 let mut scores: HashMap<i64, Fused> = HashMap::new();
                 for (rank, (id, similarity)) in vector_ids.iter().enumerate() {
                     let entry = scores.entry(*id).or_insert((0.0, None, false));
@@ -136,6 +93,109 @@ impl MemoryStore {
             triples,
             mode,
         })
+    }
+
+    /// The `depth` nearest records by embedding, and how recall answers.
+    async fn vector_candidates(
+        &self,
+        query: &str,
+        depth: usize,
+        since: Option<i64>,
+    ) -> Result<(Vec<(i64, f32)>, RecallMode), MemoryError> {
+        let Some(embedder) = &self.inner.embedder else {
+            return Ok((
+                Vec::new(),
+                RecallMode::FullTextOnly {
+                    reason: "no embedder is configured".into(),
+                },
+            ));
+        };
+        let mut vector = match embedder.embed(&[query.to_owned()]).await {
+            Ok(mut vectors) if vectors.len() == 1 && vectors[0].len() == embedder.dims() => {
+                vectors.swap_remove(0)
+            }
+            Ok(_) => {
+                return Ok((
+                    Vec::new(),
+                    RecallMode::FullTextOnly {
+                        reason: "the embedder returned a malformed vector".into(),
+                    },
+                ));
+            }
+            Err(error) => {
+                return Ok((
+                    Vec::new(),
+                    RecallMode::FullTextOnly {
+                        reason: error.to_string(),
+                    },
+                ));
+            }
+        };
+        normalize(&mut vector);
+        self.sync_index().await?;
+        let inner = Arc::clone(&self.inner);
+        // A full scan is CPU work: keep it off the async threads.
+        let found = tokio::task::spawn_blocking(move || {
+            inner
+                .index
+                .read()
+                .map(|index| index.search(&vector, depth, since))
+                .map_err(|_| MemoryError::Closed)
+        })
+        .await
+        .map_err(|e| MemoryError::Io(format!("vector search failed: {e}")))??;
+        Ok((found, RecallMode::Hybrid))
+    }
+
+    /// The `depth` best records by bm25 for the query's terms.
+    async fn fts_candidates(
+        &self,
+        terms: &[String],
+        depth: usize,
+        since: Option<i64>,
+    ) -> Result<Vec<i64>, MemoryError> {
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let expression = terms
+            .iter()
+            .map(|t| format!("\"{t}\"*"))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        self.inner
+            .db
+            .read(move |conn| {
+                let ids = match since {
+                    // Without a time limit the FTS index alone answers.
+                    None => {
+                        let mut statement = conn
+                            .prepare_cached(
+                                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1
+                                 ORDER BY bm25(records_fts) LIMIT ?2",
+                            )
+                            .map_err(sql)?;
+                        statement
+                            .query_map(params![expression, depth as i64], |r| r.get(0))
+                            .map_err(sql)?
+                            .collect::<Result<Vec<i64>, _>>()
+                    }
+                    Some(since) => {
+                        let mut statement = conn
+                            .prepare_cached(
+                                "SELECT r.id FROM records_fts f JOIN records r ON r.id = f.rowid
+                                 WHERE records_fts MATCH ?1 AND r.created_at >= ?2
+                                 ORDER BY bm25(records_fts) LIMIT ?3",
+                            )
+                            .map_err(sql)?;
+                        statement
+                            .query_map(params![expression, since, depth as i64], |r| r.get(0))
+                            .map_err(sql)?
+                            .collect::<Result<Vec<i64>, _>>()
+                    }
+                };
+                ids.map_err(sql)
+            })
+            .await
     }
 
     /// Loads vectors written since the last search (by this or another
