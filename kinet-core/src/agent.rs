@@ -4,25 +4,21 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
-use crate::ctx::{
-    EventSink, Extensions, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx,
-};
+use crate::ctx::{EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::event::{AgentEvent, RunStop};
 use crate::hooks::Hook;
 use crate::message::{Conversation, Message};
 use crate::provider::{GenerationParams, Provider, StopReason, Usage};
-use crate::tool::{DynTool, Tool, ToolError, ToolErrorKind};
+use crate::tool::{DynTool, Tool};
 use crate::toolset::{ToolSource, Toolset};
 use crate::truncate::TruncationPolicy;
 
@@ -54,6 +50,8 @@ pub(crate) struct AgentConfig {
     pub(crate) spawner: SpawnerSetting,
     pub(crate) max_depth: u32,
     pub(crate) depth: u32,
+    /// Named engines sub-agents may run on (provider + model + prompt + tools).
+    pub(crate) engines: HashMap<String, Arc<AgentConfig>>,
 }
 
 impl AgentConfig {
@@ -78,9 +76,9 @@ impl AgentConfig {
             None
         } else {
             match &self.spawner {
-                SpawnerSetting::Engine => Some(Arc::new(EngineSpawner {
-                    parent: Arc::clone(self),
-                })),
+                SpawnerSetting::Engine => Some(Arc::new(crate::spawner::EngineSpawner::new(
+                    Arc::clone(self),
+                ))),
                 SpawnerSetting::Custom(spawner) => Some(Arc::clone(spawner)),
                 SpawnerSetting::Disabled => None,
             }
@@ -245,6 +243,17 @@ impl AgentBuilder {
         self
     }
 
+    /// Registers a named engine for sub-agents and team members (e.g. a
+    /// cheaper model, or another provider): `dispatch_agent` and
+    /// `spawn_team` take its name. The engine runs read-only, like every
+    /// sub-agent. Default: none (sub-agents use this agent's settings).
+    pub fn engine(mut self, name: impl Into<String>, agent: &Agent) -> Self {
+        self.config
+            .engines
+            .insert(name.into(), Arc::clone(&agent.config));
+        self
+    }
+
     /// Finishes the agent. A relative `cwd` is taken from the process's
     /// current directory, and relative workspace roots from `cwd`.
     pub fn build(mut self) -> Agent {
@@ -290,7 +299,7 @@ impl AgentBuilder {
 /// ```
 #[derive(Clone)]
 pub struct Agent {
-    config: Arc<AgentConfig>,
+    pub(crate) config: Arc<AgentConfig>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -332,6 +341,7 @@ impl Agent {
                 spawner: SpawnerSetting::Engine,
                 max_depth: 2,
                 depth: 0,
+                engines: HashMap::new(),
             },
         }
     }
@@ -507,74 +517,8 @@ impl std::fmt::Debug for AgentRun {
     }
 }
 
-/// The engine's sub-agent spawner: a child agent with the parent's provider,
-/// model, system prompt and tools; mutating calls denied; events forwarded
-/// to the parent tagged with the child's id; cancelled with the parent.
-struct EngineSpawner {
-    parent: Arc<AgentConfig>,
-}
-
-static SUB_AGENT_COUNTER: AtomicU64 = AtomicU64::new(1);
-
-#[async_trait]
-impl SubAgentSpawner for EngineSpawner {
-    async fn run(
-        &self,
-        request: SubAgentRequest,
-        parent: &ToolCtx,
-    ) -> Result<SubAgentReport, ToolError> {
-        if let Some(engine) = &request.engine {
-            return Err(ToolError::invalid_arguments(format!(
-                "unknown engine `{engine}`: this agent has no named engines; omit `engine`"
-            )));
-        }
-        let mut config = (*self.parent).clone();
-        config.policy = self.parent.policy.for_sub_agent();
-        config.depth = self.parent.depth + 1;
-        let child = Agent {
-            config: Arc::new(config),
-        };
-        let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
-        let forward = parent.events().tagged(agent_id.as_str());
-        let mut run = child.run_with_cancellation(
-            Message::user(request.prompt).into_conversation(),
-            parent.cancellation().child_token(),
-        );
-        while let Some(event) = run.next().await {
-            forward.emit(event);
-        }
-        let outcome = run.finish().await;
-        let text = outcome.final_text().unwrap_or_default();
-        match outcome.stop {
-            RunStop::Completed => Ok(SubAgentReport {
-                agent_id,
-                text,
-                turns: outcome.turns,
-                usage: outcome.usage,
-            }),
-            RunStop::MaxTurns => Ok(SubAgentReport {
-                agent_id,
-                text: format!("{text}\n\n(the sub-agent stopped at its turn limit)"),
-                turns: outcome.turns,
-                usage: outcome.usage,
-            }),
-            RunStop::Cancelled => Err(ToolError::new(
-                ToolErrorKind::Cancelled,
-                "the sub-agent was cancelled",
-            )),
-            RunStop::Aborted { tool } => Err(ToolError::new(
-                ToolErrorKind::Denied,
-                format!("the sub-agent was aborted at a `{tool}` call"),
-            )),
-            RunStop::Failed(error) => {
-                Err(ToolError::failed(format!("the sub-agent failed: {error}")))
-            }
-        }
-    }
-}
-
 impl Message {
-    fn into_conversation(self) -> Conversation {
+    pub(crate) fn into_conversation(self) -> Conversation {
         vec![self].into()
     }
 }

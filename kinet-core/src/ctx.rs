@@ -155,6 +155,20 @@ pub trait SubAgentSpawner: Send + Sync {
         request: SubAgentRequest,
         parent: &ToolCtx,
     ) -> Result<SubAgentReport, ToolError>;
+
+    /// A persistent agent for a team member: read-only, on the named engine
+    /// (or the parent's settings), with its own system prompt when given.
+    /// The default refuses: a custom spawner opts in.
+    fn member_agent(
+        &self,
+        engine: Option<&str>,
+        system_prompt: Option<&str>,
+    ) -> Result<crate::Agent, ToolError> {
+        let _ = (engine, system_prompt);
+        Err(ToolError::failed(
+            "this agent's sub-agent spawner cannot create team members",
+        ))
+    }
 }
 
 #[derive(Clone)]

@@ -64,6 +64,7 @@ mod provider;
 #[cfg(feature = "http")]
 pub mod providers;
 mod scripted;
+mod spawner;
 mod tool;
 mod toolset;
 mod truncate;

@@ -1,0 +1,117 @@
+//! The engine's sub-agent spawner.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use futures::StreamExt;
+
+use crate::agent::{Agent, AgentConfig};
+use crate::ctx::{SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
+use crate::event::RunStop;
+use crate::message::Message;
+use crate::tool::{ToolError, ToolErrorKind};
+
+/// Runs sub-agents with the parent's provider, model, system prompt and
+/// tools (or a named engine's), mutating calls denied, events forwarded to
+/// the parent tagged with the child's id, cancelled with the parent.
+pub(crate) struct EngineSpawner {
+    parent: Arc<AgentConfig>,
+}
+
+static SUB_AGENT_COUNTER: AtomicU64 = AtomicU64::new(1);
+
+impl EngineSpawner {
+    pub(crate) fn new(parent: Arc<AgentConfig>) -> Self {
+        Self { parent }
+    }
+
+    /// The configuration a child runs with.
+    fn child_config(
+        &self,
+        engine: Option<&str>,
+        system_prompt: Option<&str>,
+    ) -> Result<AgentConfig, ToolError> {
+        let base = match engine {
+            None => &self.parent,
+            Some(name) => self.parent.engines.get(name).ok_or_else(|| {
+                let mut known: Vec<&str> = self.parent.engines.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                ToolError::invalid_arguments(if known.is_empty() {
+                    format!("unknown engine `{name}`: no engines are registered; omit `engine`")
+                } else {
+                    format!("unknown engine `{name}`; engines: {}", known.join(", "))
+                })
+            })?,
+        };
+        let mut config = (**base).clone();
+        config.policy = self.parent.policy.for_sub_agent();
+        config.depth = self.parent.depth + 1;
+        config.max_depth = self.parent.max_depth;
+        config.engines = self.parent.engines.clone();
+        config.confirm = Arc::clone(&self.parent.confirm);
+        if let Some(system) = system_prompt {
+            config.system_prompt = system.to_owned();
+        }
+        Ok(config)
+    }
+}
+
+#[async_trait]
+impl SubAgentSpawner for EngineSpawner {
+    async fn run(
+        &self,
+        request: SubAgentRequest,
+        parent: &ToolCtx,
+    ) -> Result<SubAgentReport, ToolError> {
+        let child = Agent {
+            config: Arc::new(self.child_config(request.engine.as_deref(), None)?),
+        };
+        let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
+        let forward = parent.events().tagged(agent_id.as_str());
+        let mut run = child.run_with_cancellation(
+            Message::user(request.prompt).into_conversation(),
+            parent.cancellation().child_token(),
+        );
+        while let Some(event) = run.next().await {
+            forward.emit(event);
+        }
+        let outcome = run.finish().await;
+        let text = outcome.final_text().unwrap_or_default();
+        match outcome.stop {
+            RunStop::Completed => Ok(SubAgentReport {
+                agent_id,
+                text,
+                turns: outcome.turns,
+                usage: outcome.usage,
+            }),
+            RunStop::MaxTurns => Ok(SubAgentReport {
+                agent_id,
+                text: format!("{text}\n\n(the sub-agent stopped at its turn limit)"),
+                turns: outcome.turns,
+                usage: outcome.usage,
+            }),
+            RunStop::Cancelled => Err(ToolError::new(
+                ToolErrorKind::Cancelled,
+                "the sub-agent was cancelled",
+            )),
+            RunStop::Aborted { tool } => Err(ToolError::new(
+                ToolErrorKind::Denied,
+                format!("the sub-agent was aborted at a `{tool}` call"),
+            )),
+            RunStop::Failed(error) => {
+                Err(ToolError::failed(format!("the sub-agent failed: {error}")))
+            }
+        }
+    }
+
+    fn member_agent(
+        &self,
+        engine: Option<&str>,
+        system_prompt: Option<&str>,
+    ) -> Result<Agent, ToolError> {
+        Ok(Agent {
+            config: Arc::new(self.child_config(engine, system_prompt)?),
+        })
+    }
+}
