@@ -12,6 +12,9 @@
 //! | [`GlobTool`] `glob` | `search` | yes |
 //! | [`GitDiffTool`] `git_diff` | `git` | yes |
 //! | [`TodoWriteTool`] `todo_write` | `todo` | yes (changes only the agent's list) |
+//! | [`DispatchAgentTool`] `dispatch_agent` | `agents` | yes (the sub-agent cannot mutate) |
+//! | [`TeamTools`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | yes |
+//! | [`LoadSkillTool`] `load_skill` (+ [`SkillsHook`]) | `skills` | yes |
 //!
 //! File tools resolve paths against the context's working directory and
 //! refuse paths outside its workspace roots (`..` and symlinks included).
@@ -37,6 +40,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "agents")]
+mod agents;
 #[cfg(feature = "files")]
 mod files;
 #[cfg(feature = "git")]
@@ -45,9 +50,16 @@ mod git;
 mod search;
 #[cfg(feature = "shell")]
 mod shell;
+#[cfg(feature = "skills")]
+mod skills;
 #[cfg(feature = "todo")]
 mod todo;
 
+#[cfg(feature = "agents")]
+pub use agents::{
+    DispatchAgentArgs, DispatchAgentTool, MemberStatus, SpawnTeamArgs, Team, TeamBroadcastArgs,
+    TeamCloseArgs, TeamMemberSpec, TeamSendArgs, TeamTools,
+};
 #[cfg(feature = "files")]
 pub use files::{
     EditFileArgs, EditFileTool, FileTracker, ReadFileArgs, ReadFileTool, ReadLimits, WriteFileArgs,
@@ -59,6 +71,10 @@ pub use git::{GitDiffArgs, GitDiffTool};
 pub use search::{GlobArgs, GlobConfig, GlobTool, GrepArgs, GrepConfig, GrepTool, OutputMode};
 #[cfg(feature = "shell")]
 pub use shell::{ShellArgs, ShellConfig, ShellReport, ShellTool};
+#[cfg(feature = "skills")]
+pub use skills::{
+    LoadSkillArgs, LoadSkillTool, Skill, SkillProblem, SkillRegistry, SkillsHook, parse_skill,
+};
 #[cfg(feature = "todo")]
 pub use todo::{TodoList, TodoWriteArgs, TodoWriteTool};
 
@@ -103,6 +119,8 @@ impl LocalPack {
         tools.add(GitDiffTool::default());
         #[cfg(feature = "todo")]
         tools.add(TodoWriteTool::new(self.todos.clone()));
+        #[cfg(feature = "agents")]
+        tools.add(DispatchAgentTool);
         tools
     }
 }

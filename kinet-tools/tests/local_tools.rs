@@ -752,6 +752,7 @@ fn descriptions_and_schemas_are_stable() {
                 "grep" => json!({"pattern": "x"}),
                 "glob" => json!({"pattern": "*"}),
                 "git_diff" => json!({}),
+                "dispatch_agent" => json!({"prompt": "x"}),
                 _ => json!({"todos": []}),
             };
             Arc::clone(tool)

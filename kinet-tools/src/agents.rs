@@ -1,0 +1,504 @@
+//! `dispatch_agent` (one-shot sub-agents) and agent teams (`spawn_team`,
+//! `team_broadcast`, `team_send`, `team_close`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kinet_core::{
+    Agent, Conversation, RunStop, SubAgentRequest, Tool, ToolCtx, ToolError, ToolErrorKind,
+    ToolOutput,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Arguments of `dispatch_agent`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct DispatchAgentArgs {
+    /// The complete task for the sub-agent: it sees nothing of this
+    /// conversation, so include every detail it needs and say what to return.
+    pub prompt: String,
+    /// A short label for the user (3-5 words).
+    #[serde(default)]
+    pub description: Option<String>,
+    /// A named engine (another model) registered by the host; omit to use
+    /// the current one.
+    #[serde(default)]
+    pub engine: Option<String>,
+}
+
+/// Runs a sub-agent with its own context and a read-only toolset (its
+/// mutating calls are denied) and returns its final answer. Its events
+/// reach the host tagged with its id; cancelling the run cancels it; nesting
+/// is limited by the agent's sub-agent depth.
+#[derive(Debug, Clone, Default)]
+pub struct DispatchAgentTool;
+
+const DISPATCH_DESCRIPTION: &str = "\
+Launches a sub-agent for a self-contained task (research, searching a codebase, \
+reading many files) and returns its final answer. The sub-agent starts with no \
+knowledge of this conversation: give it the whole task and what to report back. It \
+can read and search but cannot change anything. Several dispatch_agent calls in one \
+turn run in parallel.";
+
+#[async_trait]
+impl Tool for DispatchAgentTool {
+    type Args = DispatchAgentArgs;
+
+    fn name(&self) -> &str {
+        "dispatch_agent"
+    }
+
+    fn description(&self) -> &str {
+        DISPATCH_DESCRIPTION
+    }
+
+    fn read_only(&self, _: &DispatchAgentArgs) -> bool {
+        true
+    }
+
+    async fn call(&self, args: DispatchAgentArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if args.prompt.trim().is_empty() {
+            return Err(ToolError::invalid_arguments("the prompt is empty"));
+        }
+        let spawner = ctx.spawner().ok_or_else(|| {
+            ToolError::failed(format!(
+                "sub-agents are not available here (nesting depth {} reached, or turned off by the host)",
+                ctx.depth()
+            ))
+        })?;
+        let report = spawner
+            .run(
+                SubAgentRequest {
+                    prompt: args.prompt,
+                    description: args.description,
+                    engine: args.engine,
+                },
+                ctx,
+            )
+            .await?;
+        let text = if report.text.trim().is_empty() {
+            "(the sub-agent returned no text)".to_owned()
+        } else {
+            report.text
+        };
+        Ok(ToolOutput::text(text).with_structured(serde_json::json!({
+            "agent_id": report.agent_id,
+            "turns": report.turns,
+            "input_tokens": report.usage.input_tokens,
+            "output_tokens": report.usage.output_tokens,
+        })))
+    }
+}
+
+/// One member's state, as the host sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// The member's name.
+    pub name: String,
+    /// Its role (system prompt).
+    pub role: String,
+    /// Messages it has answered.
+    pub replies: usize,
+    /// Whether it is working on a message now.
+    pub busy: bool,
+}
+
+type Reply = Result<String, String>;
+
+struct Member {
+    role: String,
+    inbox: mpsc::Sender<(String, oneshot::Sender<Reply>)>,
+    task: JoinHandle<()>,
+    state: Arc<Mutex<(usize, bool)>>,
+}
+
+/// The agent's team of persistent member agents: each runs as a tokio task
+/// with its own history. Shared by the four team tools; the host can read
+/// its state.
+#[derive(Clone, Default)]
+pub struct Team {
+    members: Arc<Mutex<BTreeMap<String, Member>>>,
+    stop: Arc<Mutex<CancellationToken>>,
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team")
+            .field("members", &self.status())
+            .finish()
+    }
+}
+
+impl Team {
+    /// An empty team.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every member's state.
+    pub fn status(&self) -> Vec<MemberStatus> {
+        self.members
+            .lock()
+            .map(|members| {
+                members
+                    .iter()
+                    .map(|(name, member)| {
+                        let (replies, busy) = member.state.lock().map(|s| *s).unwrap_or((0, false));
+                        MemberStatus {
+                            name: name.clone(),
+                            role: member.role.clone(),
+                            replies,
+                            busy,
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Ends every member's task; returns how many there were.
+    pub fn close(&self) -> usize {
+        if let Ok(stop) = self.stop.lock() {
+            stop.cancel();
+        }
+        let members = self
+            .members
+            .lock()
+            .map(|mut members| std::mem::take(&mut *members))
+            .unwrap_or_default();
+        for member in members.values() {
+            member.task.abort();
+        }
+        if let Ok(mut stop) = self.stop.lock() {
+            *stop = CancellationToken::new();
+        }
+        members.len()
+    }
+
+    fn add(&self, name: String, role: String, agent: Agent) -> Result<(), ToolError> {
+        let (inbox, mut messages) = mpsc::channel::<(String, oneshot::Sender<Reply>)>(16);
+        let state = Arc::new(Mutex::new((0usize, false)));
+        let stop = self
+            .stop
+            .lock()
+            .map(|s| s.clone())
+            .map_err(|_| ToolError::failed("the team is poisoned"))?;
+        let task_state = Arc::clone(&state);
+        let task = tokio::spawn(async move {
+            let mut conversation = Conversation::new();
+            while let Some((message, reply)) = tokio::select! {
+                message = messages.recv() => message,
+                _ = stop.cancelled() => None,
+            } {
+                if let Ok(mut state) = task_state.lock() {
+                    state.1 = true;
+                }
+                conversation.push_user(message);
+                let outcome = agent
+                    .run_with_cancellation(conversation.clone(), stop.child_token())
+                    .finish()
+                    .await;
+                let answer = match &outcome.stop {
+                    RunStop::Completed | RunStop::MaxTurns => {
+                        Ok(outcome.final_text().unwrap_or_default())
+                    }
+                    other => Err(format!("{other:?}")),
+                };
+                conversation = outcome.conversation;
+                if let Ok(mut state) = task_state.lock() {
+                    state.0 += 1;
+                    state.1 = false;
+                }
+                let _ = reply.send(answer);
+            }
+        });
+        let mut members = self
+            .members
+            .lock()
+            .map_err(|_| ToolError::failed("the team is poisoned"))?;
+        if let Some(old) = members.insert(
+            name,
+            Member {
+                role,
+                inbox,
+                task,
+                state,
+            },
+        ) {
+            old.task.abort();
+        }
+        Ok(())
+    }
+
+    /// Sends `message` to the named members at once and collects their
+    /// replies, each within `timeout`.
+    async fn ask(
+        &self,
+        names: &[String],
+        message: &str,
+        timeout: Duration,
+        ctx: &ToolCtx,
+    ) -> Vec<(String, Reply)> {
+        let mut pending = Vec::new();
+        for name in names {
+            let inbox = self
+                .members
+                .lock()
+                .ok()
+                .and_then(|m| m.get(name).map(|member| member.inbox.clone()));
+            let (reply, answer) = oneshot::channel();
+            match inbox {
+                Some(inbox) if inbox.send((message.to_owned(), reply)).await.is_ok() => {
+                    pending.push((name.clone(), Some(answer)));
+                }
+                _ => pending.push((name.clone(), None)),
+            }
+        }
+        let waits = pending.into_iter().map(|(name, answer)| async move {
+            let Some(answer) = answer else {
+                return (name, Err("not a member of the team".to_owned()));
+            };
+            let result = tokio::select! {
+                _ = ctx.cancellation().cancelled() => Err("cancelled".to_owned()),
+                answer = tokio::time::timeout(timeout, answer) => match answer {
+                    Ok(Ok(reply)) => reply,
+                    Ok(Err(_)) => Err("the member stopped".to_owned()),
+                    Err(_) => Err(format!("no reply within {} s", timeout.as_secs())),
+                },
+            };
+            (name, result)
+        });
+        futures::future::join_all(waits).await
+    }
+}
+
+/// Arguments of `spawn_team`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SpawnTeamArgs {
+    /// The members to start.
+    pub members: Vec<TeamMemberSpec>,
+}
+
+/// One member to start.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TeamMemberSpec {
+    /// A short unique name, e.g. `reviewer`.
+    pub name: String,
+    /// Its role: the system prompt it works under.
+    pub role: String,
+    /// A named engine registered by the host; omit for the current one.
+    #[serde(default)]
+    pub engine: Option<String>,
+}
+
+/// Arguments of `team_broadcast`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TeamBroadcastArgs {
+    /// The message every member receives.
+    pub message: String,
+}
+
+/// Arguments of `team_send`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TeamSendArgs {
+    /// The member's name.
+    pub member: String,
+    /// The message.
+    pub message: String,
+}
+
+/// Arguments of `team_close`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TeamCloseArgs {}
+
+/// The team tools, sharing one [`Team`].
+#[derive(Debug, Clone)]
+pub struct TeamTools {
+    team: Team,
+    reply_timeout: Duration,
+}
+
+impl TeamTools {
+    /// Tools on `team`; replies are awaited up to `reply_timeout` (default
+    /// in [`TeamTools::default`]: 300 s).
+    pub fn new(team: Team, reply_timeout: Duration) -> Self {
+        Self {
+            team,
+            reply_timeout,
+        }
+    }
+
+    /// The team.
+    pub fn team(&self) -> &Team {
+        &self.team
+    }
+
+    /// `spawn_team`, `team_broadcast`, `team_send`, `team_close`.
+    pub fn toolset(&self) -> kinet_core::Toolset {
+        kinet_core::Toolset::new()
+            .with(SpawnTeam(self.clone()))
+            .with(TeamBroadcast(self.clone()))
+            .with(TeamSend(self.clone()))
+            .with(TeamClose(self.clone()))
+    }
+}
+
+impl Default for TeamTools {
+    fn default() -> Self {
+        Self::new(Team::new(), Duration::from_secs(300))
+    }
+}
+
+fn format_replies(replies: Vec<(String, Reply)>) -> ToolOutput {
+    let mut text = String::new();
+    for (name, reply) in &replies {
+        match reply {
+            Ok(answer) => text.push_str(&format!("## {name}\n{}\n\n", answer.trim())),
+            Err(error) => text.push_str(&format!("## {name}\n(no reply: {error})\n\n")),
+        }
+    }
+    ToolOutput::text(text.trim_end().to_owned())
+}
+
+/// Starts persistent member agents.
+struct SpawnTeam(TeamTools);
+/// Sends a message to every member.
+struct TeamBroadcast(TeamTools);
+/// Sends a message to one member.
+struct TeamSend(TeamTools);
+/// Ends the team.
+struct TeamClose(TeamTools);
+
+#[async_trait]
+impl Tool for SpawnTeam {
+    type Args = SpawnTeamArgs;
+    fn name(&self) -> &str {
+        "spawn_team"
+    }
+    fn description(&self) -> &str {
+        "Starts a team of persistent helper agents, each with a name and a role (its \
+         instructions). Members keep their own conversation across messages, can read and \
+         search but not change anything. Talk to them with team_send or team_broadcast; end \
+         them with team_close."
+    }
+    fn read_only(&self, _: &SpawnTeamArgs) -> bool {
+        true
+    }
+    async fn call(&self, args: SpawnTeamArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if args.members.is_empty() {
+            return Err(ToolError::invalid_arguments("give at least one member"));
+        }
+        let spawner = ctx
+            .spawner()
+            .ok_or_else(|| ToolError::failed("sub-agents are not available at this depth"))?;
+        let mut names = Vec::new();
+        for member in args.members {
+            if member.name.trim().is_empty() || names.contains(&member.name) {
+                return Err(ToolError::invalid_arguments(format!(
+                    "member names must be non-empty and unique (`{}`)",
+                    member.name
+                )));
+            }
+            let agent = spawner.member_agent(member.engine.as_deref(), Some(&member.role))?;
+            self.0.team.add(member.name.clone(), member.role, agent)?;
+            names.push(member.name);
+        }
+        Ok(ToolOutput::text(format!(
+            "Team started: {}.",
+            names.join(", ")
+        )))
+    }
+}
+
+#[async_trait]
+impl Tool for TeamBroadcast {
+    type Args = TeamBroadcastArgs;
+    fn name(&self) -> &str {
+        "team_broadcast"
+    }
+    fn description(&self) -> &str {
+        "Sends one message to every team member at once and returns all their replies."
+    }
+    fn read_only(&self, _: &TeamBroadcastArgs) -> bool {
+        true
+    }
+    async fn call(&self, args: TeamBroadcastArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let names: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
+        if names.is_empty() {
+            return Err(ToolError::new(
+                ToolErrorKind::NotFound,
+                "there is no team; start one with spawn_team",
+            ));
+        }
+        Ok(format_replies(
+            self.0
+                .team
+                .ask(&names, &args.message, self.0.reply_timeout, ctx)
+                .await,
+        ))
+    }
+}
+
+#[async_trait]
+impl Tool for TeamSend {
+    type Args = TeamSendArgs;
+    fn name(&self) -> &str {
+        "team_send"
+    }
+    fn description(&self) -> &str {
+        "Sends a message to one team member and returns its reply."
+    }
+    fn read_only(&self, _: &TeamSendArgs) -> bool {
+        true
+    }
+    async fn call(&self, args: TeamSendArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let known: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
+        if !known.contains(&args.member) {
+            return Err(ToolError::not_found(format!(
+                "no team member `{}`; members: {}",
+                args.member,
+                if known.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
+        let replies = self
+            .0
+            .team
+            .ask(
+                std::slice::from_ref(&args.member),
+                &args.message,
+                self.0.reply_timeout,
+                ctx,
+            )
+            .await;
+        Ok(format_replies(replies))
+    }
+}
+
+#[async_trait]
+impl Tool for TeamClose {
+    type Args = TeamCloseArgs;
+    fn name(&self) -> &str {
+        "team_close"
+    }
+    fn description(&self) -> &str {
+        "Ends every team member."
+    }
+    fn read_only(&self, _: &TeamCloseArgs) -> bool {
+        true
+    }
+    async fn call(&self, _: TeamCloseArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let closed = self.0.team.close();
+        Ok(ToolOutput::text(format!(
+            "Closed the team ({closed} members)."
+        )))
+    }
+}
