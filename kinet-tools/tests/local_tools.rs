@@ -732,7 +732,8 @@ fn descriptions_and_schemas_are_stable() {
             "grep",
             "glob",
             "git_diff",
-            "todo_write"
+            "todo_write",
+            "dispatch_agent"
         ]
     );
     for spec in &specs {
