@@ -764,7 +764,7 @@ fn descriptions_and_schemas_are_stable() {
         .collect();
     assert_eq!(
         read_only,
-        [false, true, false, false, true, true, true, true]
+        [false, true, false, false, true, true, true, true, true]
     );
 }
 
