@@ -219,6 +219,7 @@ pub struct Discovery {
     project: Option<PathBuf>,
     env: Option<BTreeMap<String, String>>,
     extra: Vec<ServerConfig>,
+    trust_project: bool,
 }
 
 impl Discovery {
@@ -243,6 +244,17 @@ impl Discovery {
     /// Uses these variables for `${VAR}` expansion instead of the process environment.
     pub fn env(mut self, env: BTreeMap<String, String>) -> Self {
         self.env = Some(env);
+        self
+    }
+
+    /// Starts a project's `.mcp.json` servers even when the user has not
+    /// approved them. Default: off — like Claude Code, a project server runs
+    /// only when approved (`enableAllProjectMcpServers`,
+    /// `enabledMcpjsonServers` in `~/.claude.json` for the project or in the
+    /// project's `.claude/settings*.json`); unapproved or
+    /// `disabledMcpjsonServers` ones are listed disabled.
+    pub fn trust_project_servers(mut self, trust: bool) -> Self {
+        self.trust_project = trust;
         self
     }
 
@@ -344,6 +356,12 @@ impl Discovery {
                     None,
                     &mut found,
                 );
+                let approval = self.project_approval(project, &mut found);
+                for server in found.servers.values_mut() {
+                    if matches!(server.source, ConfigSource::ProjectMcpJson(_)) {
+                        server.enabled &= approval.allows(&server.name, self.trust_project);
+                    }
+                }
             }
         }
         for server in &self.extra {
@@ -353,6 +371,48 @@ impl Discovery {
             servers: found.servers.into_values().collect(),
             problems: found.problems,
         }
+    }
+
+    /// What the user approved of the project's `.mcp.json` servers.
+    fn project_approval(&self, project: &Path, found: &mut Collected) -> Approval {
+        let mut approval = Approval::default();
+        let mut sources: Vec<Value> = Vec::new();
+        if let Some(home) = self.home_dir()
+            && let Some(json) = found.read_json(&home.join(".claude.json"))
+            && let Some(entry) = json
+                .get("projects")
+                .and_then(|p| p.get(project.display().to_string()))
+        {
+            sources.push(entry.clone());
+        }
+        for name in ["settings.json", "settings.local.json"] {
+            if let Some(json) = found.read_json(&project.join(".claude").join(name)) {
+                sources.push(json);
+            }
+        }
+        for source in sources {
+            if source
+                .get("enableAllProjectMcpServers")
+                .and_then(Value::as_bool)
+                == Some(true)
+            {
+                approval.all = true;
+            }
+            let names = |key: &str| -> Vec<String> {
+                source
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            approval.enabled.extend(names("enabledMcpjsonServers"));
+            approval.disabled.extend(names("disabledMcpjsonServers"));
+        }
+        approval
     }
 
     /// Reads `{key: {name: entry}}` (or, with `key` absent, `{name: entry}`
@@ -706,11 +766,28 @@ impl Discovery {
     }
 }
 
+/// The user's approval of project servers.
+#[derive(Default)]
+struct Approval {
+    all: bool,
+    enabled: Vec<String>,
+    disabled: Vec<String>,
+}
+
+impl Approval {
+    fn allows(&self, name: &str, trust: bool) -> bool {
+        !self.disabled.iter().any(|n| n == name)
+            && (trust || self.all || self.enabled.iter().any(|n| n == name))
+    }
+}
+
 /// Servers by name, and problems, as sources are read.
 #[derive(Default)]
 struct Collected {
     servers: BTreeMap<String, ServerConfig>,
     problems: Vec<SourceProblem>,
+    /// Files already parsed (each file is read, and reported, once).
+    parsed: BTreeMap<PathBuf, Option<Value>>,
 }
 
 impl Collected {
@@ -739,13 +816,19 @@ impl Collected {
     }
 
     fn read_json(&mut self, file: &Path) -> Option<Value> {
-        let text = self.read(file)?;
-        match serde_json::from_str(&text) {
-            Ok(json) => Some(json),
-            Err(error) => {
-                self.problem(file, format!("invalid JSON: {error}"));
-                None
-            }
+        if let Some(parsed) = self.parsed.get(file) {
+            return parsed.clone();
         }
+        let parsed = self
+            .read(file)
+            .and_then(|text| match serde_json::from_str(&text) {
+                Ok(json) => Some(json),
+                Err(error) => {
+                    self.problem(file, format!("invalid JSON: {error}"));
+                    None
+                }
+            });
+        self.parsed.insert(file.to_path_buf(), parsed.clone());
+        parsed
     }
 }

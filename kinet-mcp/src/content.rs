@@ -100,11 +100,21 @@ pub(crate) fn normalize_schema(schema: &Map<String, Value>) -> Value {
         .or_else(|| schema.get("definitions"))
         .cloned()
         .unwrap_or(Value::Null);
+    let original = schema.clone();
     inline_refs(&mut schema, &definitions, 0);
+    // Recursive schemas keep refs (and need their definitions); a schema
+    // that inlining blows up stays as the server sent it.
+    let text = schema.to_string();
+    if text.len() > 64 * 1024 {
+        schema = original;
+    }
+    let refs_left = schema.to_string().contains("\"$ref\"");
     if let Some(object) = schema.as_object_mut() {
         object.remove("$schema");
-        object.remove("$defs");
-        object.remove("definitions");
+        if !refs_left {
+            object.remove("$defs");
+            object.remove("definitions");
+        }
         object.entry("type").or_insert_with(|| "object".into());
         if object.get("type").and_then(Value::as_str) == Some("object") {
             object

@@ -91,6 +91,11 @@ struct HubInner {
 impl Drop for HubInner {
     fn drop(&mut self) {
         self.shutdown.cancel();
+        // The supervisors may never run again (the runtime may be ending):
+        // stop the children now.
+        for slot in &self.slots {
+            crate::server::kill_group(slot);
+        }
     }
 }
 
@@ -192,7 +197,11 @@ impl McpHub {
     /// Waits until no server is starting or restarting, or `timeout`
     /// passes; returns whether all settled.
     pub async fn wait_settled(&self, timeout: Duration) -> bool {
-        self.wait_until(Instant::now() + timeout).await
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(timeout)
+            .unwrap_or(now + Duration::from_secs(100 * 365 * 24 * 3600));
+        self.wait_until(deadline).await
     }
 
     async fn wait_until(&self, deadline: Instant) -> bool {
@@ -380,21 +389,25 @@ impl McpTool {
                 biased;
                 result = &mut response => break result,
                 _ = &mut deadline => {
-                    let _ = peer
-                        .notify_cancelled(CancelledNotificationParam::new(
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        peer.notify_cancelled(CancelledNotificationParam::new(
                             Some(id),
                             Some("timed out".into()),
-                        ))
-                        .await;
+                        )),
+                    )
+                    .await;
                     break Err(ServiceError::Timeout { timeout: self.timeout });
                 }
                 _ = ctx.cancellation().cancelled() => {
-                    let _ = peer
-                        .notify_cancelled(CancelledNotificationParam::new(
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        peer.notify_cancelled(CancelledNotificationParam::new(
                             Some(id),
                             Some("cancelled by the client".into()),
-                        ))
-                        .await;
+                        )),
+                    )
+                    .await;
                     return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
                 }
                 update = progress.next() => if let Some(update) = update {

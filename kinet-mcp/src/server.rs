@@ -6,7 +6,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use process_wrap::tokio::{CommandWrap, ProcessGroup};
+use process_wrap::tokio::CommandWrap;
+#[cfg(unix)]
+use process_wrap::tokio::ProcessGroup;
 use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
@@ -106,6 +108,12 @@ pub(crate) struct ServerSlot {
 }
 
 const STDERR_LINES: usize = 50;
+
+/// Longest stderr line kept, in characters.
+const STDERR_LINE_CHARS: usize = 1000;
+
+/// A connection up this long resets the restart budget.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
 
 impl ServerSlot {
     pub(crate) fn new(config: ServerConfig) -> Self {
@@ -213,7 +221,14 @@ pub(crate) async fn supervise(
             peer: peer.clone(),
             handler: handler.clone(),
         };
-        match list_tools(&peer).await {
+        let listed = match tokio::time::timeout(startup_timeout, list_tools(&peer)).await {
+            Ok(listed) => listed,
+            Err(_) => Err(format!(
+                "it did not answer tools/list within {:.1} s",
+                startup_timeout.as_secs_f64()
+            )),
+        };
+        match listed {
             Ok(tools) => {
                 if let Ok(mut slot_tools) = slot.tools.lock() {
                     *slot_tools = tools;
@@ -231,8 +246,8 @@ pub(crate) async fn supervise(
         if let Ok(mut current) = slot.connection.lock() {
             *current = Some(connection);
         }
-        failures = 0;
         was_ready = true;
+        let connected_at = tokio::time::Instant::now();
         set_state(ServerState::Ready);
 
         // Connected: refresh on list_changed until the connection drops or
@@ -252,7 +267,8 @@ pub(crate) async fn supervise(
                     return;
                 }
                 _ = handler.tools_changed.notified() => {
-                    if let Ok(tools) = list_tools(&peer).await
+                    let refreshed = tokio::time::timeout(startup_timeout, list_tools(&peer)).await;
+                    if let Ok(Ok(tools)) = refreshed
                         && let Ok(mut slot_tools) = slot.tools.lock()
                     {
                         *slot_tools = tools;
@@ -266,6 +282,11 @@ pub(crate) async fn supervise(
             *current = None;
         }
         kill_group(&slot);
+        // A connection that lasted a while earns a fresh restart budget; one
+        // that dies right after starting does not (no endless crash loop).
+        if connected_at.elapsed() >= STABLE_AFTER {
+            failures = 0;
+        }
         failures += 1;
         if failures > settings.max_restarts {
             set_state(ServerState::Failed {
@@ -309,7 +330,9 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
+            #[allow(unused_mut)]
             let mut wrap = CommandWrap::from(cmd);
+            #[cfg(unix)]
             wrap.wrap(ProcessGroup::leader());
             let (transport, stderr) = TokioChildProcess::builder(wrap)
                 .stderr(Stdio::piped())
@@ -317,6 +340,9 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .map_err(|e| format!("cannot start `{command}`: {e}"))?;
             if let Ok(mut pid) = slot.pid.lock() {
                 *pid = transport.id();
+            }
+            if let Ok(mut tail) = slot.stderr.lock() {
+                tail.clear();
             }
             if let Some(stderr) = stderr {
                 let tail = Arc::clone(&slot.stderr);
@@ -329,7 +355,7 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                             if tail.len() == STDERR_LINES {
                                 tail.pop_front();
                             }
-                            tail.push_back(line);
+                            tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
                         }
                     }
                 });

@@ -85,7 +85,7 @@ command = "from-codex"
                     "shared": {{"command": "from-claude-user"}}
                 }},
                 "projects": {{
-                    "{project_key}": {{"mcpServers": {{"local-db": {{"type": "http", "url": "http://127.0.0.1:7777/mcp", "headers": {{"Authorization": "Bearer ${{MISSING:-none}}"}}}}}}}},
+                    "{project_key}": {{"enabledMcpjsonServers": ["shared"], "mcpServers": {{"local-db": {{"type": "http", "url": "http://127.0.0.1:7777/mcp", "headers": {{"Authorization": "Bearer ${{MISSING:-none}}"}}}}}}}},
                     "/some/other/project": {{"mcpServers": {{"elsewhere": {{"command": "x"}}}}}}
                 }}
             }}"#
@@ -195,6 +195,7 @@ command = "from-codex"
     );
     let shared = server(&found, "shared");
     assert!(matches!(shared.source, ConfigSource::ProjectMcpJson(_)));
+    assert!(shared.enabled, "approved in ~/.claude.json");
     match &shared.transport {
         ServerTransport::Stdio { command, args, .. } => {
             assert_eq!(command, "from-project");
@@ -275,4 +276,44 @@ fn malformed_sources_are_reported_and_the_rest_still_load() {
         .project(empty.path())
         .discover();
     assert!(found.servers.is_empty() && found.problems.is_empty());
+}
+
+#[test]
+fn project_servers_need_the_users_approval() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    write(
+        &project.path().join(".mcp.json"),
+        r#"{"mcpServers": {"one": {"command": "a"}, "two": {"command": "b"}, "three": {"command": "c"}}}"#,
+    );
+    let enabled = |found: &kinet_mcp::Discovered| -> Vec<String> {
+        found
+            .servers
+            .iter()
+            .filter(|s| s.enabled)
+            .map(|s| s.name.clone())
+            .collect()
+    };
+    let discovery = Discovery::new()
+        .home(home.path())
+        .project(project.path())
+        .env(BTreeMap::new());
+    let found = discovery.clone().discover();
+    assert_eq!(found.servers.len(), 3);
+    assert!(enabled(&found).is_empty(), "nothing runs unapproved");
+    write(
+        &project.path().join(".claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["one", "two"], "disabledMcpjsonServers": ["two"]}"#,
+    );
+    assert_eq!(enabled(&discovery.clone().discover()), ["one"]);
+    write(
+        &project.path().join(".claude/settings.json"),
+        r#"{"enableAllProjectMcpServers": true}"#,
+    );
+    assert_eq!(enabled(&discovery.clone().discover()), ["one", "three"]);
+    assert_eq!(
+        enabled(&discovery.trust_project_servers(true).discover()),
+        ["one", "three"],
+        "an explicit disable still wins"
+    );
 }
