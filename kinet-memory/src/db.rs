@@ -94,10 +94,11 @@ fn migrate(conn: &Connection, target: usize) -> rusqlite::Result<()> {
     // IMMEDIATE: two processes opening a new file do not both migrate.
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let result = (|| {
-        let current: usize = conn
-            .pragma_query_value(None, "user_version", |row| row.get::<_, i64>(0))?
-            .try_into()
-            .unwrap_or(0);
+        let version: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        let current = usize::try_from(version).map_err(|_| unknown_version(version))?;
+        if current > MIGRATIONS.len() {
+            return Err(unknown_version(version));
+        }
         for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
             conn.execute_batch(sql)?;
             conn.pragma_update(None, "user_version", (index + 1) as i64)?;
@@ -111,6 +112,14 @@ fn migrate(conn: &Connection, target: usize) -> rusqlite::Result<()> {
             Err(error)
         }
     }
+}
+
+fn unknown_version(version: i64) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(format!(
+        "the file has schema version {version}; this build knows versions up to {}: \
+         it was written by a newer kinet",
+        MIGRATIONS.len()
+    ))))
 }
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;

@@ -36,12 +36,17 @@ pub(crate) fn normalize(v: &mut [f32]) {
 #[derive(Debug, Clone)]
 pub struct HashEmbedder {
     dims: usize,
+    name: String,
 }
 
 impl HashEmbedder {
     /// An embedder with `dims` dimensions (384 is a good size).
     pub fn new(dims: usize) -> Self {
-        Self { dims: dims.max(8) }
+        let dims = dims.max(8);
+        Self {
+            dims,
+            name: format!("hash-v1-{dims}"),
+        }
     }
 
     /// Embeds one text synchronously.
@@ -78,7 +83,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[async_trait]
 impl Embedder for HashEmbedder {
     fn name(&self) -> &str {
-        "hash-v1"
+        &self.name
     }
 
     fn dims(&self) -> usize {
@@ -96,7 +101,7 @@ impl Embedder for HashEmbedder {
 /// (22/25 vs 7/25 on a paraphrase retrieval probe).
 #[cfg(feature = "model2vec")]
 pub struct Model2VecEmbedder {
-    model: model2vec_rs::model::StaticModel,
+    model: std::sync::Arc<model2vec_rs::model::StaticModel>,
 }
 
 #[cfg(feature = "model2vec")]
@@ -118,7 +123,9 @@ impl Model2VecEmbedder {
         let model =
             model2vec_rs::model::StaticModel::from_bytes(TOKENIZER, MODEL, CONFIG, Some(true))
                 .map_err(|e| EmbedError(format!("cannot load the bundled model: {e}")))?;
-        Ok(Self { model })
+        Ok(Self {
+            model: std::sync::Arc::new(model),
+        })
     }
 }
 
@@ -134,7 +141,12 @@ impl Embedder for Model2VecEmbedder {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        Ok(self.model.encode(texts))
+        // Encoding is CPU work: keep it off the async threads.
+        let model = std::sync::Arc::clone(&self.model);
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || model.encode(&texts))
+            .await
+            .map_err(|e| EmbedError(format!("the embedding task failed: {e}")))
     }
 }
 
@@ -156,7 +168,11 @@ impl OpenAiEmbedder {
     /// `https://api.openai.com/v1` or `http://127.0.0.1:11434/v1`).
     pub fn new(base_url: &str, api_key: Option<String>, model: &str, dims: usize) -> Self {
         Self {
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .timeout(std::time::Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
             url: format!("{}/embeddings", base_url.trim_end_matches('/')),
             api_key,
             model: model.to_owned(),

@@ -72,15 +72,30 @@ impl HistoryHook {
         }
     }
 
-    fn first_time(&self, role: &str, text: &str, position: usize) -> bool {
+    fn fingerprint(role: &str, text: &str, position: usize) -> u64 {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         (role, text, position).hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn seen(&self, fingerprint: u64) -> bool {
         self.seen
             .lock()
-            .map(|mut seen| seen.insert(hasher.finish()))
-            .unwrap_or(false)
+            .map(|seen| seen.contains(&fingerprint))
+            .unwrap_or(true)
     }
 }
+
+/// Tools whose results are not recorded.
+const MEMORY_TOOLS: &[&str] = &[
+    "remember_fact",
+    "recall_fact",
+    "memory_replace",
+    "memory_append",
+    "recall_memory",
+    "kg_add",
+    "kg_query",
+];
 
 /// Tool results are kept up to this many characters.
 const MAX_RECORDED_CHARS: usize = 4000;
@@ -89,6 +104,7 @@ const MAX_RECORDED_CHARS: usize = 4000;
 impl Hook for HistoryHook {
     async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
         let mut new = Vec::new();
+        let mut fingerprints = Vec::new();
         for (position, message) in request.messages.iter().enumerate() {
             let role = match message {
                 Message::User { .. } => "user",
@@ -96,20 +112,33 @@ impl Hook for HistoryHook {
                 _ => continue,
             };
             let text = message.text();
-            if !text.trim().is_empty() && self.first_time(role, &text, position) {
+            let fingerprint = Self::fingerprint(role, &text, position);
+            if !text.trim().is_empty() && !self.seen(fingerprint) {
                 new.push((self.session.clone(), role.to_owned(), text));
+                fingerprints.push(fingerprint);
             }
         }
-        if !new.is_empty()
-            && let Err(error) = self.store.add_records(&new).await
-        {
+        if new.is_empty() {
+            return Ok(());
+        }
+        match self.store.add_records(&new).await {
+            // Marked only once stored: a failed write is retried next turn.
+            Ok(_) => {
+                if let Ok(mut seen) = self.seen.lock() {
+                    seen.extend(fingerprints);
+                }
+            }
             // Memory must not stop the conversation.
-            tracing::warn!(%error, "could not record history");
+            Err(error) => tracing::warn!(%error, "could not record history"),
         }
         Ok(())
     }
 
     async fn after_tool_call(&self, call: &ToolCall, result: &mut Result<ToolOutput, ToolError>) {
+        // Memory tools' own output would feed recall with copies of itself.
+        if MEMORY_TOOLS.contains(&call.name.as_str()) {
+            return;
+        }
         let text = match result {
             Ok(output) => output.text.clone(),
             Err(error) => format!("error: {}", error.message()),

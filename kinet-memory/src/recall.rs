@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use crate::MemoryError;
 use crate::embed::normalize;
@@ -11,6 +11,9 @@ use crate::store::{Hit, MemoryStore, Recall, RecallMode, Triple, row_to_triple, 
 
 /// A record's fused score, vector similarity, and whether FTS found it.
 type Fused = (f64, Option<f32>, bool);
+
+/// Vector hits below this cosine similarity are dropped.
+const MIN_SIMILARITY: f32 = 0.05;
 
 /// The reciprocal-rank-fusion constant.
 const RRF_K: f64 = 60.0;
@@ -72,7 +75,10 @@ impl MemoryStore {
                                 r.get::<_, i64>(3)?,
                             ))
                         })
+                        .optional()
                         .map_err(sql)?;
+                    // Deleted since the search: skip it.
+                    let Some(row) = row else { continue };
                     hits.push(Hit {
                         id,
                         session: row.0,
@@ -139,7 +145,17 @@ impl MemoryStore {
             inner
                 .index
                 .read()
-                .map(|index| index.search(&vector, depth, since))
+                .map(|index| {
+                    // Unrelated or degenerate vectors (a query of symbols) do not
+                    // count as matches.
+                    index
+                        .search(&vector, depth, since)
+                        .into_iter()
+                        .filter(|(_, similarity)| {
+                            similarity.is_finite() && *similarity >= MIN_SIMILARITY
+                        })
+                        .collect::<Vec<_>>()
+                })
                 .map_err(|_| MemoryError::Closed)
         })
         .await
@@ -232,7 +248,13 @@ impl MemoryStore {
         }
         let mut index = self.inner.index.write().map_err(|_| MemoryError::Closed)?;
         for (id, created_at, blob) in rows {
-            if id <= index.max_id() || blob.len() != dims * 4 {
+            if id <= index.max_id() {
+                continue;
+            }
+            if blob.len() != dims * 4 {
+                // Written by an embedder of another size under the same
+                // name: never compared, but not read again either.
+                index.skip_to(id);
                 continue;
             }
             index.push(id, created_at, &blob);

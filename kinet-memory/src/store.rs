@@ -402,7 +402,9 @@ impl MemoryStore {
         self.inner
             .db
             .write(move |conn| {
-                let tx = conn.transaction().map_err(sql)?;
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(sql)?;
                 let block = tx
                     .query_row(
                         "SELECT label, value, char_limit, read_only, description FROM blocks WHERE label = ?1",
@@ -434,8 +436,10 @@ impl MemoryStore {
                 }
                 let value = edit(&block).map_err(MemoryError::Invalid)?;
                 let chars = value.chars().count();
-                if chars > block.limit {
-                    let used = block.value.chars().count();
+                let used = block.value.chars().count();
+                // An edit that does not grow the block is always allowed, so a
+                // block over a lowered limit can be shrunk step by step.
+                if chars > block.limit && chars > used {
                     return Err(MemoryError::Invalid(format!(
                         "block `{label}` would hold {chars} characters, over its {} limit by {}; it holds {used} now, \
                          so {} characters of room are left. Shorten the text or replace older content.",
@@ -481,7 +485,10 @@ impl MemoryStore {
         let texts: Vec<String> = records.iter().map(|r| r.2.clone()).collect();
         let (vectors, embedder) = match &self.inner.embedder {
             Some(embedder) => match embedder.embed(&texts).await {
-                Ok(mut vectors) if vectors.len() == texts.len() => {
+                Ok(mut vectors)
+                    if vectors.len() == texts.len()
+                        && vectors.iter().all(|v| v.len() == embedder.dims()) =>
+                {
                     for v in &mut vectors {
                         normalize(v);
                     }

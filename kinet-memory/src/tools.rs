@@ -320,14 +320,28 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        4 | 6 | 9 | 11 => 30,
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        _ => 31,
+    }
+}
+
 fn parse_since(since: Since) -> Result<i64, ToolError> {
     match since {
+        Since::Seconds(seconds) if seconds.abs() > 100_000_000_000 => {
+            Err(ToolError::invalid_arguments(format!(
+                "`since` {seconds} looks like milliseconds; give seconds since the epoch or a YYYY-MM-DD date"
+            )))
+        }
         Since::Seconds(seconds) => Ok(seconds),
         Since::Date(text) => {
             let parts: Vec<&str> = text.get(..10).unwrap_or(&text).split('-').collect();
             match parts.as_slice() {
                 [y, m, d] => match (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>()) {
-                    (Ok(y), Ok(m @ 1..=12), Ok(d @ 1..=31)) => {
+                    (Ok(y), Ok(m @ 1..=12), Ok(d)) if d >= 1 && d <= days_in_month(y, m) => {
                         Ok(days_from_civil(y, m, d) * 86_400)
                     }
                     _ => Err(ToolError::invalid_arguments(format!(
@@ -430,16 +444,7 @@ impl Run<KgAddArgs> for MemoryTools {
                 )));
             }
         }
-        let before = self
-            .store
-            .query_triples(TripleQuery {
-                subject: Some(args.subject.clone()),
-                predicate: Some(args.predicate.clone()),
-                ..TripleQuery::default()
-            })
-            .await
-            .map_err(tool_error)?;
-        let triple = self
+        let (triple, superseded) = self
             .store
             .add_triple(
                 &args.subject,
@@ -450,11 +455,6 @@ impl Run<KgAddArgs> for MemoryTools {
             )
             .await
             .map_err(tool_error)?;
-        let superseded: Vec<String> = before
-            .iter()
-            .filter(|t| t.object != triple.object && !args.keep_existing)
-            .map(|t| t.object.clone())
-            .collect();
         let mut text = format!("Recorded {}.", format_triple(&triple));
         if !superseded.is_empty() {
             text.push_str(&format!(" It supersedes: {}.", superseded.join(", ")));
@@ -504,5 +504,8 @@ mod tests {
             assert_eq!(format_date(seconds), text);
         }
         assert!(parse_since(Since::Date("last week".into())).is_err());
+        assert!(parse_since(Since::Date("2024-02-30".into())).is_err());
+        assert!(parse_since(Since::Date("2024-02-29".into())).is_ok());
+        assert!(parse_since(Since::Seconds(1_764_665_730_000)).is_err());
     }
 }

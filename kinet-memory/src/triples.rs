@@ -9,9 +9,12 @@ use crate::store::{MemoryStore, Triple, TripleQuery, row_to_triple, sql};
 impl MemoryStore {
     // ------------------------------------------------------------ triples
 
-    /// Adds a triple. With `supersede`, current triples with the same
-    /// subject and predicate and another object end (their `valid_to` is
-    /// set) instead of being deleted: the history stays queryable.
+    /// Adds a triple and returns it with the objects it superseded. With
+    /// `supersede`, current triples with the same subject and predicate
+    /// (compared case-insensitively) and another object end (their
+    /// `valid_to` is set) instead of being deleted: the history stays
+    /// queryable. Adding a triple that is already current changes nothing
+    /// but the supersession.
     pub async fn add_triple(
         &self,
         subject: &str,
@@ -19,7 +22,7 @@ impl MemoryStore {
         object: &str,
         source: &str,
         supersede: bool,
-    ) -> Result<Triple, MemoryError> {
+    ) -> Result<(Triple, Vec<String>), MemoryError> {
         let (subject, predicate, object, source) = (
             subject.to_owned(),
             predicate.to_owned(),
@@ -29,37 +32,58 @@ impl MemoryStore {
         self.inner
             .db
             .write(move |conn| {
-                let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sql)?;
+                let tx = conn
+                    .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                    .map_err(sql)?;
                 let at = now();
+                let mut superseded = Vec::new();
+                if supersede {
+                    let mut update = tx
+                        .prepare(
+                            "UPDATE triples SET valid_to = ?4
+                             WHERE subject = ?1 COLLATE NOCASE AND predicate = ?2 COLLATE NOCASE
+                               AND object <> ?3 COLLATE NOCASE AND valid_to IS NULL
+                             RETURNING object",
+                        )
+                        .map_err(sql)?;
+                    superseded = update
+                        .query_map(params![subject, predicate, object, at], |r| r.get(0))
+                        .map_err(sql)?
+                        .collect::<Result<Vec<String>, _>>()
+                        .map_err(sql)?;
+                }
                 let existing: Option<Triple> = tx
                     .query_row(
                         "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
-                         WHERE subject = ?1 AND predicate = ?2 AND object = ?3 AND valid_to IS NULL",
+                         WHERE subject = ?1 COLLATE NOCASE AND predicate = ?2 COLLATE NOCASE
+                           AND object = ?3 COLLATE NOCASE AND valid_to IS NULL",
                         params![subject, predicate, object],
                         row_to_triple,
                     )
                     .optional()
                     .map_err(sql)?;
-                if let Some(existing) = existing {
-                    return Ok(existing);
-                }
-                if supersede {
-                    tx.execute(
-                        "UPDATE triples SET valid_to = ?4 WHERE subject = ?1 AND predicate = ?2
-                         AND object <> ?3 AND valid_to IS NULL",
-                        params![subject, predicate, object, at],
-                    )
-                    .map_err(sql)?;
-                }
-                tx.execute(
-                    "INSERT INTO triples(subject, predicate, object, source, valid_from, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                    params![subject, predicate, object, source, at],
-                )
-                .map_err(sql)?;
-                let id = tx.last_insert_rowid();
+                let triple = match existing {
+                    Some(existing) => existing,
+                    None => {
+                        tx.execute(
+                            "INSERT INTO triples(subject, predicate, object, source, valid_from, created_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                            params![subject, predicate, object, source, at],
+                        )
+                        .map_err(sql)?;
+                        Triple {
+                            id: tx.last_insert_rowid(),
+                            subject,
+                            predicate,
+                            object,
+                            source,
+                            valid_from: at,
+                            valid_to: None,
+                        }
+                    }
+                };
                 tx.commit().map_err(sql)?;
-                Ok(Triple { id, subject, predicate, object, source, valid_from: at, valid_to: None })
+                Ok((triple, superseded))
             })
             .await
     }

@@ -9,6 +9,7 @@ pub(crate) struct VectorIndex {
     ids: Vec<i64>,
     created: Vec<i64>,
     data: Vec<f32>,
+    skipped_to: i64,
 }
 
 /// Dot product in eight independent lanes (no loop-carried dependency, so
@@ -47,7 +48,12 @@ impl VectorIndex {
     }
 
     pub(crate) fn max_id(&self) -> i64 {
-        self.ids.last().copied().unwrap_or(0)
+        self.ids.last().copied().unwrap_or(0).max(self.skipped_to)
+    }
+
+    /// Records that rows up to `id` were seen without adding a vector.
+    pub(crate) fn skip_to(&mut self, id: i64) {
+        self.skipped_to = self.skipped_to.max(id);
     }
 
     /// Adds a row from its stored little-endian blob.

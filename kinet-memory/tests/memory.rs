@@ -294,10 +294,11 @@ async fn newer_triples_supersede_older_ones_and_history_stays() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    store
-        .add_triple("api", "deployed_on", "kubernetes", "migration notes", true)
+    let (_, superseded) = store
+        .add_triple("API", "deployed_on", "kubernetes", "migration notes", true)
         .await
         .unwrap();
+    assert_eq!(superseded, ["ec2"], "matched case-insensitively");
     let current = store
         .query_triples(TripleQuery {
             subject: Some("API".into()),
