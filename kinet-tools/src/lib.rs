@@ -15,6 +15,7 @@
 //! | [`DispatchAgentTool`] `dispatch_agent` | `agents` | yes (the sub-agent cannot mutate) |
 //! | [`TeamTools`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | yes |
 //! | [`LoadSkillTool`] `load_skill` (+ [`SkillsHook`]) | `skills` | yes |
+//! | [`WebFetchTool`] `web_fetch`, [`WebSearchTool`] `web_search` | `web` | yes |
 //!
 //! File tools resolve paths against the context's working directory and
 //! refuse paths outside its workspace roots (`..` and symlinks included).
@@ -54,6 +55,8 @@ mod shell;
 mod skills;
 #[cfg(feature = "todo")]
 mod todo;
+#[cfg(feature = "web")]
+mod web;
 
 #[cfg(feature = "agents")]
 pub use agents::{
@@ -77,6 +80,12 @@ pub use skills::{
 };
 #[cfg(feature = "todo")]
 pub use todo::{TodoList, TodoWriteArgs, TodoWriteTool};
+#[cfg(feature = "web")]
+pub use web::{
+    BingHtml, DuckDuckGoHtml, JsonApi, JsonApiKind, Page, ReaderBackend, SearchBackend,
+    SearchError, SearchResult, WebFetchArgs, WebFetchConfig, WebFetchTool, WebSearchArgs,
+    WebSearchTool, html_to_markdown, parse_bing, parse_duckduckgo,
+};
 
 pub use kinet_core;
 
@@ -123,6 +132,16 @@ impl LocalPack {
         tools.add(DispatchAgentTool);
         tools
     }
+}
+
+/// `web_fetch` and `web_search` with default settings (Bing, then
+/// DuckDuckGo). Not part of [`default_tools`]: network access is the host's
+/// choice.
+#[cfg(feature = "web")]
+pub fn web_tools() -> kinet_core::Toolset {
+    kinet_core::Toolset::new()
+        .with(WebFetchTool::default())
+        .with(WebSearchTool::default())
 }
 
 /// The standard local tools for a workspace, with fresh state. Use
