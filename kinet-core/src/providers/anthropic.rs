@@ -266,15 +266,7 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
         );
     }
     body.insert("stream".into(), true.into());
-    if let Some(t) = request.params.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = request.params.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    for (key, value) in &request.params.extra {
-        body.insert(key.clone(), value.clone());
-    }
+    super::http::insert_sampling(&mut body, &request.params);
     Value::Object(body)
 }
 

@@ -274,6 +274,22 @@ pub(crate) fn insert_header(
     Ok(())
 }
 
+/// Adds temperature, top_p and the pass-through fields to a request body.
+pub(crate) fn insert_sampling(
+    body: &mut serde_json::Map<String, serde_json::Value>,
+    params: &crate::GenerationParams,
+) {
+    if let Some(t) = params.temperature {
+        body.insert("temperature".into(), serde_json::json!(t));
+    }
+    if let Some(p) = params.top_p {
+        body.insert("top_p".into(), serde_json::json!(p));
+    }
+    for (key, value) in &params.extra {
+        body.insert(key.clone(), value.clone());
+    }
+}
+
 /// What a decoder says after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flow {

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{
     Flow, HttpClient, HttpSettings, SseDecoder, error_details, error_from_stream, insert_header,
-    sse_stream,
+    insert_sampling, sse_stream,
 };
 use super::sse::SseEvent;
 use crate::message::{ContentPart, ImagePart, Message};
@@ -183,6 +183,32 @@ impl Provider for OpenAiProvider {
     }
 }
 
+/// The parts that carry a tool result's images as a user message (Chat
+/// Completions and Responses cannot put images in tool results): a text
+/// part naming the call, then the images, in the API's part shapes.
+pub(crate) fn tool_result_images(
+    tool_call_id: &str,
+    content: &[ContentPart],
+    text_part: impl Fn(String) -> Value,
+    image_part: impl Fn(&ImagePart) -> Value,
+) -> Vec<Value> {
+    let images: Vec<&ImagePart> = content
+        .iter()
+        .filter_map(|p| match p {
+            ContentPart::Image(image) => Some(image),
+            ContentPart::Text { .. } => None,
+        })
+        .collect();
+    if images.is_empty() {
+        return Vec::new();
+    }
+    let mut parts = vec![text_part(format!(
+        "Images returned by tool call {tool_call_id}:"
+    ))];
+    parts.extend(images.into_iter().map(image_part));
+    parts
+}
+
 pub(crate) fn data_url(image: &ImagePart) -> String {
     format!("data:{};base64,{}", image.media_type, image.data)
 }
@@ -269,22 +295,12 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                     "tool_call_id": tool_call_id,
                     "content": crate::message::join_text(content),
                 }));
-                let images: Vec<&ImagePart> = content
-                    .iter()
-                    .filter_map(|p| match p {
-                        ContentPart::Image(image) => Some(image),
-                        ContentPart::Text { .. } => None,
-                    })
-                    .collect();
-                if !images.is_empty() {
-                    pending_images.push(json!({
-                        "type": "text",
-                        "text": format!("Images returned by tool call {tool_call_id}:"),
-                    }));
-                    pending_images.extend(images.into_iter().map(
-                        |image| json!({"type": "image_url", "image_url": {"url": data_url(image)}}),
-                    ));
-                }
+                pending_images.extend(tool_result_images(
+                    tool_call_id,
+                    content,
+                    |text| json!({"type": "text", "text": text}),
+                    |image| json!({"type": "image_url", "image_url": {"url": data_url(image)}}),
+                ));
             }
         }
     }
@@ -324,12 +340,6 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     let params = &request.params;
-    if let Some(t) = params.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = params.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
     if let Some(max) = params.max_tokens {
         let field = match config.max_tokens_field {
             MaxTokensField::MaxTokens => "max_tokens",
@@ -337,9 +347,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
         };
         body.insert(field.into(), max.into());
     }
-    for (key, value) in &params.extra {
-        body.insert(key.clone(), value.clone());
-    }
+    insert_sampling(&mut body, params);
     Value::Object(body)
 }
 

@@ -7,10 +7,11 @@ use async_trait::async_trait;
 use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
+use super::http::insert_sampling;
 use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream, sse_stream};
-use super::openai::{OpenAiConfig, data_url};
+use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
-use crate::message::{ContentPart, ImagePart, Message};
+use crate::message::{ContentPart, Message};
 use crate::provider::{
     ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent, Usage,
 };
@@ -114,24 +115,12 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                     "call_id": tool_call_id,
                     "output": crate::message::join_text(content),
                 }));
-                let images: Vec<&ImagePart> = content
-                    .iter()
-                    .filter_map(|p| match p {
-                        ContentPart::Image(image) => Some(image),
-                        ContentPart::Text { .. } => None,
-                    })
-                    .collect();
-                if !images.is_empty() {
-                    pending_images.push(json!({
-                        "type": "input_text",
-                        "text": format!("Images returned by tool call {tool_call_id}:"),
-                    }));
-                    pending_images.extend(
-                        images
-                            .into_iter()
-                            .map(|i| json!({"type": "input_image", "image_url": data_url(i)})),
-                    );
-                }
+                pending_images.extend(tool_result_images(
+                    tool_call_id,
+                    content,
+                    |text| json!({"type": "input_text", "text": text}),
+                    |image| json!({"type": "input_image", "image_url": data_url(image)}),
+                ));
             }
         }
     }
@@ -171,18 +160,10 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
     body.insert("stream".into(), true.into());
     body.insert("store".into(), false.into());
     let params = &request.params;
-    if let Some(t) = params.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(p) = params.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
     if let Some(max) = params.max_tokens {
         body.insert("max_output_tokens".into(), max.into());
     }
-    for (key, value) in &params.extra {
-        body.insert(key.clone(), value.clone());
-    }
+    insert_sampling(&mut body, params);
     Value::Object(body)
 }
 
