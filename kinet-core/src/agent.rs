@@ -346,6 +346,16 @@ impl Agent {
         }
     }
 
+    /// A copy of this agent working in `cwd` (relative to the current one);
+    /// workspace roots and everything else stay as they are.
+    pub fn with_cwd(&self, cwd: impl Into<PathBuf>) -> Agent {
+        let mut config = (*self.config).clone();
+        config.cwd = self.config.cwd.join(cwd.into());
+        Agent {
+            config: Arc::new(config),
+        }
+    }
+
     /// The agent's tools (static tools and sources).
     pub fn tools(&self) -> &Toolset {
         &self.config.tools

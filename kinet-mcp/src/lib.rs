@@ -9,12 +9,16 @@
 //!   dropped connections with backoff, refreshes on `tools/list_changed`,
 //!   and is a [`kinet_core::ToolSource`] for the loop.
 //!
+//! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
+//!   chosen tools) to other MCP clients over stdio or streamable HTTP.
+//!
 //! Built on the official Rust SDK, `rmcp`.
 
 mod config;
 mod content;
 mod hub;
 mod naming;
+mod serve;
 mod server;
 
 pub use config::{
@@ -23,4 +27,5 @@ pub use config::{
 pub use hub::{HubSettings, McpHub, ServerStatus};
 pub use kinet_core;
 pub use naming::{MAX_TOOL_NAME, qualified_tool_name};
+pub use serve::{HttpServerHandle, McpServer, McpServerBuilder, ServeError};
 pub use server::ServerState;

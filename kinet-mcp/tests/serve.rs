@@ -1,0 +1,510 @@
+//! The MCP server side against real clients: the official Python SDK
+//! client, the MCP Inspector CLI, and kinet's own hub.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kinet_core::{
+    Agent, AgentEvent, ChatRequest, Provider, ProviderError, ProviderStream, ScriptedProvider,
+    ScriptedTurn, StopReason, StreamEvent, Tool, ToolCtx, ToolError, ToolOutput,
+};
+use kinet_mcp::{HubSettings, McpHub, McpServer, ServeError, ServerConfig, ServerState};
+use serde_json::json;
+
+/// Answers "echo: <last user message> (<n> messages)".
+struct Echo;
+
+#[async_trait::async_trait]
+impl Provider for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let last = request
+            .messages
+            .last()
+            .map(|m| m.text())
+            .unwrap_or_default();
+        let text = format!("echo: {last} ({} messages)", request.messages.len());
+        Ok(Box::pin(futures::stream::iter([
+            Ok(StreamEvent::TextDelta(text)),
+            Ok(StreamEvent::Finished(StopReason::EndTurn)),
+        ])))
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+struct Add;
+
+#[async_trait::async_trait]
+impl Tool for Add {
+    type Args = AddArgs;
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Adds two integers."
+    }
+    fn read_only(&self, _: &AddArgs) -> bool {
+        true
+    }
+    async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text((args.a + args.b).to_string()))
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+struct Wipe;
+
+#[async_trait::async_trait]
+impl Tool for Wipe {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "wipe"
+    }
+    fn description(&self) -> &str {
+        "Deletes everything."
+    }
+    async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        panic!("must never run")
+    }
+}
+
+fn echo_server() -> McpServer {
+    McpServer::builder(Agent::builder(Echo).build())
+        .expose_tool(Add)
+        .expose_tool(Wipe)
+        .max_concurrent_runs(64)
+        .build()
+}
+
+fn example_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples/echo_server")
+}
+
+fn peers() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
+}
+
+fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("KINET_PYTHON").ok(),
+        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
+        Some("python3".to_owned()),
+    ];
+    let found = candidates.into_iter().flatten().find(|python| {
+        std::process::Command::new(python)
+            .args(["-c", "import mcp.client.streamable_http"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        eprintln!(
+            "\n!!! SKIPPING: the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/run does)\n"
+        );
+    }
+    found
+}
+
+fn run_python(python: &str, args: &[&str]) -> serde_json::Value {
+    let output = std::process::Command::new(python)
+        .arg(peers().join("py_client.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "python client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_client_lists_and_calls_over_stdio_and_http() {
+    let Some(python) = python() else { return };
+    let expect = |result: serde_json::Value| {
+        assert_eq!(
+            result["first"], "echo: hello from python (1 messages)",
+            "{result}"
+        );
+        assert_eq!(result["second"], "echo: and again (3 messages)", "{result}");
+        assert_eq!(result["second_error"], false);
+    };
+    let binary = example_binary();
+    let stdio = tokio::task::spawn_blocking({
+        let python = python.clone();
+        move || run_python(&python, &["stdio", binary.to_str().unwrap()])
+    })
+    .await
+    .unwrap();
+    assert_eq!(stdio["tools"], json!(["agent", "reply"]));
+    expect(stdio);
+
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let http = tokio::task::spawn_blocking(move || run_python(&python, &["http", &url]))
+        .await
+        .unwrap();
+    assert_eq!(http["tools"], json!(["add", "agent", "reply", "wipe"]));
+    expect(http);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_cli_lists_and_calls() {
+    let cli = peers().join("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js");
+    if !cli.exists() {
+        eprintln!(
+            "\n!!! SKIPPING: the MCP Inspector is not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/run does)\n"
+        );
+        return;
+    }
+    let binary = example_binary();
+    let inspect = move |args: Vec<String>| {
+        let output = std::process::Command::new("node")
+            .arg(&cli)
+            .arg("--cli")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "inspector failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&output.stdout).unwrap()
+    };
+    let stdio = binary.display().to_string();
+    let listed = inspect(vec![stdio.clone(), "--method".into(), "tools/list".into()]);
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["agent", "reply"]);
+    let called = inspect(vec![
+        stdio,
+        "--method".into(),
+        "tools/call".into(),
+        "--tool-name".into(),
+        "agent".into(),
+        "--tool-arg".into(),
+        "prompt=inspect me".into(),
+    ]);
+    assert_eq!(
+        called["content"][0]["text"],
+        "echo: inspect me (1 messages)"
+    );
+
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let listed = tokio::task::spawn_blocking(move || {
+        inspect(vec![
+            url,
+            "--transport".into(),
+            "http".into(),
+            "--method".into(),
+            "tools/list".into(),
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(listed["tools"].as_array().unwrap().len(), 4);
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinets_own_client_uses_the_server_and_exposed_tools() {
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let hub = McpHub::start(
+        vec![
+            ServerConfig::http("remote", format!("http://{}/mcp", handle.local_addr())),
+            ServerConfig::stdio("local", example_binary().display().to_string(), vec![]),
+        ],
+        HubSettings::default(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let status = hub.status();
+    assert!(
+        status.iter().all(|s| s.state == ServerState::Ready),
+        "{status:?}"
+    );
+    assert!(status[0].tools.contains(&"mcp__remote__add".to_owned()));
+    let first = hub
+        .call("remote", "agent", json!({"prompt": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "echo: hi (1 messages)");
+    let id = first.structured.unwrap()["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let second = hub
+        .call(
+            "remote",
+            "reply",
+            json!({"conversation_id": id, "prompt": "more"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(second.text, "echo: more (3 messages)");
+    let sum = hub
+        .call("remote", "add", json!({"a": 2, "b": 40}))
+        .await
+        .unwrap();
+    assert_eq!(sum.text, "42");
+    let refused = hub.call("remote", "wipe", json!({})).await.unwrap_err();
+    assert!(
+        refused.message().contains("does not run such tools"),
+        "{}",
+        refused.message()
+    );
+    let unknown = hub
+        .call(
+            "remote",
+            "reply",
+            json!({"conversation_id": "nope", "prompt": "x"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(unknown.message().contains("no conversation `nope`"));
+    let local = hub
+        .call("local", "agent", json!({"prompt": "over stdio"}))
+        .await
+        .unwrap();
+    assert_eq!(local.text, "echo: over stdio (1 messages)");
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_loopback_binds_need_a_token_and_check_it() {
+    let error = echo_server()
+        .serve_http("0.0.0.0:0".parse().unwrap(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ServeError::TokenRequired(_)), "{error}");
+
+    let handle = echo_server()
+        .serve_http("0.0.0.0:0".parse().unwrap(), Some("s3cret".into()))
+        .await
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", handle.local_addr().port());
+    let client = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for token in [None, Some("wrong")] {
+        let mut request = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize.to_string());
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        assert_eq!(
+            request.send().await.unwrap().status(),
+            401,
+            "token {token:?}"
+        );
+    }
+    let mut config = ServerConfig::http("guarded", url.clone());
+    if let kinet_mcp::ServerTransport::Http { bearer_token, .. } = &mut config.transport {
+        *bearer_token = Some("s3cret".into());
+    }
+    let hub = McpHub::start(vec![config], HubSettings::default());
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let answer = hub
+        .call("guarded", "agent", json!({"prompt": "let me in"}))
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "echo: let me in (1 messages)");
+
+    // A malformed JSON-RPC body gets an error; the server stays up.
+    let response = client
+        .post(&url)
+        .bearer_auth("s3cret")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body("{this is not json")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_client_error(), "{}", response.status());
+    let again = hub
+        .call("guarded", "agent", json!({"prompt": "still up?"}))
+        .await
+        .unwrap();
+    assert_eq!(again.text, "echo: still up? (1 messages)");
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_sessions_do_not_cross_talk() {
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let configs: Vec<ServerConfig> = (0..50)
+        .map(|i| ServerConfig::http(format!("s{i}"), url.clone()))
+        .collect();
+    let hub = McpHub::start(configs, HubSettings::default());
+    assert!(hub.wait_settled(Duration::from_secs(60)).await);
+    let calls = (0..50).map(|i| {
+        let hub = hub.clone();
+        async move {
+            let first = hub
+                .call(
+                    &format!("s{i}"),
+                    "agent",
+                    json!({"prompt": format!("from s{i}")}),
+                )
+                .await
+                .unwrap();
+            let id = first.structured.unwrap()["conversation_id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let second = hub
+                .call(
+                    &format!("s{i}"),
+                    "reply",
+                    json!({"conversation_id": id, "prompt": format!("again s{i}")}),
+                )
+                .await
+                .unwrap();
+            (i, first.text, id, second.text)
+        }
+    });
+    for (i, first, id, second) in futures::future::join_all(calls).await {
+        assert_eq!(first, format!("echo: from s{i} (1 messages)"));
+        assert_eq!(id, "conv-1", "each session numbers its own conversations");
+        assert_eq!(second, format!("echo: again s{i} (3 messages)"));
+    }
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
+
+/// Never answers; records when its stream is dropped.
+struct Stuck {
+    dropped: Arc<AtomicBool>,
+}
+
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl Provider for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    async fn stream(&self, _request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let flag = DropFlag(Arc::clone(&self.dropped));
+        Ok(Box::pin(futures::stream::once(async move {
+            let _flag = flag;
+            futures::future::pending::<()>().await;
+            Ok(StreamEvent::Finished(StopReason::EndTurn))
+        })))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cancellation_stops_the_served_run() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let server = McpServer::builder(
+        Agent::builder(Stuck {
+            dropped: Arc::clone(&dropped),
+        })
+        .build(),
+    )
+    .build();
+    let handle = server
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let hub = McpHub::start(
+        vec![ServerConfig::http(
+            "slow",
+            format!("http://{}/mcp", handle.local_addr()),
+        )],
+        HubSettings::default(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    // A client-side agent calls the served agent, then is cancelled.
+    let provider = ScriptedProvider::new([ScriptedTurn::new().tool_call(
+        "c",
+        "mcp__slow__agent",
+        json!({"prompt": "think forever"}),
+    )]);
+    let client = Agent::builder(provider)
+        .tool_source(Arc::new(hub.clone()))
+        .policy(kinet_core::ApprovalPolicy::never())
+        .build();
+    let mut run = client.run("go");
+    while let Some(event) = run.next().await {
+        if let AgentEvent::ToolCallStarted { .. } = event {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    run.cancel();
+    let outcome = tokio::time::timeout(Duration::from_secs(5), run.finish())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome.stop, kinet_core::RunStop::Cancelled),
+        "{:?} {:?}",
+        outcome.stop,
+        outcome.conversation.messages
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !dropped.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the served run was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
