@@ -356,6 +356,15 @@ impl Agent {
         }
     }
 
+    /// A copy of this agent asking `handler` for confirmations.
+    pub fn with_confirm_handler(&self, handler: Arc<dyn ConfirmHandler>) -> Agent {
+        let mut config = (*self.config).clone();
+        config.confirm = handler;
+        Agent {
+            config: Arc::new(config),
+        }
+    }
+
     /// The agent's tools (static tools and sources).
     pub fn tools(&self) -> &Toolset {
         &self.config.tools

@@ -7,8 +7,39 @@ use kinet_core::{
 };
 use kinet_mcp::McpServer;
 
-/// Answers "echo: <last user message> (<n> messages)".
+/// Answers "echo: <last user message> (<n> messages)"; a prompt starting
+/// with "write:" makes it call the mutating `save_note` tool first, and it
+/// then reports the tool's result.
 struct Echo;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct SaveArgs {
+    text: String,
+}
+
+/// A mutating tool: each call needs confirmation.
+struct SaveNote;
+
+#[async_trait::async_trait]
+impl kinet_core::Tool for SaveNote {
+    type Args = SaveArgs;
+    fn name(&self) -> &str {
+        "save_note"
+    }
+    fn description(&self) -> &str {
+        "Saves a note."
+    }
+    async fn call(
+        &self,
+        args: SaveArgs,
+        _: &kinet_core::ToolCtx,
+    ) -> Result<kinet_core::ToolOutput, kinet_core::ToolError> {
+        Ok(kinet_core::ToolOutput::text(format!(
+            "saved `{}`",
+            args.text
+        )))
+    }
+}
 
 #[async_trait::async_trait]
 impl Provider for Echo {
@@ -16,22 +47,41 @@ impl Provider for Echo {
         "echo"
     }
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
-        let last = request
-            .messages
-            .last()
-            .map(|m| m.text())
-            .unwrap_or_default();
-        let text = format!("echo: {last} ({} messages)", request.messages.len());
-        Ok(Box::pin(futures::stream::iter([
-            Ok(StreamEvent::TextDelta(text)),
-            Ok(StreamEvent::Finished(StopReason::EndTurn)),
-        ])))
+        let last = request.messages.last();
+        let text = last.map(|m| m.text()).unwrap_or_default();
+        let events = match last {
+            Some(kinet_core::Message::User { .. }) if text.starts_with("write:") => vec![
+                StreamEvent::ToolCallStart {
+                    index: 0,
+                    id: String::new(),
+                    name: "save_note".into(),
+                },
+                StreamEvent::ToolCallArgumentsDelta {
+                    index: 0,
+                    delta: serde_json::json!({"text": text.trim_start_matches("write:").trim()})
+                        .to_string(),
+                },
+                StreamEvent::Finished(StopReason::ToolUse),
+            ],
+            Some(kinet_core::Message::Tool { .. }) => vec![
+                StreamEvent::TextDelta(format!("tool said: {text}")),
+                StreamEvent::Finished(StopReason::EndTurn),
+            ],
+            _ => vec![
+                StreamEvent::TextDelta(format!(
+                    "echo: {text} ({} messages)",
+                    request.messages.len()
+                )),
+                StreamEvent::Finished(StopReason::EndTurn),
+            ],
+        };
+        Ok(Box::pin(futures::stream::iter(events.into_iter().map(Ok))))
     }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = McpServer::builder(Agent::builder(Echo).build())
+    let server = McpServer::builder(Agent::builder(Echo).tool(SaveNote).build())
         .name("kinet-echo")
         .build();
     let args: Vec<String> = std::env::args().collect();

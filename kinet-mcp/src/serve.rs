@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, Conversation, DynTool, RunStop, Tool, ToolCtx, ToolOutput};
+use kinet_core::{
+    Agent, AgentEvent, ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest, Conversation,
+    DynTool, RunStop, Tool, ToolCtx, ToolOutput,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
@@ -380,10 +383,21 @@ impl Session {
             ),
         };
         conversation.push_user(prompt);
-        let agent = match text("cwd") {
+        let mut agent = match text("cwd") {
             Some(cwd) => self.shared.agent.with_cwd(PathBuf::from(cwd)),
             None => self.shared.agent.clone(),
         };
+        // Confirmations go to the client's user when the client can ask them;
+        // otherwise the agent's own handler and policy decide.
+        let client_elicits = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.elicitation.is_some());
+        if client_elicits {
+            agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm {
+                peer: context.peer.clone(),
+            }));
+        }
         let progress_token = context.meta.get_progress_token();
         let mut run = agent.run_with_cancellation(conversation, context.ct.clone());
         let mut step = 0.0;
@@ -444,6 +458,47 @@ impl Session {
             Ok(output) => output_result(output),
             Err(error) => error_result(error.message()),
         }
+    }
+}
+
+/// Asks the MCP client's user to confirm a tool call (MCP elicitation).
+struct ElicitingConfirm {
+    peer: rmcp::service::Peer<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl ConfirmHandler for ElicitingConfirm {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let params: rmcp::model::ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form",
+            "message": format!("The agent wants to run `{}`:\n{}", request.tool, request.summary),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {"type": "boolean", "title": "Allow this call?"}
+                },
+                "required": ["approve"]
+            }
+        }))
+        .map_err(|e| ConfirmError(format!("cannot build the elicitation: {e}")))?;
+        let answer = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| ConfirmError(format!("the client did not answer: {e}")))?;
+        let approved = answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get("approve"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        Ok(match answer.action {
+            rmcp::model::ElicitationAction::Accept if approved => ConfirmDecision::Approve,
+            rmcp::model::ElicitationAction::Cancel => ConfirmDecision::Abort,
+            _ => ConfirmDecision::Deny {
+                reason: Some("declined by the user of the MCP client".into()),
+            },
+        })
     }
 }
 

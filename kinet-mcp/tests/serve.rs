@@ -161,6 +161,16 @@ async fn the_python_sdk_client_lists_and_calls_over_stdio_and_http() {
     .await
     .unwrap();
     assert_eq!(stdio["tools"], json!(["agent", "reply"]));
+    // The served agent's mutating tool call was confirmed by the client's
+    // user through MCP elicitation.
+    assert_eq!(stdio["written"], "tool said: saved `buy milk`", "{stdio}");
+    assert!(
+        stdio["asked"][0]
+            .as_str()
+            .unwrap()
+            .contains("wants to run `save_note`"),
+        "{stdio}"
+    );
     expect(stdio);
 
     let handle = echo_server()
