@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod codex;
+mod plugins;
+
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerTransport {
@@ -130,7 +133,7 @@ impl ServerConfig {
         )
     }
 
-    fn new(name: impl Into<String>, transport: ServerTransport) -> Self {
+    pub(super) fn new(name: impl Into<String>, transport: ServerTransport) -> Self {
         Self {
             name: name.into(),
             transport,
@@ -264,7 +267,7 @@ impl Discovery {
         self
     }
 
-    fn var(&self, name: &str) -> Option<String> {
+    pub(super) fn var(&self, name: &str) -> Option<String> {
         match &self.env {
             Some(env) => env.get(name).cloned(),
             None => std::env::var(name).ok(),
@@ -417,7 +420,7 @@ impl Discovery {
 
     /// Reads `{key: {name: entry}}` (or, with `key` absent, `{name: entry}`
     /// when `bare` is allowed).
-    fn servers_from_json(
+    pub(super) fn servers_from_json(
         &self,
         json: &Value,
         key: &str,
@@ -501,7 +504,7 @@ impl Discovery {
     }
 
     /// `${VAR}`, `${VAR:-default}` and, inside plugins, `${CLAUDE_PLUGIN_ROOT}`.
-    fn expand(&self, text: &str, plugin_root: Option<&Path>) -> String {
+    pub(super) fn expand(&self, text: &str, plugin_root: Option<&Path>) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(start) = rest.find("${") {
@@ -531,239 +534,6 @@ impl Discovery {
         out.push_str(rest);
         out
     }
-
-    fn codex(&self, file: &Path, found: &mut Collected) {
-        let Some(text) = found.read(file) else { return };
-        let parsed: toml::Table = match text.parse() {
-            Ok(parsed) => parsed,
-            Err(error) => {
-                found.problem(file, format!("invalid TOML: {error}"));
-                return;
-            }
-        };
-        let Some(servers) = parsed.get("mcp_servers") else {
-            return;
-        };
-        let Some(servers) = servers.as_table() else {
-            found.problem(file, "`mcp_servers` is not a table".into());
-            return;
-        };
-        for (name, entry) in servers {
-            match self.codex_entry(entry) {
-                Ok(mut server) => {
-                    server.name = name.clone();
-                    server.source = ConfigSource::Codex(file.to_path_buf());
-                    found.insert(server);
-                }
-                Err(message) => found.problem(file, format!("server `{name}`: {message}")),
-            }
-        }
-    }
-
-    fn codex_entry(&self, entry: &toml::Value) -> Result<ServerConfig, String> {
-        let table = entry.as_table().ok_or("not a table")?;
-        let string = |key: &str| -> Result<Option<String>, String> {
-            match table.get(key) {
-                None => Ok(None),
-                Some(toml::Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(format!("`{key}` must be a string, found {other}")),
-            }
-        };
-        let strings = |key: &str| -> Result<Option<Vec<String>>, String> {
-            match table.get(key) {
-                None => Ok(None),
-                Some(toml::Value::Array(items)) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| format!("`{key}` must hold strings"))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(Some),
-                Some(other) => Err(format!("`{key}` must be an array, found {other}")),
-            }
-        };
-        let string_map = |key: &str| -> Result<BTreeMap<String, String>, String> {
-            match table.get(key) {
-                None => Ok(BTreeMap::new()),
-                Some(toml::Value::Table(t)) => t
-                    .iter()
-                    .map(|(k, v)| {
-                        v.as_str()
-                            .map(|v| (k.clone(), v.to_owned()))
-                            .ok_or_else(|| format!("`{key}.{k}` must be a string"))
-                    })
-                    .collect(),
-                Some(other) => Err(format!("`{key}` must be a table, found {other}")),
-            }
-        };
-        let seconds = |key: &str| -> Result<Option<Duration>, String> {
-            match table.get(key) {
-                None => Ok(None),
-                Some(toml::Value::Integer(n)) if *n >= 0 => {
-                    Ok(Some(Duration::from_secs(n.unsigned_abs())))
-                }
-                Some(toml::Value::Float(f)) if f.is_finite() && *f >= 0.0 => {
-                    Ok(Some(Duration::from_secs_f64(*f)))
-                }
-                Some(other) => Err(format!(
-                    "`{key}` must be a number of seconds, found {other}"
-                )),
-            }
-        };
-        let transport = match (string("url")?, string("command")?) {
-            (Some(url), _) => {
-                let mut headers = string_map("http_headers")?;
-                for (header, var) in string_map("env_http_headers")? {
-                    if let Some(value) = self.var(&var) {
-                        headers.insert(header, value);
-                    }
-                }
-                let bearer_token =
-                    match string("bearer_token_env_var")? {
-                        Some(var) => Some(self.var(&var).ok_or_else(|| {
-                            format!("the bearer token variable `{var}` is not set")
-                        })?),
-                        None => None,
-                    };
-                ServerTransport::Http {
-                    url,
-                    headers,
-                    bearer_token,
-                }
-            }
-            (None, Some(command)) => ServerTransport::Stdio {
-                command,
-                args: strings("args")?.unwrap_or_default(),
-                env: string_map("env")?,
-                cwd: string("cwd")?.map(PathBuf::from),
-            },
-            (None, None) => return Err("neither `command` nor `url` is set".into()),
-        };
-        let mut server = ServerConfig::new(String::new(), transport);
-        server.enabled = match table.get("enabled") {
-            None => true,
-            Some(toml::Value::Boolean(b)) => *b,
-            Some(other) => return Err(format!("`enabled` must be true or false, found {other}")),
-        };
-        server.startup_timeout = seconds("startup_timeout_sec")?;
-        server.tool_timeout = seconds("tool_timeout_sec")?;
-        server.enabled_tools = strings("enabled_tools")?;
-        server.disabled_tools = strings("disabled_tools")?.unwrap_or_default();
-        Ok(server)
-    }
-
-    /// Installed Claude Code plugins: `~/.claude/plugins/installed_plugins.json`
-    /// lists them with their install paths; each may declare servers in
-    /// `.mcp.json` at its root or in `.claude-plugin/plugin.json`
-    /// (`mcpServers`, inline or as a path). Plugins disabled in
-    /// `~/.claude/settings.json` (`enabledPlugins`) are skipped.
-    fn plugins(&self, home: &Path, found: &mut Collected) {
-        let list = home.join(".claude/plugins/installed_plugins.json");
-        let Some(json) = found.read_json(&list) else {
-            return;
-        };
-        let settings = found.read_json(&home.join(".claude/settings.json"));
-        let disabled = |plugin: &str| {
-            settings
-                .as_ref()
-                .and_then(|s| s.get("enabledPlugins"))
-                .and_then(|e| e.get(plugin))
-                .and_then(Value::as_bool)
-                == Some(false)
-        };
-        let Some(plugins) = json.get("plugins").and_then(Value::as_object) else {
-            found.problem(&list, "`plugins` is missing or not an object".into());
-            return;
-        };
-        for (plugin, installs) in plugins {
-            if disabled(plugin) {
-                continue;
-            }
-            let install = match installs {
-                Value::Array(items) => items.last(),
-                other => Some(other),
-            };
-            let Some(root) = install
-                .and_then(|i| i.get("installPath"))
-                .and_then(Value::as_str)
-                .map(PathBuf::from)
-            else {
-                found.problem(&list, format!("plugin `{plugin}` has no installPath"));
-                continue;
-            };
-            let mcp_json = root.join(".mcp.json");
-            if let Some(json) = found.read_json(&mcp_json) {
-                let source = ConfigSource::ClaudePlugin {
-                    plugin: plugin.clone(),
-                    file: mcp_json.clone(),
-                };
-                if json.get("mcpServers").is_some() {
-                    self.servers_from_json(
-                        &json,
-                        "mcpServers",
-                        &source,
-                        &mcp_json,
-                        Some(&root),
-                        found,
-                    );
-                } else {
-                    let wrapped = serde_json::json!({ "mcpServers": json });
-                    self.servers_from_json(
-                        &wrapped,
-                        "mcpServers",
-                        &source,
-                        &mcp_json,
-                        Some(&root),
-                        found,
-                    );
-                }
-            }
-            let manifest = root.join(".claude-plugin/plugin.json");
-            if let Some(json) = found.read_json(&manifest) {
-                match json.get("mcpServers") {
-                    Some(Value::String(path)) => {
-                        let file = root.join(self.expand(path, Some(&root)));
-                        if let Some(servers) = found.read_json(&file) {
-                            let source = ConfigSource::ClaudePlugin {
-                                plugin: plugin.clone(),
-                                file: file.clone(),
-                            };
-                            let servers = if servers.get("mcpServers").is_some() {
-                                servers
-                            } else {
-                                serde_json::json!({ "mcpServers": servers })
-                            };
-                            self.servers_from_json(
-                                &servers,
-                                "mcpServers",
-                                &source,
-                                &file,
-                                Some(&root),
-                                found,
-                            );
-                        }
-                    }
-                    Some(_) => {
-                        let source = ConfigSource::ClaudePlugin {
-                            plugin: plugin.clone(),
-                            file: manifest.clone(),
-                        };
-                        self.servers_from_json(
-                            &json,
-                            "mcpServers",
-                            &source,
-                            &manifest,
-                            Some(&root),
-                            found,
-                        );
-                    }
-                    None => {}
-                }
-            }
-        }
-    }
 }
 
 /// The user's approval of project servers.
@@ -783,7 +553,7 @@ impl Approval {
 
 /// Servers by name, and problems, as sources are read.
 #[derive(Default)]
-struct Collected {
+pub(super) struct Collected {
     servers: BTreeMap<String, ServerConfig>,
     problems: Vec<SourceProblem>,
     /// Files already parsed (each file is read, and reported, once).
@@ -791,11 +561,11 @@ struct Collected {
 }
 
 impl Collected {
-    fn insert(&mut self, server: ServerConfig) {
+    pub(super) fn insert(&mut self, server: ServerConfig) {
         self.servers.insert(server.name.clone(), server);
     }
 
-    fn problem(&mut self, file: &Path, message: String) {
+    pub(super) fn problem(&mut self, file: &Path, message: String) {
         self.problems.push(SourceProblem {
             file: file.to_path_buf(),
             message,
@@ -804,7 +574,7 @@ impl Collected {
 
     /// The file's text; `None` when it does not exist (not a problem) or
     /// cannot be read (a problem).
-    fn read(&mut self, file: &Path) -> Option<String> {
+    pub(super) fn read(&mut self, file: &Path) -> Option<String> {
         match std::fs::read_to_string(file) {
             Ok(text) => Some(text),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
@@ -815,7 +585,7 @@ impl Collected {
         }
     }
 
-    fn read_json(&mut self, file: &Path) -> Option<Value> {
+    pub(super) fn read_json(&mut self, file: &Path) -> Option<Value> {
         if let Some(parsed) = self.parsed.get(file) {
             return parsed.clone();
         }
