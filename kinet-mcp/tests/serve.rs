@@ -518,3 +518,42 @@ async fn a_client_cancellation_stops_the_served_run() {
     hub.shutdown().await;
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_beyond_the_limit_get_a_busy_error() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let server = McpServer::builder(Agent::builder(Stuck { dropped }).build())
+        .max_concurrent_runs(1)
+        .build();
+    let handle = server
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let hub = McpHub::start(
+        vec![
+            ServerConfig::http("a", url.clone()),
+            ServerConfig::http("b", url),
+        ],
+        HubSettings::default(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let first = {
+        let hub = hub.clone();
+        tokio::spawn(async move { hub.call("a", "agent", json!({"prompt": "long"})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let busy = hub
+        .call("b", "agent", json!({"prompt": "me too"}))
+        .await
+        .unwrap_err();
+    assert!(
+        busy.message()
+            .contains("busy: 1 agent runs are in progress"),
+        "{}",
+        busy.message()
+    );
+    first.abort();
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
