@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{
     Flow, HttpClient, HttpSettings, SseDecoder, error_details, error_from_stream, insert_header,
-    sse_stream,
+    sse_stream, typed_event,
 };
 use super::sse::SseEvent;
 use crate::message::{ContentPart, Message};
@@ -320,21 +320,14 @@ impl SseDecoder for MessagesDecoder {
         event: SseEvent,
         out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
     ) -> Flow {
-        let data: Value = match serde_json::from_str(&event.data) {
-            Ok(data) => data,
+        let (data, kind) = match typed_event(&event) {
+            Ok(parsed) => parsed,
             Err(error) => {
-                out.push_back(Err(ProviderError::Stream(format!(
-                    "unparseable `{}` event ({error})",
-                    event.event
-                ))));
+                out.push_back(Err(error));
                 return Flow::Done;
             }
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.event);
-        match kind {
+        match kind.as_str() {
             "message_start" => {
                 if let Some(usage) = data.pointer("/message/usage") {
                     self.read_usage(usage);

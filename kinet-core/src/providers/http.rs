@@ -309,6 +309,21 @@ pub(crate) trait SseDecoder: Send + 'static {
     fn end(&mut self, out: &mut VecDeque<Result<StreamEvent, ProviderError>>);
 }
 
+/// Parses the JSON of an event whose payload names its own `type` (the
+/// Anthropic and Responses streams), falling back to the SSE `event:` field.
+/// Returns the payload and that type.
+pub(crate) fn typed_event(event: &SseEvent) -> Result<(serde_json::Value, String), ProviderError> {
+    let data: serde_json::Value = serde_json::from_str(&event.data).map_err(|error| {
+        ProviderError::Stream(format!("unparseable `{}` event ({error})", event.event))
+    })?;
+    let kind = data
+        .get("type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(&event.event)
+        .to_owned();
+    Ok((data, kind))
+}
+
 struct SseState<D> {
     body: Pin<Box<dyn Stream<Item = reqwest::Result<Vec<u8>>> + Send>>,
     parser: SseParser,

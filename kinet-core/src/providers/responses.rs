@@ -8,7 +8,9 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::http::insert_sampling;
-use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream, sse_stream};
+use super::http::{
+    Flow, HttpClient, SseDecoder, error_details, error_from_stream, sse_stream, typed_event,
+};
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
 use crate::message::{ContentPart, Message};
@@ -199,27 +201,20 @@ impl SseDecoder for ResponsesDecoder {
         event: SseEvent,
         out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
     ) -> Flow {
-        let data: Value = match serde_json::from_str(&event.data) {
-            Ok(data) => data,
+        let (data, kind) = match typed_event(&event) {
+            Ok(parsed) => parsed,
             Err(error) => {
-                out.push_back(Err(ProviderError::Stream(format!(
-                    "unparseable `{}` event ({error})",
-                    event.event
-                ))));
+                out.push_back(Err(error));
                 return Flow::Done;
             }
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(&event.event);
         let text = |key: &str| {
             data.get(key)
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
         };
-        match kind {
+        match kind.as_str() {
             "response.output_text.delta" => {
                 out.push_back(Ok(StreamEvent::TextDelta(text("delta"))))
             }
