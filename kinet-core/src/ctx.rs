@@ -313,6 +313,15 @@ impl ToolCtx {
         workspace::resolve(&self.shared.cwd, &self.shared.roots, path)
     }
 
+    /// [`resolve_path`](Self::resolve_path) for an optional path argument:
+    /// no path means the working directory.
+    pub fn resolve_path_or_cwd(&self, path: Option<&str>) -> Result<PathBuf, ToolError> {
+        match path {
+            Some(path) => self.resolve_path(path),
+            None => Ok(self.shared.cwd.clone()),
+        }
+    }
+
     /// Asks the confirmation handler directly (the engine already asks before
     /// mutating calls; use this for a second, specific question). Errors,
     /// timeouts and cancellation deny.

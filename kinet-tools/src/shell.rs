@@ -142,10 +142,7 @@ impl Tool for ShellTool {
     }
 
     async fn confirm_summary(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<String> {
-        let dir = match &args.cwd {
-            Some(cwd) => ctx.resolve_path(cwd).ok()?,
-            None => ctx.cwd().to_path_buf(),
-        };
+        let dir = ctx.resolve_path_or_cwd(args.cwd.as_deref()).ok()?;
         Some(format!("$ {}\n(in {})", args.command, dir.display()))
     }
 
@@ -153,10 +150,7 @@ impl Tool for ShellTool {
         if args.command.trim().is_empty() {
             return Err(ToolError::invalid_arguments("the command is empty"));
         }
-        let dir = match &args.cwd {
-            Some(cwd) => ctx.resolve_path(cwd)?,
-            None => ctx.cwd().to_path_buf(),
-        };
+        let dir = ctx.resolve_path_or_cwd(args.cwd.as_deref())?;
         if !dir.is_dir() {
             return Err(ToolError::not_found(format!(
                 "the directory `{}` does not exist",

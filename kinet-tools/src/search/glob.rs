@@ -82,10 +82,7 @@ impl Tool for GlobTool {
     }
 
     async fn call(&self, args: GlobArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let root = match &args.path {
-            Some(path) => ctx.resolve_path(path)?,
-            None => ctx.cwd().to_path_buf(),
-        };
+        let root = ctx.resolve_path_or_cwd(args.path.as_deref())?;
         let cwd = ctx.cwd().to_path_buf();
         let config = self.config.clone();
         let cancel = ctx.cancellation().clone();
