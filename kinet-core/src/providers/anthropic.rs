@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{
     Flow, HttpClient, HttpSettings, SseDecoder, error_details, error_from_stream, insert_header,
-    sse_stream, typed_event,
+    typed_event,
 };
 use super::sse::SseEvent;
 use crate::message::{ContentPart, Message};
@@ -136,15 +136,10 @@ impl Provider for AnthropicProvider {
 
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let body = messages_body(&request, &self.config);
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::Stream(format!("cannot encode the request: {e}")))?;
         let url = format!("{}/v1/messages", self.config.base_url.trim_end_matches('/'));
-        let response = self.http.post(&url, &self.headers, body).await?;
-        Ok(sse_stream(
-            response,
-            MessagesDecoder::default(),
-            self.http.settings.idle_timeout,
-        ))
+        self.http
+            .stream_sse(&url, &self.headers, &body, MessagesDecoder::default())
+            .await
     }
 }
 

@@ -60,9 +60,24 @@ impl HttpClient {
         Ok(Self { client, settings })
     }
 
+    /// Encodes `body`, POSTs it (with retries) and streams the SSE answer
+    /// through `decoder`: what every provider's `stream` does.
+    pub(crate) async fn stream_sse<D: SseDecoder>(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: &serde_json::Value,
+        decoder: D,
+    ) -> Result<ProviderStream, ProviderError> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| ProviderError::Stream(format!("cannot encode the request: {e}")))?;
+        let response = self.post(url, headers, body).await?;
+        Ok(sse_stream(response, decoder, self.settings.idle_timeout))
+    }
+
     /// POSTs a JSON body, retrying as the settings say, and returns the
     /// successful response (its body not yet read).
-    pub(crate) async fn post(
+    async fn post(
         &self,
         url: &str,
         headers: &HeaderMap,
@@ -336,7 +351,7 @@ struct SseState<D> {
 /// Streams a successful SSE response through `decoder`. Ends after the
 /// decoder says `Done`, after the first error, or when no bytes come for the
 /// idle timeout. Dropping the stream closes the connection.
-pub(crate) fn sse_stream<D: SseDecoder>(
+fn sse_stream<D: SseDecoder>(
     response: reqwest::Response,
     decoder: D,
     idle: Duration,

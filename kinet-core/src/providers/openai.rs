@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::http::{
     Flow, HttpClient, HttpSettings, SseDecoder, error_details, error_from_stream, insert_header,
-    insert_sampling, sse_stream,
+    insert_sampling,
 };
 use super::sse::SseEvent;
 use crate::message::{ContentPart, ImagePart, Message};
@@ -171,15 +171,10 @@ impl Provider for OpenAiProvider {
 
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let body = chat_body(&request, &self.config);
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::Stream(format!("cannot encode the request: {e}")))?;
         let url = self.config.endpoint("chat/completions");
-        let response = self.http.post(&url, &self.headers, body).await?;
-        Ok(sse_stream(
-            response,
-            ChatDecoder::default(),
-            self.http.settings.idle_timeout,
-        ))
+        self.http
+            .stream_sse(&url, &self.headers, &body, ChatDecoder::default())
+            .await
     }
 }
 

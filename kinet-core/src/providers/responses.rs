@@ -8,9 +8,7 @@ use reqwest::header::HeaderMap;
 use serde_json::{Map, Value, json};
 
 use super::http::insert_sampling;
-use super::http::{
-    Flow, HttpClient, SseDecoder, error_details, error_from_stream, sse_stream, typed_event,
-};
+use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream, typed_event};
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
 use crate::message::{ContentPart, Message};
@@ -46,15 +44,10 @@ impl Provider for OpenAiResponsesProvider {
 
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let body = responses_body(&request, &self.config);
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| ProviderError::Stream(format!("cannot encode the request: {e}")))?;
         let url = self.config.endpoint("responses");
-        let response = self.http.post(&url, &self.headers, body).await?;
-        Ok(sse_stream(
-            response,
-            ResponsesDecoder::default(),
-            self.http.settings.idle_timeout,
-        ))
+        self.http
+            .stream_sse(&url, &self.headers, &body, ResponsesDecoder::default())
+            .await
     }
 }
 
