@@ -318,15 +318,7 @@ impl MemoryStore {
                     .prepare("SELECT label, value, char_limit, read_only, description FROM blocks ORDER BY label")
                     .map_err(sql)?;
                 let rows = statement
-                    .query_map([], |row| {
-                        Ok(Block {
-                            label: row.get(0)?,
-                            value: row.get(1)?,
-                            limit: usize::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
-                            read_only: row.get(3)?,
-                            description: row.get(4)?,
-                        })
-                    })
+                    .query_map([], block_from_row)
                     .map_err(sql)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(sql)
             })
@@ -409,15 +401,7 @@ impl MemoryStore {
                     .query_row(
                         "SELECT label, value, char_limit, read_only, description FROM blocks WHERE label = ?1",
                         params![label],
-                        |row| {
-                            Ok(Block {
-                                label: row.get(0)?,
-                                value: row.get(1)?,
-                                limit: usize::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
-                                read_only: row.get(3)?,
-                                description: row.get(4)?,
-                            })
-                        },
+                        block_from_row,
                     )
                     .optional()
                     .map_err(sql)?;
@@ -553,5 +537,17 @@ pub(crate) fn row_to_triple(row: &rusqlite::Row<'_>) -> rusqlite::Result<Triple>
         source: row.get(4)?,
         valid_from: row.get(5)?,
         valid_to: row.get(6)?,
+    })
+}
+
+/// A `blocks` row selected as `label, value, char_limit, read_only,
+/// description`.
+fn block_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Block> {
+    Ok(Block {
+        label: row.get(0)?,
+        value: row.get(1)?,
+        limit: usize::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+        read_only: row.get(3)?,
+        description: row.get(4)?,
     })
 }
