@@ -39,6 +39,17 @@ pub struct SkillRegistry {
     problems: Vec<SkillProblem>,
 }
 
+/// A finished block scalar (`key`, folded with `>`?, its lines) as a field:
+/// folded lines join with spaces, literal ones with newlines.
+fn block_scalar((key, folded, lines): (String, bool, Vec<String>)) -> (String, String) {
+    let joined = if folded {
+        lines.join(" ")
+    } else {
+        lines.join("\n")
+    };
+    (key, joined.trim().to_owned())
+}
+
 /// Parses a `SKILL.md`: front matter between `---` lines with `key: value`
 /// entries (values may be quoted, or block scalars with `|` or `>`), then
 /// the body.
@@ -63,13 +74,8 @@ pub fn parse_skill(text: &str, dir: &Path) -> Result<Skill, String> {
             collected.push(line.trim().to_owned());
             continue;
         }
-        if let Some((key, folded, collected)) = block.take() {
-            let joined = if folded {
-                collected.join(" ")
-            } else {
-                collected.join("\n")
-            };
-            fields.push((key, joined.trim().to_owned()));
+        if let Some(finished) = block.take() {
+            fields.push(block_scalar(finished));
         }
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
@@ -94,13 +100,8 @@ pub fn parse_skill(text: &str, dir: &Path) -> Result<Skill, String> {
             }
         }
     }
-    if let Some((key, folded, collected)) = block.take() {
-        let joined = if folded {
-            collected.join(" ")
-        } else {
-            collected.join("\n")
-        };
-        fields.push((key, joined.trim().to_owned()));
+    if let Some(finished) = block.take() {
+        fields.push(block_scalar(finished));
     }
     if !closed {
         return Err("the front matter is not closed with a `---` line".into());
