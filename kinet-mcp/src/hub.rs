@@ -10,9 +10,10 @@ use kinet_core::{
 };
 use rmcp::ServiceError;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult,
 };
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -389,25 +390,11 @@ impl McpTool {
                 biased;
                 result = &mut response => break result,
                 _ = &mut deadline => {
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        peer.notify_cancelled(CancelledNotificationParam::new(
-                            Some(id),
-                            Some("timed out".into()),
-                        )),
-                    )
-                    .await;
+                    tell_cancelled(&peer, id, "timed out").await;
                     break Err(ServiceError::Timeout { timeout: self.timeout });
                 }
                 _ = ctx.cancellation().cancelled() => {
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        peer.notify_cancelled(CancelledNotificationParam::new(
-                            Some(id),
-                            Some("cancelled by the client".into()),
-                        )),
-                    )
-                    .await;
+                    tell_cancelled(&peer, id, "cancelled by the client").await;
                     return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
                 }
                 update = progress.next() => if let Some(update) = update {
@@ -527,4 +514,11 @@ impl PreparedCall for McpCall {
     async fn call(self: Box<Self>, ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
         self.tool.invoke(self.arguments, &ctx).await
     }
+}
+
+/// Tells the server a request is cancelled, waiting at most a second: a
+/// server that does not read its input must not hold the call up.
+async fn tell_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
+    let notice = CancelledNotificationParam::new(Some(id), Some(reason.into()));
+    let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(notice)).await;
 }
