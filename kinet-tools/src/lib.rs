@@ -17,6 +17,16 @@
 //! | [`LoadSkillTool`] `load_skill` (+ [`SkillsHook`]) | `skills` | yes |
 //! | [`WebFetchTool`] `web_fetch`, [`WebSearchTool`] `web_search` | `web` | yes |
 //!
+//! Vendor integrations in [`integrations`] (off by default, not in
+//! [`default_tools`]; each needs the vendor's credentials):
+//!
+//! | tool | feature | read-only |
+//! |---|---|---|
+//! | `video_gen` (MiniMax text-to-video) | `integrations-minimax` | no |
+//! | `feishu_send_file` (Feishu / Lark) | `integrations-feishu` | no |
+//! | `wecom_send_file` | `integrations-wecom` | no |
+//! | `wecom_approval_list`, `wecom_approval_detail` | `integrations-wecom` | yes |
+//!
 //! File tools resolve paths against the context's working directory and
 //! refuse paths outside its workspace roots (`..` and symlinks included).
 //!
@@ -47,6 +57,12 @@ mod agents;
 mod files;
 #[cfg(feature = "git")]
 mod git;
+#[cfg(any(
+    feature = "integrations-minimax",
+    feature = "integrations-feishu",
+    feature = "integrations-wecom"
+))]
+pub mod integrations;
 #[cfg(feature = "search")]
 mod search;
 #[cfg(feature = "shell")]

@@ -1,0 +1,153 @@
+//! What the messaging clients (Feishu, WeCom) share: cached access tokens
+//! with one refresh on the vendor's "token expired" codes, and files read
+//! for upload after a size check.
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kinet_core::CancellationToken;
+use tokio::time::Instant;
+
+use super::common::{IntegrationError, Secret};
+
+/// Where a service gets its access token, and which error codes mean the
+/// token went stale before its announced expiry.
+#[async_trait]
+pub(crate) trait TokenSource: Send + Sync {
+    /// The cache this source fills.
+    fn token_cache(&self) -> &TokenCache;
+    /// Error codes that mean "fetch a new token and try again".
+    fn expired_codes(&self) -> &'static [i64];
+    /// Fetches a fresh token and how long it is valid.
+    async fn fetch_token(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<(Secret, Duration), IntegrationError>;
+}
+
+/// One cached access token. Concurrent callers share one fetch; a token is
+/// renewed a little before its expiry (a quarter of its lifetime, at most
+/// five minutes early).
+#[derive(Default)]
+pub(crate) struct TokenCache {
+    slot: tokio::sync::Mutex<Option<(Secret, Instant)>>,
+}
+
+impl TokenCache {
+    async fn get(
+        &self,
+        source: &(impl TokenSource + ?Sized),
+        cancel: &CancellationToken,
+    ) -> Result<Secret, IntegrationError> {
+        let mut slot = self.slot.lock().await;
+        if let Some((token, renew_at)) = slot.as_ref()
+            && Instant::now() < *renew_at
+        {
+            return Ok(token.clone());
+        }
+        let (token, lifetime) = source.fetch_token(cancel).await?;
+        let early = (lifetime / 4).min(Duration::from_secs(300));
+        *slot = Some((
+            token.clone(),
+            Instant::now() + lifetime.saturating_sub(early),
+        ));
+        Ok(token)
+    }
+
+    /// Forgets `stale` (and only it: another caller may have renewed it).
+    async fn invalidate(&self, stale: &Secret) {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|(token, _)| token == stale) {
+            *slot = None;
+        }
+    }
+}
+
+/// Runs `op` with the current token; when the vendor says the token is
+/// stale, fetches a new one and runs `op` once more.
+pub(crate) async fn with_token<S, T, F, Fut>(
+    source: &S,
+    cancel: &CancellationToken,
+    op: F,
+) -> Result<T, IntegrationError>
+where
+    S: TokenSource + ?Sized,
+    F: Fn(Secret) -> Fut,
+    Fut: Future<Output = Result<T, IntegrationError>>,
+{
+    let cache = source.token_cache();
+    let token = cache.get(source, cancel).await?;
+    match op(token.clone()).await {
+        Err(IntegrationError::Vendor { code, .. }) if source.expired_codes().contains(&code) => {
+            cache.invalidate(&token).await;
+            let token = cache.get(source, cancel).await?;
+            op(token).await
+        }
+        other => other,
+    }
+}
+
+/// A file read for upload.
+pub(crate) struct Upload {
+    pub(crate) file_name: String,
+    /// Cheaply clonable: a retry with a fresh token sends them again.
+    pub(crate) bytes: bytes::Bytes,
+}
+
+impl Upload {
+    /// The file as a multipart part with a known length.
+    pub(crate) fn part(&self) -> reqwest::multipart::Part {
+        let length = self.bytes.len() as u64;
+        reqwest::multipart::Part::stream_with_length(self.bytes.clone(), length)
+            .file_name(self.file_name.clone())
+    }
+}
+
+/// Reads `path` for upload after checking its size against the vendor's
+/// limits, so an oversized file is refused before anything is sent.
+pub(crate) async fn read_upload(
+    service: &'static str,
+    path: &Path,
+    min: u64,
+    limit: u64,
+) -> Result<Upload, IntegrationError> {
+    let io = |source| IntegrationError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = tokio::fs::metadata(path).await.map_err(io)?;
+    if !meta.is_file() {
+        return Err(IntegrationError::Config(format!(
+            "{}: not a regular file",
+            path.display()
+        )));
+    }
+    let size = meta.len();
+    if size > limit {
+        return Err(IntegrationError::TooLarge {
+            service,
+            path: path.to_path_buf(),
+            size,
+            limit,
+        });
+    }
+    if size < min {
+        return Err(IntegrationError::TooSmall {
+            service,
+            path: path.to_path_buf(),
+            size,
+            min,
+        });
+    }
+    let bytes = tokio::fs::read(path).await.map_err(io)?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".to_owned());
+    Ok(Upload {
+        file_name,
+        bytes: bytes.into(),
+    })
+}
