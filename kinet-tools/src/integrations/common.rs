@@ -283,6 +283,16 @@ impl Vendor {
     }
 }
 
+/// The `(code, message)` of a JSON error envelope: `{"code": 0, "msg": ""}`
+/// and the like, under the vendor's own field names.
+pub(crate) fn envelope(body: &Value, code: &str, message: &str) -> Option<(i64, String)> {
+    let text = body
+        .get(message)
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Some((body.get(code)?.as_i64()?, text.to_owned()))
+}
+
 /// An HTTP client with the settings every vendor client uses.
 pub(crate) fn http_client(timeout: Duration) -> reqwest::Client {
     reqwest::Client::builder()

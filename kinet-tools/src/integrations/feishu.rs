@@ -8,22 +8,16 @@ use async_trait::async_trait;
 use kinet_core::{CancellationToken, Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::common::{IntegrationError, Secret, Vendor, endpoint, http_client, human_size};
-use super::messaging::{TokenCache, TokenSource, read_upload, with_token};
+use super::common::{
+    IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
+};
+use super::messaging::{OneOf, TokenCache, TokenSource, one_of, read_upload, with_token};
 
 const FEISHU: Vendor = Vendor {
     service: "Feishu",
-    code_of: |body| {
-        Some((
-            body.get("code")?.as_i64()?,
-            body.get("msg")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        ))
-    },
+    code_of: |body| envelope(body, "code", "msg"),
 };
 
 /// The im file upload limit.
@@ -298,13 +292,11 @@ impl FeishuSendFileTool {
 }
 
 fn recipient(args: &FeishuSendFileArgs) -> Result<FeishuRecipient, ToolError> {
-    match (&args.chat_id, &args.open_id) {
-        (Some(chat), None) if !chat.trim().is_empty() => Ok(FeishuRecipient::Chat(chat.clone())),
-        (None, Some(user)) if !user.trim().is_empty() => Ok(FeishuRecipient::User(user.clone())),
-        _ => Err(ToolError::invalid_arguments(
-            "give exactly one of chat_id (a group chat, oc_...) and open_id (a user, ou_...)",
-        )),
-    }
+    let hint = "chat_id (a group chat, oc_...) and open_id (a user, ou_...)";
+    Ok(match one_of(&args.chat_id, &args.open_id, hint)? {
+        OneOf::First(chat) => FeishuRecipient::Chat(chat.to_owned()),
+        OneOf::Second(user) => FeishuRecipient::User(user.to_owned()),
+    })
 }
 
 #[async_trait]

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::CancellationToken;
+use kinet_core::{CancellationToken, ToolError};
 use tokio::time::Instant;
 
 use super::common::{IntegrationError, Secret};
@@ -150,4 +150,27 @@ pub(crate) async fn read_upload(
         file_name,
         bytes: bytes.into(),
     })
+}
+
+/// Which of two alternative recipient arguments was given.
+pub(crate) enum OneOf<'a> {
+    First(&'a str),
+    Second(&'a str),
+}
+
+/// Exactly one of two optional, non-blank arguments; `hint` names them for
+/// the model otherwise.
+pub(crate) fn one_of<'a>(
+    first: &'a Option<String>,
+    second: &'a Option<String>,
+    hint: &str,
+) -> Result<OneOf<'a>, ToolError> {
+    let given = |v: &'a Option<String>| v.as_deref().filter(|s| !s.trim().is_empty());
+    match (given(first), given(second)) {
+        (Some(first), None) => Ok(OneOf::First(first)),
+        (None, Some(second)) => Ok(OneOf::Second(second)),
+        _ => Err(ToolError::invalid_arguments(format!(
+            "give exactly one of {hint}"
+        ))),
+    }
 }

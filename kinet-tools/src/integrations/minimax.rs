@@ -12,20 +12,13 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
-use super::common::{IntegrationError, Secret, Vendor, endpoint, http_client, human_size};
+use super::common::{
+    IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
+};
 
 const MINIMAX: Vendor = Vendor {
     service: "MiniMax",
-    code_of: |body| {
-        let base = body.get("base_resp")?;
-        Some((
-            base.get("status_code")?.as_i64()?,
-            base.get("status_msg")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        ))
-    },
+    code_of: |body| envelope(body.get("base_resp")?, "status_code", "status_msg"),
 };
 
 /// Settings of `video_gen`. Every field documents its default.
@@ -209,18 +202,28 @@ impl VideoGenTool {
         Ok(created.task_id)
     }
 
+    /// GETs `api?name=value` with the key and decodes the answer.
+    async fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        api: &'static str,
+        query: (&str, &str),
+        cancel: &CancellationToken,
+    ) -> Result<T, IntegrationError> {
+        let request = self
+            .http
+            .get(self.api(api))
+            .query(&[query])
+            .bearer_auth(self.config.api_key.expose());
+        MINIMAX.decode(api, MINIMAX.call(api, request, cancel).await?)
+    }
+
     async fn query_task(
         &self,
         task_id: &str,
         cancel: &CancellationToken,
     ) -> Result<TaskStatus, IntegrationError> {
-        const API: &str = "/v1/query/video_generation";
-        let request = self
-            .http
-            .get(self.api(API))
-            .query(&[("task_id", task_id)])
-            .bearer_auth(self.config.api_key.expose());
-        MINIMAX.decode(API, MINIMAX.call(API, request, cancel).await?)
+        self.get("/v1/query/video_generation", ("task_id", task_id), cancel)
+            .await
     }
 
     /// Polls until the task succeeds (its status) or fails (an error).
@@ -290,14 +293,9 @@ impl VideoGenTool {
         file_id: &str,
         cancel: &CancellationToken,
     ) -> Result<String, IntegrationError> {
-        const API: &str = "/v1/files/retrieve";
-        let request = self
-            .http
-            .get(self.api(API))
-            .query(&[("file_id", file_id)])
-            .bearer_auth(self.config.api_key.expose());
-        let retrieved: RetrievedFile =
-            MINIMAX.decode(API, MINIMAX.call(API, request, cancel).await?)?;
+        let retrieved: RetrievedFile = self
+            .get("/v1/files/retrieve", ("file_id", file_id), cancel)
+            .await?;
         Ok(retrieved.file.download_url)
     }
 

@@ -11,20 +11,14 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::common::{IntegrationError, Secret, Vendor, endpoint, http_client, human_size};
-use super::messaging::{TokenCache, TokenSource, read_upload, with_token};
+use super::common::{
+    IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
+};
+use super::messaging::{OneOf, TokenCache, TokenSource, one_of, read_upload, with_token};
 
 pub(crate) const WECOM: Vendor = Vendor {
     service: "WeCom",
-    code_of: |body| {
-        Some((
-            body.get("errcode")?.as_i64()?,
-            body.get("errmsg")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        ))
-    },
+    code_of: |body| envelope(body, "errcode", "errmsg"),
 };
 
 /// The temporary-media limits for files.
@@ -103,6 +97,16 @@ pub enum WeComRecipient {
     Users(String),
     /// An app group chat by chat id.
     Chat(String),
+}
+
+impl WeComRecipient {
+    /// `users a|b` or `group chat <id>`.
+    fn describe(&self) -> String {
+        match self {
+            Self::Users(users) => format!("users {users}"),
+            Self::Chat(id) => format!("group chat {id}"),
+        }
+    }
 }
 
 /// A file message that was sent.
@@ -307,13 +311,11 @@ impl WeComSendFileTool {
 }
 
 fn recipient(args: &WeComSendFileArgs) -> Result<WeComRecipient, ToolError> {
-    match (&args.chat_id, &args.touser) {
-        (Some(chat), None) if !chat.trim().is_empty() => Ok(WeComRecipient::Chat(chat.clone())),
-        (None, Some(users)) if !users.trim().is_empty() => Ok(WeComRecipient::Users(users.clone())),
-        _ => Err(ToolError::invalid_arguments(
-            "give exactly one of chat_id (an app group chat) and touser (user ids joined with |)",
-        )),
-    }
+    let hint = "chat_id (an app group chat) and touser (user ids joined with |)";
+    Ok(match one_of(&args.chat_id, &args.touser, hint)? {
+        OneOf::First(chat) => WeComRecipient::Chat(chat.to_owned()),
+        OneOf::Second(users) => WeComRecipient::Users(users.to_owned()),
+    })
 }
 
 #[async_trait]
@@ -330,11 +332,8 @@ several joined with |) as an app message, or to an app group chat (chat_id). 5 b
     }
 
     async fn confirm_summary(&self, args: &WeComSendFileArgs, _ctx: &ToolCtx) -> Option<String> {
-        let to = match recipient(args).ok()? {
-            WeComRecipient::Chat(id) => format!("group chat {id}"),
-            WeComRecipient::Users(users) => format!("users {users}"),
-        };
-        Some(format!("Send {} to WeCom {to}", args.path))
+        let to = recipient(args).ok()?;
+        Some(format!("Send {} to WeCom {}", args.path, to.describe()))
     }
 
     async fn call(&self, args: WeComSendFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -344,14 +343,11 @@ several joined with |) as an app message, or to an app group chat (chat_id). 5 b
             .client
             .send_file(&to, &path, ctx.cancellation())
             .await?;
-        let target = match &to {
-            WeComRecipient::Chat(id) => format!("group chat {id}"),
-            WeComRecipient::Users(users) => format!("users {users}"),
-        };
         let mut text = format!(
-            "Sent {} ({}) to {target}.",
+            "Sent {} ({}) to {}.",
             args.path,
-            human_size(sent.bytes)
+            human_size(sent.bytes),
+            to.describe()
         );
         if let Some(invalid) = &sent.invalid_users {
             text.push_str(&format!(
