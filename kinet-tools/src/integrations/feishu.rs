@@ -110,6 +110,22 @@ pub struct FeishuSentFile {
 /// A Feishu / Lark open-platform client: tenant access token cached until
 /// shortly before it expires (and renewed when the platform calls it
 /// invalid), file upload and file messages. Cheap to clone.
+///
+/// ```no_run
+/// # async fn send() -> Result<(), kinet_tools::integrations::IntegrationError> {
+/// use kinet_tools::integrations::{FeishuClient, FeishuConfig, FeishuRecipient};
+///
+/// let client = FeishuClient::new(FeishuConfig::new("cli_a1b2c3", "app-secret").lark());
+/// let sent = client
+///     .send_file(
+///         &FeishuRecipient::Chat("oc_5ad11d72b830411d72b836c20".into()),
+///         std::path::Path::new("report.pdf"),
+///         &kinet_core::CancellationToken::new(),
+///     )
+///     .await?;
+/// println!("sent as {}", sent.message_id);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct FeishuClient {
     inner: Arc<Inner>,

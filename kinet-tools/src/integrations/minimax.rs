@@ -112,6 +112,15 @@ pub struct VideoGenArgs {
 /// with growing waits (progress events for the host; cancellable), fetches
 /// the download URL and saves the video atomically into the workspace.
 /// Mutating: it spends the account's credit, so the host is asked first.
+///
+/// ```
+/// use kinet_tools::integrations::{MiniMaxConfig, VideoGenTool};
+///
+/// let mut config = MiniMaxConfig::new("minimax-api-key");
+/// config.base_url = MiniMaxConfig::CHINA_BASE_URL.into();
+/// config.output_dir = "media/videos".into();
+/// let tools = kinet_core::Toolset::new().with(VideoGenTool::new(config));
+/// ```
 #[derive(Debug, Clone)]
 pub struct VideoGenTool {
     http: reqwest::Client,

@@ -2,6 +2,12 @@
 //! MiniMax video generation, Feishu / Lark file messages, WeCom file
 //! messages and approval records. Credentials are [`Secret`]s: they never
 //! appear in events, logs, errors or tool output.
+//!
+//! Sending and generating are mutating (the agent asks its
+//! [`ConfirmHandler`](kinet_core::ConfirmHandler) first); reading approvals
+//! is read-only. None of these tools is in
+//! [`default_tools`](crate::default_tools): add the ones the host has
+//! credentials for.
 
 #[cfg(feature = "integrations-wecom")]
 mod clock;
@@ -37,6 +43,15 @@ pub use wecom_approval::{
 
 /// `wecom_send_file`, `wecom_approval_list` and `wecom_approval_detail`
 /// sharing one client (one cached access token).
+///
+/// ```
+/// use kinet_tools::integrations::{WeComClient, WeComConfig, wecom_tools};
+///
+/// let client = WeComClient::new(WeComConfig::new("ww0123456789", "app-secret").agent_id(1000002));
+/// let tools = wecom_tools(&client);
+/// let names: Vec<_> = tools.static_tools().names().collect();
+/// assert_eq!(names, ["wecom_send_file", "wecom_approval_list", "wecom_approval_detail"]);
+/// ```
 #[cfg(feature = "integrations-wecom")]
 pub fn wecom_tools(client: &WeComClient) -> kinet_core::Toolset {
     kinet_core::Toolset::new()
