@@ -13,7 +13,9 @@ use serde_json::json;
 use super::common::{
     IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
 };
-use super::messaging::{OneOf, TokenCache, TokenSource, one_of, read_upload, with_token};
+use super::messaging::{
+    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, one_of, read_upload, with_token,
+};
 
 const FEISHU: Vendor = Vendor {
     service: "Feishu",
@@ -247,6 +249,7 @@ impl FeishuClient {
                 .http
                 .post(endpoint(&inner.config.base_url, API))
                 .bearer_auth(token.expose())
+                .timeout(UPLOAD_TIMEOUT)
                 .multipart(form);
             async move {
                 let uploaded: DataOf<Uploaded> =

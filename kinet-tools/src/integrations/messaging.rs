@@ -12,6 +12,10 @@ use tokio::time::Instant;
 
 use super::common::{IntegrationError, Secret};
 
+/// Time limit of one upload (files of tens of MB on a slow link), instead
+/// of the client's per-request limit.
+pub(crate) const UPLOAD_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// Where a service gets its access token, and which error codes mean the
 /// token went stale before its announced expiry.
 #[async_trait]

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 use super::common::{
     IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
 };
-use super::messaging::{OneOf, TokenCache, TokenSource, one_of, read_upload, with_token};
+use super::messaging::{
+    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, one_of, read_upload, with_token,
+};
 
 pub(crate) const WECOM: Vendor = Vendor {
     service: "WeCom",
@@ -250,6 +252,7 @@ impl WeComClient {
                 .http
                 .post(endpoint(&inner.config.base_url, API))
                 .query(&[("access_token", token.expose()), ("type", "file")])
+                .timeout(UPLOAD_TIMEOUT)
                 .multipart(form);
             async move { WECOM.decode(API, WECOM.call(API, request, cancel).await?) }
         })
