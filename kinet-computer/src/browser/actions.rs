@@ -1,0 +1,219 @@
+//! What the tools do on a page: snapshots, clicks, typing, selecting,
+//! evaluating, each through the page script in `page.js`.
+
+use std::time::Duration;
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::input::{
+    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
+};
+use chromiumoxide::cdp::browser_protocol::page::{EventFrameStartedLoading, EventLoadEventFired};
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use chromiumoxide::layout::Point;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::ComputerError;
+
+const PAGE_JS: &str = include_str!("page.js");
+
+/// The longest accessible name or value shown in a snapshot line.
+const MAX_TEXT: usize = 100;
+
+fn browser_error(error: impl std::fmt::Display) -> ComputerError {
+    ComputerError::Browser(error.to_string())
+}
+
+/// Evaluates `expression` (awaiting promises) and returns its JSON value;
+/// exceptions become [`ComputerError::Script`].
+pub(crate) async fn evaluate(page: &Page, expression: &str) -> Result<Value, ComputerError> {
+    let params = EvaluateParams::builder()
+        .expression(expression)
+        .await_promise(true)
+        .return_by_value(true)
+        .user_gesture(true)
+        .build()
+        .map_err(browser_error)?;
+    let result = page.evaluate_expression(params).await.map_err(|e| {
+        let text = e.to_string();
+        if text.contains("Exception") || text.contains("exception") {
+            ComputerError::Script(text)
+        } else {
+            browser_error(text)
+        }
+    })?;
+    Ok(result.value().cloned().unwrap_or(Value::Null))
+}
+
+/// Calls `window.__kinet.<function>(args...)` after making sure the page
+/// script is installed in the current document.
+async fn call_page<T: DeserializeOwned>(
+    page: &Page,
+    function: &str,
+    args: &[Value],
+) -> Result<T, ComputerError> {
+    let args: Vec<String> = args.iter().map(Value::to_string).collect();
+    let expression = format!("{PAGE_JS}\nwindow.__kinet.{function}({})", args.join(", "));
+    let value = evaluate(page, &expression).await?;
+    if let Some(error) = value.get("error").and_then(Value::as_str) {
+        let message = value
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or(error)
+            .to_owned();
+        return Err(match error {
+            "stale" => ComputerError::StaleRef(message),
+            _ => ComputerError::NotActionable(message),
+        });
+    }
+    serde_json::from_value(value).map_err(browser_error)
+}
+
+#[derive(Deserialize)]
+struct RawSnapshot {
+    title: String,
+    url: String,
+    lines: String,
+    refs: usize,
+}
+
+/// A text snapshot of a page: title, URL, then one line per heading, text
+/// block, image and interactive element, interactive ones with a `[ref=eN]`
+/// the other tools take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The page title.
+    pub title: String,
+    /// The page URL.
+    pub url: String,
+    /// The snapshot lines.
+    pub body: String,
+    /// How many element refs are live.
+    pub refs: usize,
+}
+
+impl Snapshot {
+    /// The text the model reads.
+    pub fn render(&self) -> String {
+        format!("Page: {}\nURL: {}\n{}", self.title, self.url, self.body)
+    }
+}
+
+/// Takes a snapshot of the page.
+pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
+    let raw: RawSnapshot = call_page(page, "snapshot", &[Value::from(MAX_TEXT)]).await?;
+    Ok(Snapshot {
+        title: raw.title,
+        url: raw.url,
+        body: raw.lines,
+        refs: raw.refs,
+    })
+}
+
+/// Runs `action`; if it starts a navigation within 150 ms, waits (up to
+/// `limit`) for the new page to load.
+pub(crate) async fn settle<T>(
+    page: &Page,
+    limit: Duration,
+    action: impl Future<Output = Result<T, ComputerError>>,
+) -> Result<T, ComputerError> {
+    let mut started = page
+        .event_listener::<EventFrameStartedLoading>()
+        .await
+        .map_err(browser_error)?;
+    let mut loaded = page
+        .event_listener::<EventLoadEventFired>()
+        .await
+        .map_err(browser_error)?;
+    let value = action.await?;
+    if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(150), started.next()).await {
+        let _ = tokio::time::timeout(limit, loaded.next()).await;
+    }
+    Ok(value)
+}
+
+#[derive(Deserialize)]
+struct ClickPoint {
+    x: f64,
+    y: f64,
+}
+
+/// Clicks the element with real mouse events at its centre, after scrolling
+/// it into view and checking nothing covers it.
+pub async fn click(page: &Page, element: &str) -> Result<(), ComputerError> {
+    let point: ClickPoint = call_page(page, "clickPoint", &[Value::from(element)]).await?;
+    page.click(Point {
+        x: point.x,
+        y: point.y,
+    })
+    .await
+    .map_err(browser_error)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Focused {
+    form: bool,
+}
+
+/// Replaces the text of a field with `text` (as typed input: the page sees
+/// input events); `submit` presses Enter afterwards. Returns whether the
+/// field belongs to a form.
+pub async fn type_text(
+    page: &Page,
+    element: &str,
+    text: &str,
+    submit: bool,
+) -> Result<bool, ComputerError> {
+    let focused: Focused = call_page(page, "focusForTyping", &[Value::from(element)]).await?;
+    if !text.is_empty() {
+        page.execute(InsertTextParams::new(text))
+            .await
+            .map_err(browser_error)?;
+    }
+    if submit {
+        press_enter(page).await?;
+    }
+    Ok(focused.form)
+}
+
+async fn press_enter(page: &Page) -> Result<(), ComputerError> {
+    for (kind, text) in [
+        (DispatchKeyEventType::KeyDown, Some("\r")),
+        (DispatchKeyEventType::KeyUp, None),
+    ] {
+        let mut event = DispatchKeyEventParams::builder()
+            .r#type(kind)
+            .key("Enter")
+            .code("Enter")
+            .windows_virtual_key_code(13)
+            .native_virtual_key_code(13);
+        if let Some(text) = text {
+            event = event.text(text).unmodified_text(text);
+        }
+        page.execute(event.build().map_err(browser_error)?)
+            .await
+            .map_err(browser_error)?;
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+struct Selected {
+    selected: Vec<String>,
+}
+
+/// Chooses options of a `<select>` by value or label; returns the labels
+/// chosen.
+pub async fn select(
+    page: &Page,
+    element: &str,
+    values: &[String],
+) -> Result<Vec<String>, ComputerError> {
+    let values = Value::from(values.to_vec());
+    let selected: Selected =
+        call_page(page, "selectOptions", &[Value::from(element), values]).await?;
+    Ok(selected.selected)
+}

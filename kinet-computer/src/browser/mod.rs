@@ -1,0 +1,19 @@
+//! A dedicated Chrome for the agent (feature `browser`): its own profile
+//! directory, started on first use, restarted when it dies, driven over the
+//! DevTools protocol (chromiumoxide).
+//!
+//! The model reads pages as compact text snapshots in which every
+//! interactive element carries a ref (`[ref=e12]`); the action tools take
+//! those refs, click with real mouse events and answer with the page as it
+//! is afterwards.
+
+mod actions;
+mod session;
+mod tools;
+
+pub use actions::{Snapshot, click, select, snapshot, type_text};
+pub use session::{BrowserConfig, BrowserSession};
+pub use tools::{
+    BrowserScreenshotArgs, BrowserTools, ClickArgs, EvalArgs, NavigateArgs, SelectArgs,
+    SnapshotArgs, TabAction, TabsArgs, TypeArgs,
+};

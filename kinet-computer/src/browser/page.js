@@ -1,0 +1,259 @@
+// The page side of kinet's browser tools: a compact snapshot of what is on
+// the page with stable element refs, and the element lookups the actions
+// use. Installed once per document as window.__kinet; refs live in a
+// WeakMap, so the page's DOM is never modified.
+(() => {
+  if (window.__kinet) return;
+  const refs = new WeakMap();
+  const byRef = new Map();
+  let next = 1;
+
+  const INTERACTIVE = new Set([
+    'link', 'button', 'textbox', 'searchbox', 'checkbox', 'radio', 'combobox',
+    'listbox', 'slider', 'spinbutton', 'switch', 'tab', 'menuitem',
+    'menuitemcheckbox', 'menuitemradio', 'option', 'treeitem', 'clickable',
+  ]);
+  const INPUT_ROLES = {
+    button: 'button', submit: 'button', reset: 'button', image: 'button',
+    file: 'button', checkbox: 'checkbox', radio: 'radio', range: 'slider',
+    number: 'spinbutton', search: 'searchbox', color: 'button',
+  };
+  const TEXT_ROLES = new Set(['textbox', 'searchbox', 'combobox', 'spinbutton']);
+  const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'SVG', 'CANVAS']);
+  const BLOCK = new Set([
+    'P', 'DIV', 'LI', 'TR', 'TD', 'TH', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER',
+    'NAV', 'MAIN', 'ASIDE', 'FORM', 'FIELDSET', 'LEGEND', 'UL', 'OL', 'TABLE',
+    'BLOCKQUOTE', 'PRE', 'DT', 'DD', 'DL', 'LABEL', 'FIGCAPTION', 'BR', 'HR',
+  ]);
+
+  const squash = (s) => (s || '').replace(/\s+/g, ' ').trim();
+  const clip = (s, n) => {
+    s = squash(s);
+    return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  };
+  const quote = (s) => '"' + s.replace(/\\/g, '\\\\').replace(/"/g, '\\"') + '"';
+
+  function refOf(el) {
+    let ref = refs.get(el);
+    if (!ref) {
+      ref = 'e' + next++;
+      refs.set(el, ref);
+    }
+    byRef.set(ref, el);
+    return ref;
+  }
+
+  function roleOf(el) {
+    const explicit = el.getAttribute('role');
+    if (explicit) return explicit.split(/\s+/)[0];
+    const tag = el.tagName;
+    switch (tag) {
+      case 'A': return el.hasAttribute('href') ? 'link' : null;
+      case 'BUTTON': case 'SUMMARY': return 'button';
+      case 'INPUT': {
+        const type = (el.getAttribute('type') || 'text').toLowerCase();
+        return type === 'hidden' ? null : (INPUT_ROLES[type] || 'textbox');
+      }
+      case 'TEXTAREA': return 'textbox';
+      case 'SELECT': return el.multiple || el.size > 1 ? 'listbox' : 'combobox';
+      case 'IMG': return el.getAttribute('alt') ? 'img' : null;
+      case 'H1': case 'H2': case 'H3': case 'H4': case 'H5': case 'H6': return 'heading';
+    }
+    if (el.isContentEditable && !(el.parentElement && el.parentElement.isContentEditable)) return 'textbox';
+    if (el.hasAttribute('onclick')) return 'clickable';
+    return null;
+  }
+
+  function nameOf(el, role) {
+    const aria = el.getAttribute('aria-label');
+    if (aria) return aria;
+    const by = el.getAttribute('aria-labelledby');
+    if (by) {
+      const text = by.split(/\s+/).map((id) => document.getElementById(id))
+        .filter(Boolean).map((e) => e.textContent).join(' ');
+      if (squash(text)) return text;
+    }
+    if (el.labels && el.labels.length) {
+      return Array.from(el.labels).map(labelText).join(' ');
+    }
+    if (el.tagName === 'INPUT' && INPUT_ROLES[el.type] === 'button') return el.value || el.type;
+    if (el.tagName === 'IMG') return el.getAttribute('alt') || '';
+    if (TEXT_ROLES.has(role) || role === 'checkbox' || role === 'radio' || role === 'slider' || role === 'listbox') {
+      return el.getAttribute('placeholder') || el.getAttribute('title') || el.getAttribute('name') || '';
+    }
+    return el.textContent || el.getAttribute('title') || '';
+  }
+
+  // A label's own text, without the text of controls inside it (a select's
+  // options).
+  function labelText(label) {
+    let out = '';
+    const walk = (node) => {
+      for (let child = node.firstChild; child; child = child.nextSibling) {
+        if (child.nodeType === 3) out += child.data + ' ';
+        else if (child.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON'].includes(child.tagName)) walk(child);
+      }
+    };
+    walk(label);
+    return out;
+  }
+
+  function describe(el, role, max) {
+    let line = '- ' + role + ' ' + quote(clip(nameOf(el, role), max)) + ' [ref=' + refOf(el) + ']';
+    if (role === 'link') {
+      const href = el.getAttribute('href');
+      if (href && !href.startsWith('javascript:')) line += ' -> ' + clip(href, 120);
+    }
+    if (el.disabled || el.getAttribute('aria-disabled') === 'true') line += ' [disabled]';
+    if ((role === 'checkbox' || role === 'radio' || role === 'switch') &&
+        (el.checked || el.getAttribute('aria-checked') === 'true')) line += ' [checked]';
+    if (el.tagName === 'SELECT') {
+      const options = Array.from(el.options);
+      const chosen = options.filter((o) => o.selected).map((o) => clip(o.label, max));
+      const shown = options.slice(0, 25).map((o) => clip(o.label, 40));
+      if (options.length > shown.length) shown.push('… ' + (options.length - shown.length) + ' more');
+      line += ': ' + chosen.join(', ') + ' (options: ' + shown.join(' | ') + ')';
+    } else if (TEXT_ROLES.has(role) && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA')) {
+      if (el.value) line += ': ' + (el.type === 'password' ? '•••' : clip(el.value, max));
+    } else if (TEXT_ROLES.has(role) && el.isContentEditable) {
+      const text = clip(el.textContent, max);
+      if (text) line += ': ' + text;
+    }
+    return line;
+  }
+
+  function snapshot(max) {
+    for (const [ref, el] of byRef) if (!el.isConnected) byRef.delete(ref);
+    const lines = [];
+    let text = [];
+    const flush = () => {
+      if (text.length) {
+        const joined = clip(text.join(' '), 300);
+        if (joined) lines.push('- text: ' + joined);
+        text = [];
+      }
+    };
+    const walk = (node) => {
+      for (let child = node.firstChild; child; child = child.nextSibling) {
+        if (child.nodeType === 3) {
+          const t = squash(child.data);
+          if (t) text.push(t);
+          continue;
+        }
+        if (child.nodeType !== 1) continue;
+        const el = child;
+        if (SKIP.has(el.tagName.toUpperCase())) continue;
+        if (el.checkVisibility && !el.checkVisibility()) continue;
+        const role = roleOf(el);
+        if (role === 'heading') {
+          flush();
+          const level = el.tagName.length === 2 ? el.tagName[1] : (el.getAttribute('aria-level') || '2');
+          lines.push('- heading ' + quote(clip(el.textContent, max)) + ' [level=' + level + ']');
+          continue;
+        }
+        if (role && INTERACTIVE.has(role)) {
+          flush();
+          lines.push(describe(el, role, max));
+          continue;
+        }
+        if (role === 'img') {
+          flush();
+          lines.push('- img ' + quote(clip(nameOf(el, role), max)));
+          continue;
+        }
+        const block = BLOCK.has(el.tagName);
+        if (block) flush();
+        walk(el);
+        if (el.shadowRoot) walk(el.shadowRoot);
+        if (block) flush();
+      }
+    };
+    if (document.body) walk(document.body);
+    flush();
+    return { title: document.title, url: location.href, lines: lines.join('\n'), refs: byRef.size };
+  }
+
+  function lookup(ref) {
+    const el = byRef.get(ref);
+    if (!el) return { error: 'stale', message: 'no element ' + ref + ' on this page: take a new browser_snapshot and use its refs' };
+    if (!el.isConnected) {
+      byRef.delete(ref);
+      return { error: 'stale', message: 'element ' + ref + ' is no longer on the page: take a new browser_snapshot' };
+    }
+    return { el };
+  }
+
+  function label(el) {
+    const role = roleOf(el) || el.tagName.toLowerCase();
+    return role + ' ' + quote(clip(nameOf(el, role), 60));
+  }
+
+  // Scrolls the element into view and returns the point a click should hit,
+  // or why it cannot be clicked.
+  function clickPoint(ref) {
+    const found = lookup(ref);
+    if (!found.el) return found;
+    const el = found.el;
+    if (el.disabled) return { error: 'inactive', message: label(el) + ' [' + ref + '] is disabled' };
+    el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) return { error: 'inactive', message: label(el) + ' [' + ref + '] is not visible' };
+    const x = r.left + r.width / 2;
+    const y = r.top + r.height / 2;
+    const hit = document.elementFromPoint(x, y);
+    if (hit && hit !== el && !el.contains(hit) && !hit.contains(el) && !(el.labels && Array.from(el.labels).some((l) => l.contains(hit)))) {
+      return { error: 'inactive', message: label(el) + ' [' + ref + '] is covered by ' + label(hit) };
+    }
+    return { x, y };
+  }
+
+  // Focuses a text field and empties it, ready for inserted text.
+  function focusForTyping(ref) {
+    const found = lookup(ref);
+    if (!found.el) return found;
+    const el = found.el;
+    if (el.disabled || el.readOnly) return { error: 'inactive', message: label(el) + ' [' + ref + '] is ' + (el.disabled ? 'disabled' : 'read-only') };
+    el.scrollIntoView({ block: 'center', behavior: 'instant' });
+    el.focus();
+    if (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') {
+      if (typeof el.select === 'function') el.select();
+      if (el.value && el.selectionStart === el.selectionEnd) {
+        el.value = '';
+        el.dispatchEvent(new Event('input', { bubbles: true }));
+      }
+    } else if (el.isContentEditable) {
+      const range = document.createRange();
+      range.selectNodeContents(el);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+    } else {
+      return { error: 'inactive', message: label(el) + ' [' + ref + '] does not take text' };
+    }
+    return { ok: true, form: !!(el.form) };
+  }
+
+  function selectOptions(ref, values) {
+    const found = lookup(ref);
+    if (!found.el) return found;
+    const el = found.el;
+    if (el.tagName !== 'SELECT') return { error: 'inactive', message: label(el) + ' [' + ref + '] is not a select' };
+    if (el.disabled) return { error: 'inactive', message: label(el) + ' [' + ref + '] is disabled' };
+    const wanted = new Set(values.map(squash));
+    const options = Array.from(el.options);
+    const matches = options.filter((o) => wanted.has(o.value) || wanted.has(squash(o.label)) || wanted.has(squash(o.text)));
+    if (!matches.length || (!el.multiple && values.length > 1)) {
+      return {
+        error: 'inactive',
+        message: (matches.length ? 'only one option can be chosen in ' : 'no option ' + values.map(quote).join(', ') + ' in ') +
+          label(el) + '; options: ' + options.map((o) => quote(o.label)).join(', '),
+      };
+    }
+    for (const o of options) o.selected = matches.includes(o);
+    el.dispatchEvent(new Event('input', { bubbles: true }));
+    el.dispatchEvent(new Event('change', { bubbles: true }));
+    return { selected: matches.map((o) => o.label) };
+  }
+
+  window.__kinet = { snapshot, clickPoint, focusForTyping, selectOptions };
+})();

@@ -1,0 +1,537 @@
+//! The `browser_*` tools.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
+use chromiumoxide::page::ScreenshotParams;
+use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::actions::{self, Snapshot, settle};
+use super::session::BrowserSession;
+use crate::ComputerError;
+
+/// The browser tools over one [`BrowserSession`].
+///
+/// ```
+/// use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};
+///
+/// let session = BrowserSession::new(BrowserConfig::default()); // Chrome starts on first use
+/// let tools = BrowserTools::new(session).toolset();
+/// assert!(tools.static_tools().get("browser_snapshot").is_some());
+/// ```
+#[derive(Debug, Clone)]
+pub struct BrowserTools {
+    session: BrowserSession,
+    snapshot_after_action: bool,
+}
+
+impl BrowserTools {
+    /// Tools driving `session`; actions answer with a fresh snapshot.
+    pub fn new(session: BrowserSession) -> Self {
+        Self {
+            session,
+            snapshot_after_action: true,
+        }
+    }
+
+    /// Whether navigate, click, type and select answer with a fresh
+    /// snapshot (default) or only say what they did.
+    pub fn snapshot_after_action(mut self, yes: bool) -> Self {
+        self.snapshot_after_action = yes;
+        self
+    }
+
+    /// `browser_navigate`, `browser_snapshot`, `browser_click`,
+    /// `browser_type`, `browser_select`, `browser_eval`,
+    /// `browser_screenshot`, `browser_tabs`.
+    pub fn toolset(&self) -> Toolset {
+        Toolset::new()
+            .with(NavigateTool(self.clone()))
+            .with(SnapshotTool(self.clone()))
+            .with(ClickTool(self.clone()))
+            .with(TypeTool(self.clone()))
+            .with(SelectTool(self.clone()))
+            .with(EvalTool(self.clone()))
+            .with(ScreenshotTool(self.clone()))
+            .with(TabsTool(self.clone()))
+    }
+
+    /// The longest one tool call may take: a command, a navigation and a
+    /// snapshot.
+    fn call_limit(&self) -> Duration {
+        let config = self.session.config();
+        config.command_timeout * 2 + config.navigation_timeout
+    }
+
+    async fn page(&self) -> Result<Page, ComputerError> {
+        self.session.active_page().await
+    }
+
+    /// What an action answers: what it did, then the page as it is now.
+    async fn after_action(&self, page: &Page, done: String) -> Result<ToolOutput, ComputerError> {
+        if !self.snapshot_after_action {
+            return Ok(ToolOutput::text(done));
+        }
+        let snapshot = actions::snapshot(page).await?;
+        Ok(ToolOutput::text(format!("{done}\n\n{}", snapshot.render())))
+    }
+}
+
+/// Runs `work` unless the run is cancelled first; gives up after `limit`.
+async fn cancellable<T>(
+    ctx: &ToolCtx,
+    limit: Duration,
+    work: impl Future<Output = Result<T, ComputerError>>,
+) -> Result<T, ToolError> {
+    tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => Err(ComputerError::Cancelled.into()),
+        result = tokio::time::timeout(limit, work) => match result {
+            Ok(result) => result.map_err(ToolError::from),
+            Err(_) => Err(ToolError::new(
+                kinet_core::ToolErrorKind::Timeout,
+                format!("the browser did not finish within {} s", limit.as_secs()),
+            )),
+        },
+    }
+}
+
+fn check_url(url: &str) -> Result<(), ComputerError> {
+    let allowed = ["http://", "https://", "file://", "about:", "data:"];
+    if allowed.iter().any(|scheme| url.starts_with(scheme)) {
+        Ok(())
+    } else {
+        Err(ComputerError::InvalidInput(format!(
+            "{url:?} is not a full URL: give http(s)://..., file://... or about:blank"
+        )))
+    }
+}
+
+/// Arguments of `browser_navigate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NavigateArgs {
+    /// The URL to open in the active tab.
+    pub url: String,
+}
+
+struct NavigateTool(BrowserTools);
+
+#[async_trait]
+impl Tool for NavigateTool {
+    type Args = NavigateArgs;
+    fn name(&self) -> &str {
+        "browser_navigate"
+    }
+    fn description(&self) -> &str {
+        "Opens a URL in the browser's active tab, waits for it to load and returns a snapshot \
+of the page (elements carry [ref=eN] for the other browser tools)."
+    }
+    async fn confirm_summary(&self, args: &NavigateArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!("Open {} in the browser", args.url))
+    }
+    async fn call(&self, args: NavigateArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        check_url(&args.url)?;
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            page.goto(args.url.as_str())
+                .await
+                .map_err(|e| ComputerError::Browser(format!("could not open {}: {e}", args.url)))?;
+            self.0
+                .after_action(&page, format!("Opened {}.", args.url))
+                .await
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_snapshot` (none).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SnapshotArgs {}
+
+struct SnapshotTool(BrowserTools);
+
+#[async_trait]
+impl Tool for SnapshotTool {
+    type Args = SnapshotArgs;
+    fn name(&self) -> &str {
+        "browser_snapshot"
+    }
+    fn description(&self) -> &str {
+        "Returns a compact text snapshot of the active tab: headings, text, images and every \
+interactive element with a [ref=eN]. Use the refs with browser_click, browser_type and \
+browser_select; take a new snapshot after the page changes."
+    }
+    fn read_only(&self, _args: &SnapshotArgs) -> bool {
+        true
+    }
+    async fn call(&self, _args: SnapshotArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            let snapshot: Snapshot = actions::snapshot(&page).await?;
+            Ok(ToolOutput::text(snapshot.render()))
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_click`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ClickArgs {
+    /// The element's ref from the latest snapshot, e.g. `e12`.
+    #[serde(rename = "ref")]
+    pub element: String,
+}
+
+struct ClickTool(BrowserTools);
+
+#[async_trait]
+impl Tool for ClickTool {
+    type Args = ClickArgs;
+    fn name(&self) -> &str {
+        "browser_click"
+    }
+    fn description(&self) -> &str {
+        "Clicks an element of the active tab by its ref from the latest snapshot (real mouse \
+events at its centre, after scrolling it into view). Returns the page afterwards."
+    }
+    async fn confirm_summary(&self, args: &ClickArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!("Click element {} in the browser", args.element))
+    }
+    async fn call(&self, args: ClickArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let limit = self.0.session.config().navigation_timeout;
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            settle(&page, limit, actions::click(&page, &args.element)).await?;
+            self.0
+                .after_action(&page, format!("Clicked {}.", args.element))
+                .await
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_type`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TypeArgs {
+    /// The text field's ref from the latest snapshot.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// The text; it replaces what the field holds.
+    pub text: String,
+    /// Press Enter afterwards (submits most forms).
+    #[serde(default)]
+    pub submit: bool,
+}
+
+struct TypeTool(BrowserTools);
+
+#[async_trait]
+impl Tool for TypeTool {
+    type Args = TypeArgs;
+    fn name(&self) -> &str {
+        "browser_type"
+    }
+    fn description(&self) -> &str {
+        "Types text into a field of the active tab by its ref, replacing what it holds; \
+submit presses Enter afterwards. Returns the page afterwards."
+    }
+    async fn confirm_summary(&self, args: &TypeArgs, _ctx: &ToolCtx) -> Option<String> {
+        let submit = if args.submit { " and press Enter" } else { "" };
+        Some(format!(
+            "Type {:?} into element {}{submit}",
+            args.text, args.element
+        ))
+    }
+    async fn call(&self, args: TypeArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let limit = self.0.session.config().navigation_timeout;
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            let action = actions::type_text(&page, &args.element, &args.text, args.submit);
+            settle(&page, limit, action).await?;
+            let mut done = format!(
+                "Typed {} characters into {}",
+                args.text.chars().count(),
+                args.element
+            );
+            done.push_str(if args.submit {
+                " and pressed Enter."
+            } else {
+                "."
+            });
+            self.0.after_action(&page, done).await
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_select`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SelectArgs {
+    /// The select element's ref from the latest snapshot.
+    #[serde(rename = "ref")]
+    pub element: String,
+    /// The options to choose, by value or visible label (several only for a
+    /// multiple select).
+    pub values: Vec<String>,
+}
+
+struct SelectTool(BrowserTools);
+
+#[async_trait]
+impl Tool for SelectTool {
+    type Args = SelectArgs;
+    fn name(&self) -> &str {
+        "browser_select"
+    }
+    fn description(&self) -> &str {
+        "Chooses options of a select element of the active tab by its ref, by value or \
+visible label. Returns the page afterwards."
+    }
+    async fn confirm_summary(&self, args: &SelectArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!(
+            "Select {:?} in element {}",
+            args.values, args.element
+        ))
+    }
+    async fn call(&self, args: SelectArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if args.values.is_empty() {
+            return Err(ToolError::invalid_arguments("values is empty"));
+        }
+        let limit = self.0.session.config().navigation_timeout;
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            let chosen = settle(
+                &page,
+                limit,
+                actions::select(&page, &args.element, &args.values),
+            )
+            .await?;
+            let done = format!("Selected {} in {}.", chosen.join(", "), args.element);
+            self.0.after_action(&page, done).await
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_eval`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EvalArgs {
+    /// A JavaScript expression evaluated in the active tab; promises are
+    /// awaited; the result is returned as JSON.
+    pub expression: String,
+}
+
+struct EvalTool(BrowserTools);
+
+#[async_trait]
+impl Tool for EvalTool {
+    type Args = EvalArgs;
+    fn name(&self) -> &str {
+        "browser_eval"
+    }
+    fn description(&self) -> &str {
+        "Evaluates a JavaScript expression in the active tab (promises awaited) and returns \
+its value as JSON. Prefer the other browser tools for clicking and typing."
+    }
+    async fn confirm_summary(&self, args: &EvalArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!(
+            "Run JavaScript in the browser:\n{}",
+            args.expression
+        ))
+    }
+    async fn call(&self, args: EvalArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            let value = actions::evaluate(&page, &args.expression).await?;
+            let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
+            Ok(ToolOutput::text(text).with_structured(value))
+        })
+        .await
+    }
+}
+
+/// Arguments of `browser_screenshot`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BrowserScreenshotArgs {
+    /// The whole scrollable page instead of the visible part.
+    #[serde(default)]
+    pub full_page: bool,
+}
+
+struct ScreenshotTool(BrowserTools);
+
+/// Width and height from a PNG header.
+fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    let width = png.get(16..20)?.try_into().ok().map(u32::from_be_bytes)?;
+    let height = png.get(20..24)?.try_into().ok().map(u32::from_be_bytes)?;
+    Some((width, height))
+}
+
+#[async_trait]
+impl Tool for ScreenshotTool {
+    type Args = BrowserScreenshotArgs;
+    fn name(&self) -> &str {
+        "browser_screenshot"
+    }
+    fn description(&self) -> &str {
+        "Takes a PNG screenshot of the active tab (the visible part, or the full page)."
+    }
+    fn read_only(&self, _args: &BrowserScreenshotArgs) -> bool {
+        true
+    }
+    async fn call(
+        &self,
+        args: BrowserScreenshotArgs,
+        ctx: &ToolCtx,
+    ) -> Result<ToolOutput, ToolError> {
+        cancellable(ctx, self.0.call_limit(), async {
+            let page = self.0.page().await?;
+            let params = ScreenshotParams::builder()
+                .format(CaptureScreenshotFormat::Png)
+                .full_page(args.full_page)
+                .build();
+            let png = page
+                .screenshot(params)
+                .await
+                .map_err(|e| ComputerError::Browser(e.to_string()))?;
+            let url = page.url().await.ok().flatten().unwrap_or_default();
+            let (width, height) = png_size(&png).unwrap_or_default();
+            Ok(
+                ToolOutput::text(format!("Screenshot of {url} ({width}x{height})."))
+                    .with_image(ImagePart::from_bytes("image/png", &png)),
+            )
+        })
+        .await
+    }
+}
+
+/// What `browser_tabs` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TabAction {
+    /// List the tabs.
+    List,
+    /// Open a tab (at `url`, default about:blank) and make it active.
+    New,
+    /// Make tab `index` active.
+    Select,
+    /// Close tab `index` (default: the active one).
+    Close,
+}
+
+/// Arguments of `browser_tabs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TabsArgs {
+    /// list, new, select or close.
+    pub action: TabAction,
+    /// The tab's index from the list (select, close).
+    #[serde(default)]
+    pub index: Option<usize>,
+    /// The URL for a new tab.
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+struct TabsTool(BrowserTools);
+
+impl TabsTool {
+    async fn list(&self) -> Result<String, ComputerError> {
+        let (pages, active) = self.0.session.tabs().await?;
+        let mut text = String::new();
+        for (index, page) in pages.iter().enumerate() {
+            let title = page.get_title().await.ok().flatten().unwrap_or_default();
+            let url = page.url().await.ok().flatten().unwrap_or_default();
+            let marker = if Some(index) == active {
+                " (active)"
+            } else {
+                ""
+            };
+            let _ = writeln!(text, "{index}: {title} — {url}{marker}");
+        }
+        if text.is_empty() {
+            text.push_str("No tabs are open.");
+        }
+        Ok(text)
+    }
+
+    async fn tab(&self, index: Option<usize>) -> Result<Page, ComputerError> {
+        let (pages, active) = self.0.session.tabs().await?;
+        let count = pages.len();
+        let index = index
+            .or(active)
+            .ok_or_else(|| ComputerError::InvalidInput("give the tab's index".into()))?;
+        pages.into_iter().nth(index).ok_or_else(|| {
+            ComputerError::InvalidInput(format!(
+                "there is no tab {index}; {count} tab(s) are open (0 to {})",
+                count.saturating_sub(1)
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl Tool for TabsTool {
+    type Args = TabsArgs;
+    fn name(&self) -> &str {
+        "browser_tabs"
+    }
+    fn description(&self) -> &str {
+        "Manages the browser's tabs: list them, open a new one (optionally at url), select one \
+by index to make it active, or close one."
+    }
+    fn read_only(&self, args: &TabsArgs) -> bool {
+        args.action == TabAction::List
+    }
+    async fn confirm_summary(&self, args: &TabsArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(match args.action {
+            TabAction::List => "List browser tabs".into(),
+            TabAction::New => format!(
+                "Open a browser tab at {}",
+                args.url.as_deref().unwrap_or("about:blank")
+            ),
+            TabAction::Select => format!(
+                "Switch to browser tab {}",
+                args.index.map_or("?".into(), |i| i.to_string())
+            ),
+            TabAction::Close => format!(
+                "Close browser tab {}",
+                args.index.map_or("(active)".into(), |i| i.to_string())
+            ),
+        })
+    }
+    async fn call(&self, args: TabsArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if let Some(url) = &args.url {
+            check_url(url)?;
+        }
+        cancellable(ctx, self.0.call_limit(), async {
+            let done = match args.action {
+                TabAction::List => return Ok(ToolOutput::text(self.list().await?)),
+                TabAction::New => {
+                    let url = args.url.as_deref().unwrap_or("about:blank");
+                    self.0.session.new_tab(url).await?;
+                    format!("Opened a new tab at {url}.")
+                }
+                TabAction::Select => {
+                    let index = args.index.ok_or_else(|| {
+                        ComputerError::InvalidInput("select needs the tab's index".into())
+                    })?;
+                    let page = self.tab(Some(index)).await?;
+                    self.0.session.activate(&page).await?;
+                    format!("Tab {index} is active.")
+                }
+                TabAction::Close => {
+                    let page = self.tab(args.index).await?;
+                    self.0.session.close_tab(page).await?;
+                    "Closed the tab.".to_owned()
+                }
+            };
+            Ok(ToolOutput::text(format!("{done}\n{}", self.list().await?)))
+        })
+        .await
+    }
+}

@@ -1,0 +1,375 @@
+//! The browser tools against Debian's Chromium and pages served on loopback.
+#![cfg(feature = "browser")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};
+use kinet_core::{ToolCtx, ToolErrorKind, ToolOutput, Toolset};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const INDEX: &str = r#"<!doctype html>
+<html><head><title>Kinet test page</title></head><body>
+<h1>Widgets</h1>
+<p id="status">Not clicked</p>
+<button id="press" onclick="window.n = (window.n || 0) + 1; document.getElementById('status').textContent = 'Clicked ' + window.n + ' times'">Press me</button>
+<form action="/search" method="get">
+  <label for="q">Query</label> <input id="q" name="q" placeholder="search words">
+  <button type="submit">Go</button>
+</form>
+<label>Color <select id="color" onchange="document.getElementById('chosen').textContent = 'Chosen: ' + this.value">
+  <option value="r">Red</option><option value="g">Green</option><option value="b">Blue</option>
+</select></label>
+<p id="chosen">Chosen: r</p>
+<a href="/other">Other page</a>
+<div style="display:none"><button>Hidden button</button></div>
+<div style="height: 3000px"></div>
+<button id="far" onclick="this.textContent = 'Far clicked'">Far away</button>
+</body></html>"#;
+
+/// A loopback server: `/` the widgets page, `/other`, `/search?q=` echoing
+/// the query.
+async fn serve() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let mut read = 0;
+                while !buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf[read..]).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => read += n,
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf[..read]).into_owned();
+                let target = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let params: HashMap<String, String> = query
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), v.replace('+', " ")))
+                    .collect();
+                let (status, body) = match path {
+                    "/" => ("200 OK", INDEX.to_owned()),
+                    "/other" => (
+                        "200 OK",
+                        "<title>Other</title><h1>The other page</h1>".to_owned(),
+                    ),
+                    "/search" => (
+                        "200 OK",
+                        format!(
+                            "<title>Results</title><p>You searched for {}</p>",
+                            params.get("q").cloned().unwrap_or_default()
+                        ),
+                    ),
+                    _ => ("404 Not Found", "<h1>Not found</h1>".to_owned()),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// The tools and session, or `None` (loudly) when no Chromium is installed.
+fn browser() -> Option<(Toolset, BrowserSession)> {
+    let config = BrowserConfig::default();
+    if let Err(error) = config.find_executable() {
+        eprintln!("\n\n*** SKIPPED: {error} (.ci/run installs chromium) ***\n\n");
+        return None;
+    }
+    let session = BrowserSession::new(config);
+    Some((BrowserTools::new(session.clone()).toolset(), session))
+}
+
+async fn call(
+    tools: &Toolset,
+    name: &str,
+    args: Value,
+) -> Result<ToolOutput, kinet_core::ToolError> {
+    let tool = Arc::clone(tools.static_tools().get(name).unwrap());
+    let prepared = tool.prepare(&args.to_string())?;
+    let ctx = ToolCtx::new(std::env::temp_dir()).for_call("c", name);
+    prepared.call(ctx).await
+}
+
+async fn text(tools: &Toolset, name: &str, args: Value) -> String {
+    match call(tools, name, args.clone()).await {
+        Ok(out) => out.text,
+        Err(error) => panic!("{name} {args}: {error}"),
+    }
+}
+
+/// The ref on the snapshot line that contains `needle`.
+fn ref_of(snapshot: &str, needle: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{snapshot}"));
+    let start = line.find("[ref=").unwrap() + 5;
+    let end = start + line[start..].find(']').unwrap();
+    line[start..end].to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn navigate_snapshot_click_type_select_eval_screenshot_and_tabs() {
+    let Some((tools, session)) = browser() else {
+        return;
+    };
+    let site = serve().await;
+
+    let page = text(
+        &tools,
+        "browser_navigate",
+        json!({"url": format!("{site}/")}),
+    )
+    .await;
+    assert!(
+        page.starts_with(&format!(
+            "Opened {site}/.\n\nPage: Kinet test page\nURL: {site}/\n"
+        )),
+        "{page}"
+    );
+    assert!(page.contains("- heading \"Widgets\" [level=1]"), "{page}");
+    assert!(page.contains("- text: Not clicked"), "{page}");
+    assert!(page.contains("- textbox \"Query\" [ref="), "{page}");
+    assert!(page.contains("- combobox \"Color\" [ref="), "{page}");
+    assert!(
+        page.contains(": Red (options: Red | Green | Blue)"),
+        "{page}"
+    );
+    assert!(page.contains("- link \"Other page\" [ref="), "{page}");
+    assert!(
+        !page.contains("Hidden button"),
+        "hidden elements are left out:\n{page}"
+    );
+
+    // Refs are stable across snapshots of the same page.
+    let snapshot = text(&tools, "browser_snapshot", json!({})).await;
+    let press = ref_of(&snapshot, "button \"Press me\"");
+    assert_eq!(press, ref_of(&page, "button \"Press me\""));
+
+    let after = text(&tools, "browser_click", json!({"ref": press})).await;
+    assert!(after.contains("- text: Clicked 1 times"), "{after}");
+    let after = text(&tools, "browser_click", json!({"ref": press})).await;
+    assert!(after.contains("- text: Clicked 2 times"), "{after}");
+    // An element far below the fold is scrolled into view and clicked.
+    let far = ref_of(&after, "button \"Far away\"");
+    let after = text(&tools, "browser_click", json!({"ref": far})).await;
+    assert!(after.contains("button \"Far clicked\""), "{after}");
+
+    let color = ref_of(&after, "combobox \"Color\"");
+    let after = text(
+        &tools,
+        "browser_select",
+        json!({"ref": color, "values": ["Green"]}),
+    )
+    .await;
+    assert!(after.starts_with("Selected Green in"), "{after}");
+    assert!(after.contains("- text: Chosen: g"), "{after}");
+    let err = call(
+        &tools,
+        "browser_select",
+        json!({"ref": color, "values": ["Purple"]}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message().contains("no option \"Purple\""),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message()
+            .contains("options: \"Red\", \"Green\", \"Blue\""),
+        "{}",
+        err.message()
+    );
+
+    let value = call(
+        &tools,
+        "browser_eval",
+        json!({"expression": "document.title + ' / ' + window.n"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(value.structured, Some(json!("Kinet test page / 2")));
+    let value = call(
+        &tools,
+        "browser_eval",
+        json!({"expression": "new Promise(r => setTimeout(() => r({a: [1, 2]}), 50))"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(value.structured, Some(json!({"a": [1, 2]})));
+    let err = call(
+        &tools,
+        "browser_eval",
+        json!({"expression": "undefinedThing.x"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message().contains("undefinedThing"),
+        "{}",
+        err.message()
+    );
+
+    let shot = call(&tools, "browser_screenshot", json!({"full_page": true}))
+        .await
+        .unwrap();
+    assert!(
+        shot.text.starts_with(&format!("Screenshot of {site}/ (")),
+        "{}",
+        shot.text
+    );
+    let png = base64_decode(&shot.images[0].data);
+    let image = image::load_from_memory(&png).unwrap();
+    assert!(
+        image.height() > 3000,
+        "full page: {}x{}",
+        image.width(),
+        image.height()
+    );
+    let rgb = image.to_rgb8();
+    assert!(
+        rgb.pixels().any(|p| p.0 != [255, 255, 255]),
+        "the page has non-white pixels"
+    );
+
+    // Typing with submit sends the form and waits for the result page.
+    let query = ref_of(&after, "textbox \"Query\"");
+    let result = text(
+        &tools,
+        "browser_type",
+        json!({"ref": query, "text": "kinet rocks", "submit": true}),
+    )
+    .await;
+    assert!(result.starts_with("Typed 11 characters into"), "{result}");
+    assert!(
+        result.contains(&format!("URL: {site}/search?q=kinet+rocks")),
+        "{result}"
+    );
+    assert!(
+        result.contains("- text: You searched for kinet rocks"),
+        "{result}"
+    );
+    // Refs of the old page are refused with a way forward.
+    let err = call(&tools, "browser_click", json!({"ref": press}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+    assert!(
+        err.message().contains("take a new browser_snapshot"),
+        "{}",
+        err.message()
+    );
+
+    // Tabs.
+    let listed = text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "new", "url": format!("{site}/other")}),
+    )
+    .await;
+    assert!(listed.contains("1: Other — "), "{listed}");
+    assert!(listed.contains("/other (active)"), "{listed}");
+    let page = text(&tools, "browser_snapshot", json!({})).await;
+    assert!(page.contains("The other page"), "{page}");
+    let listed = text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "select", "index": 0}),
+    )
+    .await;
+    assert!(
+        listed.contains("0: Results — ") && listed.contains("kinet+rocks (active)"),
+        "{listed}"
+    );
+    let listed = text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "close", "index": 1}),
+    )
+    .await;
+    assert!(!listed.contains("Other"), "{listed}");
+    let err = call(
+        &tools,
+        "browser_tabs",
+        json!({"action": "select", "index": 7}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.message()
+            .contains("there is no tab 7; 1 tab(s) are open"),
+        "{}",
+        err.message()
+    );
+    let err = call(&tools, "browser_navigate", json!({"url": "example.com"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chrome_killed_mid_session_is_restarted_by_the_next_call() {
+    let Some((tools, session)) = browser() else {
+        return;
+    };
+    let site = serve().await;
+    text(
+        &tools,
+        "browser_navigate",
+        json!({"url": format!("{site}/other")}),
+    )
+    .await;
+    let pid = session.pid().await.unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let page = text(
+        &tools,
+        "browser_navigate",
+        json!({"url": format!("{site}/")}),
+    )
+    .await;
+    assert!(page.contains("Page: Kinet test page"), "{page}");
+    let new_pid = session.pid().await.unwrap();
+    assert_ne!(pid, new_pid, "a new Chrome runs");
+    session.shutdown().await;
+    assert!(session.pid().await.is_none());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let alive = std::path::Path::new(&format!("/proc/{new_pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{new_pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ");
+    assert!(!alive, "Chrome {new_pid} survived shutdown");
+}
+
+fn base64_decode(data: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap()
+}
