@@ -1,17 +1,72 @@
 //! Computer use for kinet agents: screenshots, mouse and keyboard, and a
-//! dedicated headless Chrome.
+//! dedicated headless Chrome. Each part is a cargo feature (all on by
+//! default), so a host that wants only the browser does not build screen
+//! capture:
 //!
 //! | tools | feature | read-only |
 //! |---|---|---|
+//! | `screenshot`, `screenshot_window` ([`ScreenTools`]) | `screen` | yes |
+//! | `mouse_click`, `mouse_scroll`, `mouse_drag`, `keyboard_type`, `keyboard_key` ([`InputTools`]) | `input` | no |
 //! | `browser_navigate`, `browser_click`, `browser_type`, `browser_select`, `browser_eval` ([`browser::BrowserTools`]) | `browser` | no |
 //! | `browser_snapshot`, `browser_screenshot`, `browser_tabs` (list) | `browser` | yes |
+//! | `ax_script` (macOS only) | `input` | no |
 //!
 //! Everything that changes something goes through the agent's
-//! [`ConfirmHandler`](kinet_core::ConfirmHandler).
+//! [`ConfirmHandler`](kinet_core::ConfirmHandler). Screen and input tools
+//! share a [`ScreenSpace`]: coordinates the model reads off a scaled
+//! screenshot are mapped back to screen pixels.
+//!
+//! ```
+//! let tools = kinet_computer::computer_tools();
+//! let names: Vec<_> = tools.static_tools().names().collect();
+//! # #[cfg(all(feature = "screen", feature = "input", feature = "browser"))]
+//! assert!(names.contains(&"screenshot") && names.contains(&"mouse_click") && names.contains(&"browser_snapshot"));
+//! ```
 
+#[cfg(all(target_os = "macos", feature = "input"))]
+mod ax;
 #[cfg(feature = "browser")]
 pub mod browser;
+mod coords;
 mod error;
+#[cfg(feature = "input")]
+mod input;
+#[cfg(feature = "screen")]
+mod screen;
 
+#[cfg(all(target_os = "macos", feature = "input"))]
+pub use ax::{AxScriptArgs, AxScriptTool};
+pub use coords::{Mapping, ScreenSpace};
 pub use error::ComputerError;
+#[cfg(feature = "input")]
+pub use input::{
+    InputConfig, InputTools, KeyboardKeyArgs, KeyboardTypeArgs, MouseButton, MouseClickArgs,
+    MouseDragArgs, MouseScrollArgs, Point,
+};
 pub use kinet_core;
+#[cfg(feature = "screen")]
+pub use screen::{HideSelf, ScreenConfig, ScreenTools, ScreenshotArgs, ScreenshotWindowArgs};
+
+/// Every tool of the enabled features with default settings: screen and
+/// input sharing one [`ScreenSpace`], and a browser started on first use.
+/// Build the parts yourself to keep a handle on the
+/// [`BrowserSession`](browser::BrowserSession) (to shut Chrome down) or to
+/// change settings.
+pub fn computer_tools() -> kinet_core::Toolset {
+    #[allow(unused_mut)]
+    let mut tools = kinet_core::Toolset::new();
+    #[allow(unused_variables)]
+    let space = ScreenSpace::new();
+    #[cfg(feature = "screen")]
+    ScreenTools::new(ScreenConfig::default(), space.clone()).add_to(&mut tools);
+    #[cfg(feature = "input")]
+    InputTools::new(InputConfig::default(), space).add_to(&mut tools);
+    #[cfg(all(target_os = "macos", feature = "input"))]
+    tools.add(AxScriptTool);
+    #[cfg(feature = "browser")]
+    browser::BrowserTools::new(browser::BrowserSession::new(
+        browser::BrowserConfig::default(),
+    ))
+    .add_to(&mut tools);
+    tools
+}

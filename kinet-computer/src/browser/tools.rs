@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
 use chromiumoxide::page::ScreenshotParams;
-use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -49,16 +49,22 @@ impl BrowserTools {
     /// `browser_navigate`, `browser_snapshot`, `browser_click`,
     /// `browser_type`, `browser_select`, `browser_eval`,
     /// `browser_screenshot`, `browser_tabs`.
-    pub fn toolset(&self) -> Toolset {
-        Toolset::new()
-            .with(NavigateTool(self.clone()))
-            .with(SnapshotTool(self.clone()))
-            .with(ClickTool(self.clone()))
-            .with(TypeTool(self.clone()))
-            .with(SelectTool(self.clone()))
-            .with(EvalTool(self.clone()))
-            .with(ScreenshotTool(self.clone()))
-            .with(TabsTool(self.clone()))
+    pub fn toolset(&self) -> kinet_core::Toolset {
+        let mut tools = kinet_core::Toolset::new();
+        self.add_to(&mut tools);
+        tools
+    }
+
+    /// Adds the same tools to `tools`.
+    pub fn add_to(&self, tools: &mut kinet_core::Toolset) {
+        tools.add(NavigateTool(self.clone()));
+        tools.add(SnapshotTool(self.clone()));
+        tools.add(ClickTool(self.clone()));
+        tools.add(TypeTool(self.clone()));
+        tools.add(SelectTool(self.clone()));
+        tools.add(EvalTool(self.clone()));
+        tools.add(ScreenshotTool(self.clone()));
+        tools.add(TabsTool(self.clone()));
     }
 
     /// The longest one tool call may take: a command, a navigation and a

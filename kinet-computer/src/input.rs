@@ -1,0 +1,449 @@
+//! Mouse and keyboard tools (feature `input`, enigo).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use enigo::{Axis, Button, Coordinate, Direction, Enigo, Key, Keyboard, Mouse, Settings};
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::ComputerError;
+use crate::coords::ScreenSpace;
+
+/// Settings of the input tools.
+#[derive(Debug, Clone, Default)]
+pub struct InputConfig {
+    /// The X11 display to send input to. Default: `DISPLAY`.
+    pub x11_display: Option<String>,
+}
+
+/// The mouse and keyboard tools, mapping screenshot coordinates through a
+/// [`ScreenSpace`] shared with the screen tools.
+#[derive(Debug, Clone)]
+pub struct InputTools {
+    config: InputConfig,
+    space: ScreenSpace,
+}
+
+impl InputTools {
+    /// Tools mapping coordinates through `space`.
+    pub fn new(config: InputConfig, space: ScreenSpace) -> Self {
+        Self { config, space }
+    }
+
+    /// `mouse_click`, `mouse_scroll`, `mouse_drag`, `keyboard_type`,
+    /// `keyboard_key`.
+    pub fn toolset(&self) -> kinet_core::Toolset {
+        let mut tools = kinet_core::Toolset::new();
+        self.add_to(&mut tools);
+        tools
+    }
+
+    /// Adds the same tools to `tools`.
+    pub fn add_to(&self, tools: &mut kinet_core::Toolset) {
+        tools.add(MouseClickTool(self.clone()));
+        tools.add(MouseScrollTool(self.clone()));
+        tools.add(MouseDragTool(self.clone()));
+        tools.add(KeyboardTypeTool(self.clone()));
+        tools.add(KeyboardKeyTool(self.clone()));
+    }
+
+    /// Runs `work` with a fresh connection to the display, off the async
+    /// threads.
+    async fn run(
+        &self,
+        work: impl FnOnce(&mut Enigo) -> Result<(), enigo::InputError> + Send + 'static,
+    ) -> Result<(), ComputerError> {
+        let settings = Settings {
+            x11_display: self.config.x11_display.clone(),
+            ..Settings::default()
+        };
+        tokio::task::spawn_blocking(move || {
+            let mut enigo =
+                Enigo::new(&settings).map_err(|e| ComputerError::Input(e.to_string()))?;
+            work(&mut enigo).map_err(|e| ComputerError::Input(e.to_string()))
+        })
+        .await
+        .map_err(|e| ComputerError::Input(e.to_string()))?
+    }
+}
+
+fn pause() {
+    std::thread::sleep(Duration::from_millis(15));
+}
+
+/// A mouse button.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MouseButton {
+    /// The left button.
+    #[default]
+    Left,
+    /// The right button.
+    Right,
+    /// The middle button (wheel).
+    Middle,
+}
+
+impl From<MouseButton> for Button {
+    fn from(button: MouseButton) -> Self {
+        match button {
+            MouseButton::Left => Button::Left,
+            MouseButton::Right => Button::Right,
+            MouseButton::Middle => Button::Middle,
+        }
+    }
+}
+
+/// Arguments of `mouse_click`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MouseClickArgs {
+    /// x in the latest screenshot's pixels.
+    pub x: f64,
+    /// y in the latest screenshot's pixels.
+    pub y: f64,
+    /// left (default), right or middle.
+    #[serde(default)]
+    pub button: MouseButton,
+    /// Double-click.
+    #[serde(default)]
+    pub double: bool,
+}
+
+struct MouseClickTool(InputTools);
+
+#[async_trait]
+impl Tool for MouseClickTool {
+    type Args = MouseClickArgs;
+    fn name(&self) -> &str {
+        "mouse_click"
+    }
+    fn description(&self) -> &str {
+        "Moves the mouse to a point of the latest screenshot and clicks (left by default, \
+optionally right/middle or a double-click)."
+    }
+    async fn confirm_summary(&self, args: &MouseClickArgs, _ctx: &ToolCtx) -> Option<String> {
+        let kind = if args.double { "Double-click" } else { "Click" };
+        Some(format!(
+            "{kind} {:?} at ({}, {})",
+            args.button, args.x, args.y
+        ))
+    }
+    async fn call(&self, args: MouseClickArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let (x, y) = self.0.space.to_screen(args.x, args.y);
+        let button = Button::from(args.button);
+        let clicks = if args.double { 2 } else { 1 };
+        self.0
+            .run(move |enigo| {
+                enigo.move_mouse(x, y, Coordinate::Abs)?;
+                pause();
+                for _ in 0..clicks {
+                    enigo.button(button, Direction::Click)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(ToolOutput::text(format!("Clicked at screen ({x}, {y}).")))
+    }
+}
+
+/// Arguments of `mouse_scroll`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MouseScrollArgs {
+    /// Horizontal wheel steps (positive scrolls right).
+    #[serde(default)]
+    pub dx: i32,
+    /// Vertical wheel steps (positive scrolls down).
+    #[serde(default)]
+    pub dy: i32,
+    /// Where to scroll (screenshot pixels); default where the mouse is.
+    #[serde(default)]
+    pub x: Option<f64>,
+    /// Where to scroll (screenshot pixels).
+    #[serde(default)]
+    pub y: Option<f64>,
+}
+
+struct MouseScrollTool(InputTools);
+
+#[async_trait]
+impl Tool for MouseScrollTool {
+    type Args = MouseScrollArgs;
+    fn name(&self) -> &str {
+        "mouse_scroll"
+    }
+    fn description(&self) -> &str {
+        "Scrolls the mouse wheel by dy steps (positive down) and dx steps (positive right), \
+optionally at a point of the latest screenshot."
+    }
+    async fn confirm_summary(&self, args: &MouseScrollArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!("Scroll dx={} dy={}", args.dx, args.dy))
+    }
+    async fn call(&self, args: MouseScrollArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let at = match (args.x, args.y) {
+            (Some(x), Some(y)) => Some(self.0.space.to_screen(x, y)),
+            (None, None) => None,
+            _ => {
+                return Err(ToolError::invalid_arguments(
+                    "give both x and y, or neither",
+                ));
+            }
+        };
+        let (dx, dy) = (args.dx, args.dy);
+        self.0
+            .run(move |enigo| {
+                if let Some((x, y)) = at {
+                    enigo.move_mouse(x, y, Coordinate::Abs)?;
+                    pause();
+                }
+                if dy != 0 {
+                    enigo.scroll(dy, Axis::Vertical)?;
+                }
+                if dx != 0 {
+                    enigo.scroll(dx, Axis::Horizontal)?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(ToolOutput::text(format!("Scrolled dx={dx} dy={dy}.")))
+    }
+}
+
+/// A point in the latest screenshot's pixels.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+pub struct Point {
+    /// x.
+    pub x: f64,
+    /// y.
+    pub y: f64,
+}
+
+/// Arguments of `mouse_drag`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MouseDragArgs {
+    /// Where the drag starts.
+    pub from: Point,
+    /// Where it ends.
+    pub to: Point,
+}
+
+struct MouseDragTool(InputTools);
+
+#[async_trait]
+impl Tool for MouseDragTool {
+    type Args = MouseDragArgs;
+    fn name(&self) -> &str {
+        "mouse_drag"
+    }
+    fn description(&self) -> &str {
+        "Drags with the left button held from one point of the latest screenshot to another."
+    }
+    async fn confirm_summary(&self, args: &MouseDragArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!(
+            "Drag from ({}, {}) to ({}, {})",
+            args.from.x, args.from.y, args.to.x, args.to.y
+        ))
+    }
+    async fn call(&self, args: MouseDragArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let from = self.0.space.to_screen(args.from.x, args.from.y);
+        let to = self.0.space.to_screen(args.to.x, args.to.y);
+        self.0
+            .run(move |enigo| {
+                enigo.move_mouse(from.0, from.1, Coordinate::Abs)?;
+                pause();
+                enigo.button(Button::Left, Direction::Press)?;
+                // Intermediate moves, so drag handlers see motion.
+                const STEPS: i32 = 10;
+                for step in 1..=STEPS {
+                    let x = from.0 + (to.0 - from.0) * step / STEPS;
+                    let y = from.1 + (to.1 - from.1) * step / STEPS;
+                    enigo.move_mouse(x, y, Coordinate::Abs)?;
+                    pause();
+                }
+                enigo.button(Button::Left, Direction::Release)
+            })
+            .await?;
+        Ok(ToolOutput::text(format!(
+            "Dragged from screen ({}, {}) to ({}, {}).",
+            from.0, from.1, to.0, to.1
+        )))
+    }
+}
+
+/// Arguments of `keyboard_type`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyboardTypeArgs {
+    /// The text to type into the focused window.
+    pub text: String,
+}
+
+struct KeyboardTypeTool(InputTools);
+
+#[async_trait]
+impl Tool for KeyboardTypeTool {
+    type Args = KeyboardTypeArgs;
+    fn name(&self) -> &str {
+        "keyboard_type"
+    }
+    fn description(&self) -> &str {
+        "Types text into the focused window, as keystrokes."
+    }
+    async fn confirm_summary(&self, args: &KeyboardTypeArgs, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!("Type {:?}", args.text))
+    }
+    async fn call(&self, args: KeyboardTypeArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let count = args.text.chars().count();
+        let text = args.text;
+        self.0.run(move |enigo| enigo.text(&text)).await?;
+        Ok(ToolOutput::text(format!("Typed {count} characters.")))
+    }
+}
+
+/// Arguments of `keyboard_key`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyboardKeyArgs {
+    /// A key name (Enter, Tab, Escape, Backspace, Delete, Space, Up, Down,
+    /// Left, Right, Home, End, PageUp, PageDown, F1-F12, or one
+    /// character), optionally with modifiers joined by `+`: `ctrl+c`,
+    /// `ctrl+shift+t`.
+    pub key: String,
+    /// Modifiers to hold as well: ctrl, shift, alt, meta (super/cmd).
+    #[serde(default)]
+    pub modifiers: Vec<String>,
+}
+
+/// The enigo key for a name.
+fn parse_key(name: &str) -> Result<Key, ComputerError> {
+    let lower = name.trim().to_ascii_lowercase();
+    let key = match lower.as_str() {
+        "enter" | "return" => Key::Return,
+        "tab" => Key::Tab,
+        "escape" | "esc" => Key::Escape,
+        "backspace" => Key::Backspace,
+        "delete" | "del" => Key::Delete,
+        "space" => Key::Space,
+        "up" | "arrowup" => Key::UpArrow,
+        "down" | "arrowdown" => Key::DownArrow,
+        "left" | "arrowleft" => Key::LeftArrow,
+        "right" | "arrowright" => Key::RightArrow,
+        "home" => Key::Home,
+        "end" => Key::End,
+        "pageup" => Key::PageUp,
+        "pagedown" => Key::PageDown,
+        "capslock" => Key::CapsLock,
+        "ctrl" | "control" => Key::Control,
+        "shift" => Key::Shift,
+        "alt" | "option" => Key::Alt,
+        "meta" | "super" | "cmd" | "command" | "win" => Key::Meta,
+        "f1" => Key::F1,
+        "f2" => Key::F2,
+        "f3" => Key::F3,
+        "f4" => Key::F4,
+        "f5" => Key::F5,
+        "f6" => Key::F6,
+        "f7" => Key::F7,
+        "f8" => Key::F8,
+        "f9" => Key::F9,
+        "f10" => Key::F10,
+        "f11" => Key::F11,
+        "f12" => Key::F12,
+        _ => {
+            let mut chars = name.trim().chars();
+            match (chars.next(), chars.next()) {
+                // Letters as lowercase: shift is a modifier of its own.
+                (Some(c), None) => Key::Unicode(c.to_ascii_lowercase()),
+                _ => {
+                    return Err(ComputerError::InvalidInput(format!(
+                        "unknown key {name:?}: use Enter, Tab, Escape, Backspace, Delete, Space, Up, Down, Left, Right, Home, End, PageUp, PageDown, F1-F12 or one character"
+                    )));
+                }
+            }
+        }
+    };
+    Ok(key)
+}
+
+const MODIFIERS: [&str; 10] = [
+    "ctrl", "control", "shift", "alt", "option", "meta", "super", "cmd", "command", "win",
+];
+
+/// The modifiers and the main key of `ctrl+shift+t` plus extra modifiers.
+fn parse_chord(key: &str, extra: &[String]) -> Result<(Vec<Key>, Key), ComputerError> {
+    let mut parts: Vec<&str> = if key.trim() == "+" {
+        vec!["+"]
+    } else {
+        key.split('+').map(str::trim).collect()
+    };
+    let main = parts
+        .pop()
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| ComputerError::InvalidInput(format!("no key in {key:?}")))?;
+    let mut modifiers = Vec::new();
+    for name in parts.into_iter().chain(extra.iter().map(String::as_str)) {
+        if !MODIFIERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(ComputerError::InvalidInput(format!(
+                "{name:?} is not a modifier: use ctrl, shift, alt or meta"
+            )));
+        }
+        modifiers.push(parse_key(name)?);
+    }
+    Ok((modifiers, parse_key(main)?))
+}
+
+struct KeyboardKeyTool(InputTools);
+
+#[async_trait]
+impl Tool for KeyboardKeyTool {
+    type Args = KeyboardKeyArgs;
+    fn name(&self) -> &str {
+        "keyboard_key"
+    }
+    fn description(&self) -> &str {
+        "Presses a key or a shortcut in the focused window: Enter, Tab, Escape, arrows, F1-F12, \
+or chords like ctrl+c, ctrl+shift+t, alt+F4."
+    }
+    async fn confirm_summary(&self, args: &KeyboardKeyArgs, _ctx: &ToolCtx) -> Option<String> {
+        let mut chord = args.modifiers.clone();
+        chord.push(args.key.clone());
+        Some(format!("Press {}", chord.join("+")))
+    }
+    async fn call(&self, args: KeyboardKeyArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let (modifiers, key) = parse_chord(&args.key, &args.modifiers)?;
+        self.0
+            .run(move |enigo| {
+                for modifier in &modifiers {
+                    enigo.key(*modifier, Direction::Press)?;
+                }
+                let pressed = enigo.key(key, Direction::Click);
+                // Modifiers are released even when the key failed.
+                for modifier in modifiers.iter().rev() {
+                    enigo.key(*modifier, Direction::Release)?;
+                }
+                pressed
+            })
+            .await?;
+        let mut chord = args.modifiers.clone();
+        chord.push(args.key);
+        Ok(ToolOutput::text(format!("Pressed {}.", chord.join("+"))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chords_and_key_names_parse() {
+        let (mods, key) = parse_chord("ctrl+shift+T", &[]).unwrap();
+        assert_eq!(mods, vec![Key::Control, Key::Shift]);
+        assert_eq!(key, Key::Unicode('t'));
+        let (mods, key) = parse_chord("Enter", &["alt".into()]).unwrap();
+        assert_eq!((mods, key), (vec![Key::Alt], Key::Return));
+        assert_eq!(parse_chord("+", &[]).unwrap().1, Key::Unicode('+'));
+        assert!(parse_chord("hyper+x", &[]).is_err());
+        assert!(parse_chord("ctrl+", &[]).is_err());
+        let err = parse_key("Launch").unwrap_err().to_string();
+        assert!(err.contains("unknown key \"Launch\""), "{err}");
+    }
+}

@@ -1,0 +1,315 @@
+//! Screen capture and input against a real X server: the outer test starts
+//! Xvfb and `xev` (an X program that prints every event its window gets),
+//! then runs the inner test in a child process with `DISPLAY` pointing at
+//! that server, and finally reads what `xev` saw.
+#![cfg(all(feature = "screen", feature = "input", target_os = "linux"))]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kinet_computer::{InputConfig, InputTools, ScreenConfig, ScreenSpace, ScreenTools};
+use kinet_core::{ToolCtx, ToolErrorKind, ToolOutput, Toolset};
+use serde_json::{Value, json};
+
+const WIDTH: u32 = 1024;
+const HEIGHT: u32 = 768;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Starts Xvfb on a free display number.
+fn xvfb() -> (Killed, String) {
+    for n in 90..140 {
+        if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
+            continue;
+        }
+        let display = format!(":{n}");
+        let child = Command::new("Xvfb")
+            .args([
+                &display,
+                "-screen",
+                "0",
+                &format!("{WIDTH}x{HEIGHT}x24"),
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
+                return (Killed(child), display);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        drop(Killed(child));
+    }
+    panic!("could not start Xvfb");
+}
+
+/// A property of the root window as xprop prints it.
+fn root_property(display: &str, name: &str) -> String {
+    let out = Command::new("xprop")
+        .args(["-root", name])
+        .env("DISPLAY", display)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn screen_and_input_reach_a_real_x_window_under_xvfb() {
+    for program in ["Xvfb", "xev", "xdotool", "xprop", "openbox"] {
+        if !have(program) {
+            eprintln!(
+                "\n\n*** SKIPPED: {program} is not installed (.ci/run installs xvfb, x11-utils, xdotool and openbox) ***\n\n"
+            );
+            return;
+        }
+    }
+    let (_xvfb, display) = xvfb();
+    // A window manager, as on any desktop (window listing needs EWMH).
+    let _wm = Killed(
+        Command::new("openbox")
+            .arg("--sm-disable")
+            .env("DISPLAY", &display)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    while !root_property(&display, "_NET_SUPPORTING_WM_CHECK").contains("window id") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "openbox never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut xev = Killed(
+        Command::new("xev")
+            .args([
+                "-geometry",
+                "400x300+100+100",
+                "-event",
+                "keyboard",
+                "-event",
+                "button",
+            ])
+            .env("DISPLAY", &display)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait until the window is mapped.
+    let started = Instant::now();
+    loop {
+        let found = Command::new("xdotool")
+            .args(["search", "--name", "Event Tester"])
+            .env("DISPLAY", &display)
+            .output()
+            .unwrap();
+        if found.status.success() && !found.stdout.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "xev's window never appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // ... and until the window manager lists it.
+    while !root_property(&display, "_NET_CLIENT_LIST_STACKING").contains("window id") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "openbox never managed xev"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "inner_tools_on_the_display",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("DISPLAY", &display)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&child.stdout).into_owned()
+        + &String::from_utf8_lossy(&child.stderr);
+    assert!(child.status.success(), "the inner test failed:\n{report}");
+    assert!(
+        report.contains("1 passed"),
+        "the inner test did not run:\n{report}"
+    );
+
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = xev.0.kill();
+    let mut events = String::new();
+    xev.0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut events)
+        .unwrap();
+    // The click at the window's centre, given in a half-size screenshot's
+    // pixels, arrived at the centre (within the rounding of halving).
+    let press = events
+        .split("ButtonPress event")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no click reached xev:\n{events}"));
+    let at = press.split("), root:").next().unwrap();
+    let (x, y) = at.rsplit('(').next().unwrap().split_once(',').unwrap();
+    let (x, y): (i32, i32) = (x.parse().unwrap(), y.parse().unwrap());
+    assert!(
+        (x - 200).abs() <= 1 && (y - 150).abs() <= 1,
+        "the click landed at ({x},{y}):\n{events}"
+    );
+    // Typed text and a shortcut arrived as key presses.
+    for keysym in [
+        "keysym 0x6b, k",
+        "keysym 0x69, i",
+        "keysym 0xff0d, Return",
+        "keysym 0xffe3, Control_L",
+    ] {
+        assert!(events.contains(keysym), "no {keysym} in:\n{events}");
+    }
+}
+
+async fn call(
+    tools: &Toolset,
+    name: &str,
+    args: Value,
+) -> Result<ToolOutput, kinet_core::ToolError> {
+    let tool = std::sync::Arc::clone(tools.static_tools().get(name).unwrap());
+    let prepared = tool.prepare(&args.to_string())?;
+    prepared
+        .call(ToolCtx::new(std::env::temp_dir()).for_call("c", name))
+        .await
+}
+
+fn decode(out: &ToolOutput) -> image::RgbaImage {
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(&out.images[0].data)
+        .unwrap();
+    image::load_from_memory(&png).unwrap().to_rgba8()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by screen_and_input_reach_a_real_x_window_under_xvfb with a display"]
+async fn inner_tools_on_the_display() {
+    let space = ScreenSpace::new();
+    let config = ScreenConfig {
+        max_dimension: WIDTH / 2,
+        ..ScreenConfig::default()
+    };
+    let mut tools = ScreenTools::new(config, space.clone()).toolset();
+    InputTools::new(InputConfig::default(), space).add_to(&mut tools);
+
+    // The whole screen, scaled to half.
+    let shot = call(&tools, "screenshot", json!({})).await.unwrap();
+    assert_eq!(
+        shot.text,
+        "Screenshot of monitor 0 (1024x768, shown at 512x384; give coordinates in the image's pixels)."
+    );
+    let image = decode(&shot);
+    assert_eq!(image.dimensions(), (WIDTH / 2, HEIGHT / 2));
+    // xev's white window on the black root: both colours are there.
+    let colours: std::collections::HashSet<[u8; 4]> = image.pixels().map(|p| p.0).collect();
+    assert!(colours.len() > 2, "a blank screen: {colours:?}");
+    assert!(
+        colours.contains(&[255, 255, 255, 255]),
+        "xev's white window is missing"
+    );
+
+    // The window by title.
+    let window = call(
+        &tools,
+        "screenshot_window",
+        json!({"title": "event tester"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        window
+            .text
+            .starts_with("Screenshot of window \"Event Tester\" (400x300"),
+        "{}",
+        window.text
+    );
+    assert_eq!(decode(&window).dimensions(), (400, 300));
+    let err = call(
+        &tools,
+        "screenshot_window",
+        json!({"title": "no such window"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::NotFound);
+    assert!(
+        err.message().contains("open windows: \"Event Tester\""),
+        "{}",
+        err.message()
+    );
+
+    // Back to the half-size screenshot; click the window's centre in its
+    // pixels (the window manager placed the window; its origin says where).
+    let origin = window.structured.clone().unwrap()["origin"].clone();
+    let (ox, oy) = (origin[0].as_f64().unwrap(), origin[1].as_f64().unwrap());
+    call(&tools, "screenshot", json!({})).await.unwrap();
+    let (cx, cy) = ((ox + 200.0) / 2.0, (oy + 150.0) / 2.0);
+    let out = call(&tools, "mouse_click", json!({"x": cx, "y": cy}))
+        .await
+        .unwrap();
+    assert!(out.text.starts_with("Clicked at screen ("), "{}", out.text);
+    call(&tools, "keyboard_type", json!({"text": "ki"}))
+        .await
+        .unwrap();
+    call(&tools, "keyboard_key", json!({"key": "Enter"}))
+        .await
+        .unwrap();
+    call(&tools, "keyboard_key", json!({"key": "ctrl+a"}))
+        .await
+        .unwrap();
+    let err = call(&tools, "keyboard_key", json!({"key": "hyper+x"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+    let err = call(&tools, "screenshot", json!({"monitor": 5}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message()
+            .contains("there is no monitor 5; 1 monitor(s)"),
+        "{}",
+        err.message()
+    );
+}
