@@ -35,8 +35,18 @@ const INDEX: &str = r#"<!doctype html>
 <button id="far" onclick="this.textContent = 'Far clicked'">Far away</button>
 </body></html>"#;
 
+const LINKS: &str = r##"<!doctype html>
+<html><head><title>Links</title></head><body>
+<a href="/slow">Slow page</a>
+<a href="#end">To the end</a>
+<button onclick="setTimeout(() => { location.href = '/other' }, 0)">Go later</button>
+<button onclick="this.textContent = 'Stayed'">Stay</button>
+<div style="height: 3000px"></div><p id="end">The end</p>
+</body></html>"##;
+
 /// A loopback server: `/` the widgets page, `/other`, `/search?q=` echoing
-/// the query.
+/// the query, `/links` with navigations of each kind, `/slow` answering
+/// after 400 ms.
 async fn serve() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -61,6 +71,14 @@ async fn serve() -> String {
                     .collect();
                 let (status, body) = match path {
                     "/" => ("200 OK", INDEX.to_owned()),
+                    "/links" => ("200 OK", LINKS.to_owned()),
+                    "/slow" => {
+                        tokio::time::sleep(Duration::from_millis(400)).await;
+                        (
+                            "200 OK",
+                            "<title>Slow</title><h1>Slow page arrived</h1>".to_owned(),
+                        )
+                    }
                     "/other" => (
                         "200 OK",
                         "<title>Other</title><h1>The other page</h1>".to_owned(),
@@ -325,6 +343,66 @@ async fn navigate_snapshot_click_type_select_eval_screenshot_and_tabs() {
         .unwrap_err();
     assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
 
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_wait_for_the_navigations_they_start_and_only_those() {
+    let Some((tools, session)) = browser() else {
+        return;
+    };
+    let site = serve().await;
+    let links = format!("{site}/links");
+    let page = text(&tools, "browser_navigate", json!({"url": links})).await;
+
+    // A click that changes nothing but the page returns at once.
+    let started = std::time::Instant::now();
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&page, "button \"Stay\"")}),
+    )
+    .await;
+    assert!(after.contains("button \"Stayed\""), "{after}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A fragment link navigates within the document: no wait for a load.
+    let started = std::time::Instant::now();
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&after, "link \"To the end\"")}),
+    )
+    .await;
+    assert!(after.contains(&format!("URL: {links}#end")), "{after}");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A link to a page that answers slowly: the click waits for it.
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&after, "link \"Slow page\"")}),
+    )
+    .await;
+    assert!(after.contains("Slow page arrived"), "{after}");
+
+    // A handler that navigates from a queued task.
+    let page = text(&tools, "browser_navigate", json!({"url": links})).await;
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&page, "button \"Go later\"")}),
+    )
+    .await;
+    assert!(after.contains("The other page"), "{after}");
     session.shutdown().await;
 }
 

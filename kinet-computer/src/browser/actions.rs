@@ -4,12 +4,17 @@
 use std::time::Duration;
 
 use chromiumoxide::Page;
+use chromiumoxide::cdp::IntoEventKind;
 use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
 };
-use chromiumoxide::cdp::browser_protocol::page::{EventFrameStartedLoading, EventLoadEventFired};
+use chromiumoxide::cdp::browser_protocol::page::{
+    EventFrameRequestedNavigation, EventFrameStartedLoading, EventFrameStoppedLoading,
+    EventLoadEventFired, EventNavigatedWithinDocument,
+};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::layout::Point;
+use chromiumoxide::listeners::EventStream;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -112,26 +117,58 @@ pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
     })
 }
 
-/// Runs `action`; if it starts a navigation within 150 ms, waits (up to
-/// `limit`) for the new page to load.
+/// How long a navigation the action started may take to announce itself
+/// after the page has run the tasks the action queued.
+const NAVIGATION_GRACE: Duration = Duration::from_millis(25);
+
+/// Runs `action`; if it starts a navigation (a link, a form submission, a
+/// handler changing `location`), waits up to `limit` for the new page to
+/// finish loading. Same-document navigations (`#fragment`, history API)
+/// end the wait at once.
 pub(crate) async fn settle<T>(
     page: &Page,
     limit: Duration,
     action: impl Future<Output = Result<T, ComputerError>>,
 ) -> Result<T, ComputerError> {
-    let mut started = page
-        .event_listener::<EventFrameStartedLoading>()
-        .await
-        .map_err(browser_error)?;
-    let mut loaded = page
-        .event_listener::<EventLoadEventFired>()
-        .await
-        .map_err(browser_error)?;
+    let mut requested = listen::<EventFrameRequestedNavigation>(page).await?;
+    let mut started = listen::<EventFrameStartedLoading>(page).await?;
+    let mut within_document = listen::<EventNavigatedWithinDocument>(page).await?;
+    let mut loaded = listen::<EventLoadEventFired>(page).await?;
+    let mut stopped = listen::<EventFrameStoppedLoading>(page).await?;
     let value = action.await?;
-    if let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(150), started.next()).await {
-        let _ = tokio::time::timeout(limit, loaded.next()).await;
+    // A barrier: the page runs what the action queued (form submissions are
+    // queued tasks) before this resolves; a navigation that destroys the
+    // document makes it fail.
+    let barrier = evaluate(page, "new Promise(r => setTimeout(r, 0))").await;
+    if barrier.is_ok() {
+        let announced = tokio::time::timeout(NAVIGATION_GRACE, async {
+            tokio::select! {
+                _ = requested.next() => {}
+                _ = started.next() => {}
+                _ = within_document.next() => {}
+            }
+        })
+        .await;
+        if announced.is_err() {
+            return Ok(value);
+        }
     }
+    let _ = tokio::time::timeout(limit, async {
+        tokio::select! {
+            _ = loaded.next() => {}
+            _ = stopped.next() => {}
+            _ = within_document.next() => {}
+        }
+    })
+    .await;
     Ok(value)
+}
+
+async fn listen<E>(page: &Page) -> Result<EventStream<E>, ComputerError>
+where
+    E: IntoEventKind + Unpin,
+{
+    page.event_listener::<E>().await.map_err(browser_error)
 }
 
 #[derive(Deserialize)]
