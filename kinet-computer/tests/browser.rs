@@ -41,6 +41,11 @@ const LINKS: &str = r##"<!doctype html>
 <a href="#end">To the end</a>
 <button onclick="setTimeout(() => { location.href = '/other' }, 0)">Go later</button>
 <button onclick="this.textContent = 'Stayed'">Stay</button>
+<button onclick="history.pushState({}, '', '/links/routed'); this.textContent = 'Routed'">Route</button>
+<a href="/other" target="_blank">Other in a new tab</a>
+<button onclick="document.getElementById('answer').textContent = confirm('Really delete?') ? 'Deleted' : 'Kept'">Delete</button>
+<button onclick="alert('Hello from the page'); this.textContent = 'Greeted'">Greet</button>
+<p id="answer">Undecided</p>
 <div style="height: 3000px"></div><p id="end">The end</p>
 </body></html>"##;
 
@@ -384,6 +389,98 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
         "{:?}",
         started.elapsed()
     );
+
+    // History API routing and a link opening a new tab: no wait either.
+    for (button, expect) in [
+        ("button \"Route\"", "button \"Routed\""),
+        ("link \"Other in a new tab\"", "Page: Links"),
+    ] {
+        let started = std::time::Instant::now();
+        let after = text(
+            &tools,
+            "browser_click",
+            json!({"ref": ref_of(&after, button)}),
+        )
+        .await;
+        assert!(after.contains(expect), "{after}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{button}: {:?}",
+            started.elapsed()
+        );
+    }
+    let tabs = text(&tools, "browser_tabs", json!({"action": "list"})).await;
+    assert!(tabs.contains("1: Other"), "{tabs}");
+    text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "close", "index": 1}),
+    )
+    .await;
+
+    // Dialogs are answered at once and reported.
+    let page = text(&tools, "browser_snapshot", json!({})).await;
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&page, "button \"Delete\"")}),
+    )
+    .await;
+    assert!(after.contains("- text: Deleted"), "{after}");
+    assert!(
+        after.contains("confirm dialog \"Really delete?\"; kinet accepted it"),
+        "{after}"
+    );
+    let after = text(
+        &tools,
+        "browser_click",
+        json!({"ref": ref_of(&after, "button \"Greet\"")}),
+    )
+    .await;
+    assert!(after.contains("button \"Greeted\""), "{after}");
+    assert!(
+        after.contains("alert dialog \"Hello from the page\""),
+        "{after}"
+    );
+    assert!(
+        !after.contains("Really delete"),
+        "notes are reported once: {after}"
+    );
+    let value = call(
+        &tools,
+        "browser_eval",
+        json!({"expression": "confirm('From eval?')"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(value.structured, Some(json!(true)));
+
+    // A full-page screenshot of a very tall page is cut to 8000 px.
+    let viewport = call(&tools, "browser_eval", json!({"expression": "innerHeight"}))
+        .await
+        .unwrap()
+        .structured;
+    call(
+        &tools,
+        "browser_eval",
+        json!({"expression": "document.body.style.height = '20000px'"}),
+    )
+    .await
+    .unwrap();
+    let shot = call(&tools, "browser_screenshot", json!({"full_page": true}))
+        .await
+        .unwrap();
+    assert!(shot.text.contains("x8000)."), "{}", shot.text);
+    assert!(
+        shot.text.contains("this shows its top-left"),
+        "{}",
+        shot.text
+    );
+    let viewport_after = call(&tools, "browser_eval", json!({"expression": "innerHeight"}))
+        .await
+        .unwrap()
+        .structured;
+    assert_eq!(viewport_after, viewport, "the viewport is untouched");
 
     // A link to a page that answers slowly: the click waits for it.
     let after = text(

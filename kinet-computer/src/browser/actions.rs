@@ -9,8 +9,8 @@ use chromiumoxide::cdp::browser_protocol::input::{
     DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    EventFrameRequestedNavigation, EventFrameStartedLoading, EventFrameStoppedLoading,
-    EventLoadEventFired, EventNavigatedWithinDocument,
+    ClientNavigationDisposition, EventFrameRequestedNavigation, EventFrameStartedLoading,
+    EventFrameStoppedLoading, EventLoadEventFired, EventNavigatedWithinDocument, FrameId,
 };
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::layout::Point;
@@ -20,16 +20,13 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::browser_error;
 use crate::ComputerError;
 
 const PAGE_JS: &str = include_str!("page.js");
 
 /// The longest accessible name or value shown in a snapshot line.
 const MAX_TEXT: usize = 100;
-
-fn browser_error(error: impl std::fmt::Display) -> ComputerError {
-    ComputerError::Browser(error.to_string())
-}
 
 /// Evaluates `expression` (awaiting promises) and returns its JSON value;
 /// exceptions become [`ComputerError::Script`].
@@ -121,15 +118,25 @@ pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
 /// after the page has run the tasks the action queued.
 const NAVIGATION_GRACE: Duration = Duration::from_millis(25);
 
-/// Runs `action`; if it starts a navigation (a link, a form submission, a
-/// handler changing `location`), waits up to `limit` for the new page to
-/// finish loading. Same-document navigations (`#fragment`, history API)
-/// end the wait at once.
+/// What an action set off, as far as the main frame goes.
+enum Navigation {
+    /// A new document is on its way.
+    Document,
+    /// The URL changed within the document (`#fragment`, history API).
+    SameDocument,
+}
+
+/// Runs `action`; if it starts a navigation of the main frame (a link, a
+/// form submission, a handler changing `location`), waits up to `limit` for
+/// the new page to finish loading. Same-document navigations and links that
+/// open a new tab or a download end the wait at once.
 pub(crate) async fn settle<T>(
     page: &Page,
     limit: Duration,
     action: impl Future<Output = Result<T, ComputerError>>,
 ) -> Result<T, ComputerError> {
+    let main = page.mainframe().await.ok().flatten();
+    let is_main = |frame: &FrameId| main.as_ref().is_none_or(|main| main == frame);
     let mut requested = listen::<EventFrameRequestedNavigation>(page).await?;
     let mut started = listen::<EventFrameStartedLoading>(page).await?;
     let mut within_document = listen::<EventNavigatedWithinDocument>(page).await?;
@@ -137,27 +144,57 @@ pub(crate) async fn settle<T>(
     let mut stopped = listen::<EventFrameStoppedLoading>(page).await?;
     let value = action.await?;
     // A barrier: the page runs what the action queued (form submissions are
-    // queued tasks) before this resolves; a navigation that destroys the
+    // queued tasks) before this resolves; a navigation that replaces the
     // document makes it fail.
     let barrier = evaluate(page, "new Promise(r => setTimeout(r, 0))").await;
     if barrier.is_ok() {
         let announced = tokio::time::timeout(NAVIGATION_GRACE, async {
-            tokio::select! {
-                _ = requested.next() => {}
-                _ = started.next() => {}
-                _ = within_document.next() => {}
+            loop {
+                tokio::select! {
+                    Some(event) = requested.next() => {
+                        if is_main(&event.frame_id)
+                            && event.disposition == ClientNavigationDisposition::CurrentTab
+                        {
+                            return Some(Navigation::Document);
+                        }
+                    }
+                    Some(event) = started.next() => {
+                        if is_main(&event.frame_id) {
+                            return Some(Navigation::Document);
+                        }
+                    }
+                    Some(event) = within_document.next() => {
+                        if is_main(&event.frame_id) {
+                            return Some(Navigation::SameDocument);
+                        }
+                    }
+                    else => return None,
+                }
             }
         })
         .await;
-        if announced.is_err() {
+        if !matches!(announced, Ok(Some(Navigation::Document))) {
             return Ok(value);
         }
     }
+    // A requested navigation may still turn out to stay in the document
+    // (`#fragment` links are requested first).
     let _ = tokio::time::timeout(limit, async {
-        tokio::select! {
-            _ = loaded.next() => {}
-            _ = stopped.next() => {}
-            _ = within_document.next() => {}
+        loop {
+            tokio::select! {
+                Some(_) = loaded.next() => return,
+                Some(event) = stopped.next() => {
+                    if is_main(&event.frame_id) {
+                        return;
+                    }
+                }
+                Some(event) = within_document.next() => {
+                    if is_main(&event.frame_id) {
+                        return;
+                    }
+                }
+                else => return,
+            }
         }
     })
     .await;

@@ -8,6 +8,7 @@
 //! is afterwards.
 
 mod actions;
+mod dialogs;
 mod session;
 mod tools;
 
@@ -17,3 +18,8 @@ pub use tools::{
     BrowserScreenshotArgs, BrowserTools, ClickArgs, EvalArgs, NavigateArgs, SelectArgs,
     SnapshotArgs, TabAction, TabsArgs, TypeArgs,
 };
+
+/// A DevTools or connection error as a [`crate::ComputerError`].
+fn browser_error(error: impl std::fmt::Display) -> crate::ComputerError {
+    crate::ComputerError::Browser(error.to_string())
+}

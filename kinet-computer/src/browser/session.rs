@@ -1,18 +1,19 @@
 //! The dedicated Chrome: started on first use with its own profile, watched,
 //! started again when it dies, shut down cleanly.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chromiumoxide::cdp::browser_protocol::target::{
-    CloseTargetParams, CreateTargetParams, GetTargetsParams, TargetId,
-};
+use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, GetTargetsParams, TargetId};
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
+use super::browser_error;
+use super::dialogs::Dialogs;
 use crate::ComputerError;
 
 /// Settings of the dedicated browser. Every field documents its default.
@@ -39,6 +40,11 @@ pub struct BrowserConfig {
     pub navigation_timeout: Duration,
     /// Extra command-line flags, e.g. `--proxy-server=...`.
     pub extra_args: Vec<String>,
+    /// How `confirm()` and `prompt()` dialogs are answered: accepted (true,
+    /// the default: the action that opened one was already approved) or
+    /// dismissed. Alerts are always accepted. Either way the model reads
+    /// what the dialog said with the next result.
+    pub accept_dialogs: bool,
 }
 
 impl Default for BrowserConfig {
@@ -52,6 +58,7 @@ impl Default for BrowserConfig {
             command_timeout: Duration::from_secs(30),
             navigation_timeout: Duration::from_secs(10),
             extra_args: Vec::new(),
+            accept_dialogs: true,
         }
     }
 }
@@ -113,12 +120,32 @@ struct Running {
     /// Tabs in the order they were first seen (Chrome reports them in no
     /// particular order; indexes must stay put).
     order: Vec<TargetId>,
+    dialogs: Dialogs,
+    /// The dialog answerer of each tab seen.
+    watched: HashMap<TargetId, JoinHandle<()>>,
     _profile: Option<tempfile::TempDir>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.events.abort();
+        for watcher in self.watched.values() {
+            watcher.abort();
+        }
+    }
 }
 
 impl Running {
     fn is_alive(&mut self) -> bool {
         !self.events.is_finished() && matches!(self.browser.try_wait(), Ok(None))
+    }
+
+    /// Answers the dialogs of `page` from now on.
+    fn watch(&mut self, page: &Page) {
+        if !self.watched.contains_key(page.target_id()) {
+            let watcher = self.dialogs.watch(page);
+            self.watched.insert(page.target_id().clone(), watcher);
+        }
     }
 
     /// The open tabs in a stable order.
@@ -128,9 +155,17 @@ impl Running {
             if !self.order.contains(page.target_id()) {
                 self.order.push(page.target_id().clone());
             }
+            self.watch(page);
         }
         self.order
             .retain(|id| pages.iter().any(|page| page.target_id() == id));
+        self.watched.retain(|id, watcher| {
+            let open = pages.iter().any(|page| page.target_id() == id);
+            if !open {
+                watcher.abort();
+            }
+            open
+        });
         let order = &self.order;
         pages.sort_by_key(|page| order.iter().position(|id| id == page.target_id()));
         Ok(pages)
@@ -147,6 +182,7 @@ pub struct BrowserSession {
 struct Inner {
     config: BrowserConfig,
     state: Mutex<Option<Running>>,
+    dialogs: Dialogs,
 }
 
 impl std::fmt::Debug for BrowserSession {
@@ -157,15 +193,12 @@ impl std::fmt::Debug for BrowserSession {
     }
 }
 
-fn browser_error(error: impl std::fmt::Display) -> ComputerError {
-    ComputerError::Browser(error.to_string())
-}
-
 impl BrowserSession {
     /// A session that starts Chrome with these settings on first use.
     pub fn new(config: BrowserConfig) -> Self {
         Self {
             inner: Arc::new(Inner {
+                dialogs: Dialogs::new(config.accept_dialogs),
                 config,
                 state: Mutex::new(None),
             }),
@@ -175,6 +208,11 @@ impl BrowserSession {
     /// The settings.
     pub fn config(&self) -> &BrowserConfig {
         &self.inner.config
+    }
+
+    /// What the JavaScript dialogs answered since the last call said.
+    pub(crate) fn take_dialog_notes(&self) -> Vec<String> {
+        self.inner.dialogs.take()
     }
 
     async fn launch(&self) -> Result<Running, ComputerError> {
@@ -231,6 +269,8 @@ impl BrowserSession {
             events,
             active: None,
             order: Vec::new(),
+            dialogs: self.inner.dialogs.clone(),
+            watched: HashMap::new(),
             _profile: profile,
         };
         // One tab of ours; the tab Chrome opens at start is closed (it is
@@ -268,7 +308,6 @@ impl BrowserSession {
         {
             tracing::info!("the browser exited; starting it again");
             if let Some(mut dead) = state.take() {
-                dead.events.abort();
                 let _ = dead.browser.kill().await;
             }
         }
@@ -284,7 +323,6 @@ impl BrowserSession {
             Err(_) => {
                 // A browser that stops answering is replaced on the next call.
                 if let Some(mut stuck) = state.take() {
-                    stuck.events.abort();
                     let _ = stuck.browser.kill().await;
                 }
                 Err(ComputerError::Browser(format!(
@@ -301,6 +339,7 @@ impl BrowserSession {
             if let Some(id) = running.active.clone()
                 && let Ok(page) = running.browser.get_page(id).await
             {
+                running.watch(&page);
                 return Ok(page);
             }
             let pages = running.pages().await?;
@@ -313,6 +352,7 @@ impl BrowserSession {
                     .map_err(browser_error)?,
             };
             running.active = Some(page.target_id().clone());
+            running.watch(&page);
             Ok(page)
         })
         .await
@@ -337,10 +377,18 @@ impl BrowserSession {
         self.with_running(async |running| {
             let page = running
                 .browser
-                .new_page(CreateTargetParams::new(url))
+                .new_page("about:blank")
                 .await
                 .map_err(browser_error)?;
+            // Dialogs are answered from the start, so one shown while the
+            // page loads cannot hold up the load.
+            running.watch(&page);
             running.active = Some(page.target_id().clone());
+            if url != "about:blank" {
+                page.goto(url)
+                    .await
+                    .map_err(|e| ComputerError::Browser(format!("could not open {url}: {e}")))?;
+            }
             Ok(page)
         })
         .await
@@ -406,7 +454,6 @@ impl BrowserSession {
         if !matches!(closed, Ok(Some(_))) {
             let _ = running.browser.kill().await;
         }
-        running.events.abort();
     }
 }
 

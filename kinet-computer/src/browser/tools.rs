@@ -5,13 +5,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::page::CaptureScreenshotFormat;
-use chromiumoxide::page::ScreenshotParams;
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, CaptureScreenshotParams, Viewport,
+};
 use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::actions::{self, Snapshot, settle};
+use super::browser_error;
 use super::session::BrowserSession;
 use crate::ComputerError;
 
@@ -78,13 +80,30 @@ impl BrowserTools {
         self.session.active_page().await
     }
 
-    /// What an action answers: what it did, then the page as it is now.
+    /// What an action answers: what it did, then the page as it is now. The
+    /// action has happened by now, so a page that cannot be read yet (still
+    /// loading) is said, not turned into an error the model would retry.
     async fn after_action(&self, page: &Page, done: String) -> Result<ToolOutput, ComputerError> {
         if !self.snapshot_after_action {
-            return Ok(ToolOutput::text(done));
+            return Ok(self.with_dialog_notes(done));
         }
-        let snapshot = actions::snapshot(page).await?;
-        Ok(ToolOutput::text(format!("{done}\n\n{}", snapshot.render())))
+        let text = match actions::snapshot(page).await {
+            Ok(snapshot) => format!("{done}\n\n{}", snapshot.render()),
+            Err(error) => format!(
+                "{done}\n\nThe page could not be read afterwards ({error}); it may still be \
+loading: take a browser_snapshot."
+            ),
+        };
+        Ok(self.with_dialog_notes(text))
+    }
+
+    /// `text` followed by what JavaScript dialogs said since the last result.
+    fn with_dialog_notes(&self, mut text: String) -> ToolOutput {
+        for note in self.session.take_dialog_notes() {
+            text.push_str("\n\n");
+            text.push_str(&note);
+        }
+        ToolOutput::text(text)
     }
 }
 
@@ -179,7 +198,7 @@ browser_select; take a new snapshot after the page changes."
         cancellable(ctx, self.0.call_limit(), async {
             let page = self.0.page().await?;
             let snapshot: Snapshot = actions::snapshot(&page).await?;
-            Ok(ToolOutput::text(snapshot.render()))
+            Ok(self.0.with_dialog_notes(snapshot.render()))
         })
         .await
     }
@@ -355,7 +374,7 @@ its value as JSON. Prefer the other browser tools for clicking and typing."
             let page = self.0.page().await?;
             let value = actions::evaluate(&page, &args.expression).await?;
             let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
-            Ok(ToolOutput::text(text).with_structured(value))
+            Ok(self.0.with_dialog_notes(text).with_structured(value))
         })
         .await
     }
@@ -371,8 +390,17 @@ pub struct BrowserScreenshotArgs {
 
 struct ScreenshotTool(BrowserTools);
 
-/// Width and height from a PNG header.
-fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+/// The largest width or height of a full-page screenshot, in CSS pixels
+/// (model APIs refuse larger images).
+const MAX_FULL_PAGE: f64 = 8000.0;
+
+/// Width and height from the header of a base64-encoded PNG.
+fn png_size(base64_png: &str) -> Option<(u32, u32)> {
+    use base64::Engine as _;
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(base64_png.get(..32)?)
+        .ok()?;
+    let png = head.as_slice();
     let width = png.get(16..20)?.try_into().ok().map(u32::from_be_bytes)?;
     let height = png.get(20..24)?.try_into().ok().map(u32::from_be_bytes)?;
     Some((width, height))
@@ -397,20 +425,51 @@ impl Tool for ScreenshotTool {
     ) -> Result<ToolOutput, ToolError> {
         cancellable(ctx, self.0.call_limit(), async {
             let page = self.0.page().await?;
-            let params = ScreenshotParams::builder()
-                .format(CaptureScreenshotFormat::Png)
-                .full_page(args.full_page)
-                .build();
-            let png = page
-                .screenshot(params)
+            page.activate().await.map_err(browser_error)?;
+            let mut params =
+                CaptureScreenshotParams::builder().format(CaptureScreenshotFormat::Png);
+            let mut cropped = None;
+            if args.full_page {
+                // A clip beyond the viewport leaves the page's layout alone
+                // (no device-metrics override to undo if the call fails).
+                let size = page
+                    .layout_metrics()
+                    .await
+                    .map_err(browser_error)?
+                    .css_content_size;
+                let (width, height) = (size.width.max(1.0), size.height.max(1.0));
+                if width > MAX_FULL_PAGE || height > MAX_FULL_PAGE {
+                    cropped = Some((width, height));
+                }
+                params = params.capture_beyond_viewport(true).clip(Viewport {
+                    x: 0.0,
+                    y: 0.0,
+                    width: width.min(MAX_FULL_PAGE),
+                    height: height.min(MAX_FULL_PAGE),
+                    scale: 1.0,
+                });
+            }
+            let shot = page
+                .execute(params.build())
                 .await
-                .map_err(|e| ComputerError::Browser(e.to_string()))?;
+                .map_err(browser_error)?
+                .result
+                .data;
+            let data: &str = shot.as_ref();
             let url = page.url().await.ok().flatten().unwrap_or_default();
-            let (width, height) = png_size(&png).unwrap_or_default();
-            Ok(
-                ToolOutput::text(format!("Screenshot of {url} ({width}x{height})."))
-                    .with_image(ImagePart::from_bytes("image/png", &png)),
-            )
+            let (width, height) = png_size(data).unwrap_or_default();
+            let mut text = format!("Screenshot of {url} ({width}x{height}).");
+            if let Some((full_width, full_height)) = cropped {
+                let _ = write!(
+                    text,
+                    " The page is {full_width:.0}x{full_height:.0}; this shows its top-left \
+{MAX_FULL_PAGE:.0}x{MAX_FULL_PAGE:.0} at most."
+                );
+            }
+            Ok(ToolOutput::text(text).with_image(ImagePart {
+                media_type: "image/png".into(),
+                data: data.to_owned(),
+            }))
         })
         .await
     }
