@@ -49,6 +49,19 @@ const LINKS: &str = r##"<!doctype html>
 <div style="height: 3000px"></div><p id="end">The end</p>
 </body></html>"##;
 
+const PARTS: &str = r##"<!doctype html>
+<html><head><title>Parts</title></head><body>
+<div id="host"></div>
+<script>
+const root = document.getElementById('host').attachShadow({ mode: 'open' });
+root.innerHTML = '<button id="sb">Shadow button</button>';
+root.getElementById('sb').onclick = () => { root.getElementById('sb').textContent = 'Shadow pressed'; };
+</script>
+<div style="display: contents"><button onclick="this.textContent = 'Contents pressed'">In contents</button></div>
+<div onclick="void 0"><span>A card</span> <button onclick="this.textContent = 'Inner pressed'">Inside card</button></div>
+<label><input type="checkbox"> Agree</label>
+</body></html>"##;
+
 /// A loopback server: `/` the widgets page, `/other`, `/search?q=` echoing
 /// the query, `/links` with navigations of each kind, `/slow` answering
 /// after 400 ms.
@@ -77,6 +90,7 @@ async fn serve() -> String {
                 let (status, body) = match path {
                     "/" => ("200 OK", INDEX.to_owned()),
                     "/links" => ("200 OK", LINKS.to_owned()),
+                    "/parts" => ("200 OK", PARTS.to_owned()),
                     "/slow" => {
                         tokio::time::sleep(Duration::from_millis(400)).await;
                         (
@@ -500,6 +514,63 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
     )
     .await;
     assert!(after.contains("The other page"), "{after}");
+    session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_dom_display_contents_and_cards_are_usable_and_refs_stay_on_their_page() {
+    let Some((tools, session)) = browser() else {
+        return;
+    };
+    let site = serve().await;
+    let page = text(
+        &tools,
+        "browser_navigate",
+        json!({"url": format!("{site}/parts")}),
+    )
+    .await;
+    for (button, pressed) in [
+        ("Shadow button", "Shadow pressed"),
+        ("In contents", "Contents pressed"),
+        ("Inside card", "Inner pressed"),
+    ] {
+        let needle = format!("button \"{button}\"");
+        let after = text(
+            &tools,
+            "browser_click",
+            json!({"ref": ref_of(&page, &needle)}),
+        )
+        .await;
+        assert!(after.contains(&format!("button \"{pressed}\"")), "{after}");
+    }
+    let agree = ref_of(&page, "checkbox \"Agree\"");
+    let err = call(&tools, "browser_type", json!({"ref": agree, "text": "yes"}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("use browser_click"),
+        "{}",
+        err.message()
+    );
+
+    // Another page with as many elements: the old refs do not name its
+    // elements.
+    let other = text(
+        &tools,
+        "browser_navigate",
+        json!({"url": format!("{site}/links")}),
+    )
+    .await;
+    assert!(!other.contains(&format!("[ref={agree}]")), "{other}");
+    let err = call(&tools, "browser_click", json!({"ref": agree}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        ToolErrorKind::InvalidArguments,
+        "{}",
+        err.message()
+    );
     session.shutdown().await;
 }
 

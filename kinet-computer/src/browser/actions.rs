@@ -1,6 +1,7 @@
 //! What the tools do on a page: snapshots, clicks, typing, selecting,
 //! evaluating, each through the page script in `page.js`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use chromiumoxide::Page;
@@ -24,6 +25,12 @@ use super::browser_error;
 use crate::ComputerError;
 
 const PAGE_JS: &str = include_str!("page.js");
+
+/// The number the next document's refs start from: every document numbers
+/// on from the highest ref handed out in this process, so a ref taken from
+/// an old page (or another tab) is refused as stale instead of naming an
+/// element of the new one.
+static NEXT_REF: AtomicU64 = AtomicU64::new(1);
 
 /// The longest accessible name or value shown in a snapshot line.
 const MAX_TEXT: usize = 100;
@@ -57,7 +64,11 @@ async fn call_page<T: DeserializeOwned>(
     args: &[Value],
 ) -> Result<T, ComputerError> {
     let args: Vec<String> = args.iter().map(Value::to_string).collect();
-    let expression = format!("{PAGE_JS}\nwindow.__kinet.{function}({})", args.join(", "));
+    let seed = NEXT_REF.load(Ordering::Relaxed);
+    let expression = format!(
+        "window.__kinetSeed = {seed};\n{PAGE_JS}\nwindow.__kinet.{function}({})",
+        args.join(", ")
+    );
     let value = evaluate(page, &expression).await?;
     if let Some(error) = value.get("error").and_then(Value::as_str) {
         let message = value
@@ -79,6 +90,7 @@ struct RawSnapshot {
     url: String,
     lines: String,
     refs: usize,
+    next: u64,
 }
 
 /// A text snapshot of a page: title, URL, then one line per heading, text
@@ -106,6 +118,7 @@ impl Snapshot {
 /// Takes a snapshot of the page.
 pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
     let raw: RawSnapshot = call_page(page, "snapshot", &[Value::from(MAX_TEXT)]).await?;
+    NEXT_REF.fetch_max(raw.next, Ordering::Relaxed);
     Ok(Snapshot {
         title: raw.title,
         url: raw.url,

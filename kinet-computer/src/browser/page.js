@@ -1,12 +1,14 @@
 // The page side of kinet's browser tools: a compact snapshot of what is on
 // the page with stable element refs, and the element lookups the actions
 // use. Installed once per document as window.__kinet; refs live in a
-// WeakMap, so the page's DOM is never modified.
+// WeakMap, so the page's DOM is never modified. Numbering starts where the
+// previous documents stopped (window.__kinetSeed, set by the caller), so a
+// ref from an old page never names an element of a new one.
 (() => {
   if (window.__kinet) return;
   const refs = new WeakMap();
   const byRef = new Map();
-  let next = 1;
+  let next = window.__kinetSeed || 1;
 
   const INTERACTIVE = new Set([
     'link', 'button', 'textbox', 'searchbox', 'checkbox', 'radio', 'combobox',
@@ -20,12 +22,17 @@
   };
   const TEXT_ROLES = new Set(['textbox', 'searchbox', 'combobox', 'spinbutton']);
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'SVG', 'CANVAS']);
+  const NESTED_CONTROLS = 'a[href], button, input, select, textarea, [role], [onclick], [contenteditable]';
   const BLOCK = new Set([
     'P', 'DIV', 'LI', 'TR', 'TD', 'TH', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER',
     'NAV', 'MAIN', 'ASIDE', 'FORM', 'FIELDSET', 'LEGEND', 'UL', 'OL', 'TABLE',
     'BLOCKQUOTE', 'PRE', 'DT', 'DD', 'DL', 'LABEL', 'FIGCAPTION', 'BR', 'HR',
   ]);
 
+  const TYPABLE_INPUTS = new Set(['text', 'search', 'email', 'url', 'tel', 'password', 'number']);
+
+  // Upper-case tag name, also in XHTML documents (where tagName keeps case).
+  const tagOf = (el) => (el.localName || '').toUpperCase();
   const squash = (s) => (s || '').replace(/\s+/g, ' ').trim();
   const clip = (s, n) => {
     s = squash(s);
@@ -46,7 +53,7 @@
   function roleOf(el) {
     const explicit = el.getAttribute('role');
     if (explicit) return explicit.split(/\s+/)[0];
-    const tag = el.tagName;
+    const tag = tagOf(el);
     switch (tag) {
       case 'A': return el.hasAttribute('href') ? 'link' : null;
       case 'BUTTON': case 'SUMMARY': return 'button';
@@ -69,15 +76,17 @@
     if (aria) return aria;
     const by = el.getAttribute('aria-labelledby');
     if (by) {
-      const text = by.split(/\s+/).map((id) => document.getElementById(id))
+      const root = el.getRootNode();
+      const find = (id) => (root.getElementById ? root.getElementById(id) : document.getElementById(id));
+      const text = by.split(/\s+/).map(find)
         .filter(Boolean).map((e) => e.textContent).join(' ');
       if (squash(text)) return text;
     }
     if (el.labels && el.labels.length) {
       return Array.from(el.labels).map(labelText).join(' ');
     }
-    if (el.tagName === 'INPUT' && INPUT_ROLES[el.type] === 'button') return el.value || el.type;
-    if (el.tagName === 'IMG') return el.getAttribute('alt') || '';
+    if (tagOf(el) === 'INPUT' && INPUT_ROLES[el.type] === 'button') return el.value || el.type;
+    if (tagOf(el) === 'IMG') return el.getAttribute('alt') || '';
     if (TEXT_ROLES.has(role) || role === 'checkbox' || role === 'radio' || role === 'slider' || role === 'listbox') {
       return el.getAttribute('placeholder') || el.getAttribute('title') || el.getAttribute('name') || '';
     }
@@ -91,7 +100,7 @@
     const walk = (node) => {
       for (let child = node.firstChild; child; child = child.nextSibling) {
         if (child.nodeType === 3) out += child.data + ' ';
-        else if (child.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON'].includes(child.tagName)) walk(child);
+        else if (child.nodeType === 1 && !['SELECT', 'TEXTAREA', 'INPUT', 'BUTTON'].includes(tagOf(child))) walk(child);
       }
     };
     walk(label);
@@ -107,13 +116,14 @@
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') line += ' [disabled]';
     if ((role === 'checkbox' || role === 'radio' || role === 'switch') &&
         (el.checked || el.getAttribute('aria-checked') === 'true')) line += ' [checked]';
-    if (el.tagName === 'SELECT') {
+    const tag = tagOf(el);
+    if (tag === 'SELECT') {
       const options = Array.from(el.options);
       const chosen = options.filter((o) => o.selected).map((o) => clip(o.label, max));
       const shown = options.slice(0, 25).map((o) => clip(o.label, 40));
       if (options.length > shown.length) shown.push('… ' + (options.length - shown.length) + ' more');
       line += ': ' + chosen.join(', ') + ' (options: ' + shown.join(' | ') + ')';
-    } else if (TEXT_ROLES.has(role) && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA')) {
+    } else if (TEXT_ROLES.has(role) && (tag === 'INPUT' || tag === 'TEXTAREA')) {
       if (el.value) line += ': ' + (el.type === 'password' ? '•••' : clip(el.value, max));
     } else if (TEXT_ROLES.has(role) && el.isContentEditable) {
       const text = clip(el.textContent, max);
@@ -142,18 +152,26 @@
         }
         if (child.nodeType !== 1) continue;
         const el = child;
-        if (SKIP.has(el.tagName.toUpperCase())) continue;
-        if (el.checkVisibility && !el.checkVisibility()) continue;
+        const tag = tagOf(el);
+        if (SKIP.has(tag)) continue;
+        // display: contents has no box of its own but shows its children.
+        if (el.checkVisibility && !el.checkVisibility() && getComputedStyle(el).display !== 'contents') continue;
         const role = roleOf(el);
         if (role === 'heading') {
           flush();
-          const level = el.tagName.length === 2 ? el.tagName[1] : (el.getAttribute('aria-level') || '2');
+          const level = /^H[1-6]$/.test(tag) ? tag[1] : (el.getAttribute('aria-level') || '2');
           lines.push('- heading ' + quote(clip(el.textContent, max)) + ' [level=' + level + ']');
           continue;
         }
         if (role && INTERACTIVE.has(role)) {
           flush();
           lines.push(describe(el, role, max));
+          // A clickable card or a link around other controls: list those too.
+          if ((role === 'clickable' || role === 'link') && el.querySelector(NESTED_CONTROLS)) {
+            walk(el);
+            if (el.shadowRoot) walk(el.shadowRoot);
+            flush();
+          }
           continue;
         }
         if (role === 'img') {
@@ -161,7 +179,7 @@
           lines.push('- img ' + quote(clip(nameOf(el, role), max)));
           continue;
         }
-        const block = BLOCK.has(el.tagName);
+        const block = BLOCK.has(tag);
         if (block) flush();
         walk(el);
         if (el.shadowRoot) walk(el.shadowRoot);
@@ -170,7 +188,7 @@
     };
     if (document.body) walk(document.body);
     flush();
-    return { title: document.title, url: location.href, lines: lines.join('\n'), refs: byRef.size };
+    return { title: document.title, url: location.href, lines: lines.join('\n'), refs: byRef.size, next };
   }
 
   function lookup(ref) {
@@ -184,8 +202,27 @@
   }
 
   function label(el) {
-    const role = roleOf(el) || el.tagName.toLowerCase();
+    const role = roleOf(el) || tagOf(el).toLowerCase();
     return role + ' ' + quote(clip(nameOf(el, role), 60));
+  }
+
+  // The element at a viewport point, looking into open shadow roots.
+  function hitAt(x, y) {
+    let hit = document.elementFromPoint(x, y);
+    while (hit && hit.shadowRoot) {
+      const inner = hit.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === hit) break;
+      hit = inner;
+    }
+    return hit;
+  }
+
+  // Whether `inner` is `outer` or inside it, across shadow roots.
+  function contains(outer, inner) {
+    for (let node = inner; node; node = node.parentNode || node.host) {
+      if (node === outer) return true;
+    }
+    return false;
   }
 
   // Scrolls the element into view and returns the point a click should hit,
@@ -200,8 +237,9 @@
     if (!r.width || !r.height) return { error: 'inactive', message: label(el) + ' [' + ref + '] is not visible' };
     const x = r.left + r.width / 2;
     const y = r.top + r.height / 2;
-    const hit = document.elementFromPoint(x, y);
-    if (hit && hit !== el && !el.contains(hit) && !hit.contains(el) && !(el.labels && Array.from(el.labels).some((l) => l.contains(hit)))) {
+    const hit = hitAt(x, y);
+    if (!hit) return { error: 'inactive', message: label(el) + ' [' + ref + '] is outside the visible page' };
+    if (hit !== el && !contains(el, hit) && !contains(hit, el) && !(el.labels && Array.from(el.labels).some((l) => contains(l, hit)))) {
       return { error: 'inactive', message: label(el) + ' [' + ref + '] is covered by ' + label(hit) };
     }
     return { x, y };
@@ -213,9 +251,14 @@
     if (!found.el) return found;
     const el = found.el;
     if (el.disabled || el.readOnly) return { error: 'inactive', message: label(el) + ' [' + ref + '] is ' + (el.disabled ? 'disabled' : 'read-only') };
+    const tag = tagOf(el);
+    if (tag === 'INPUT' && !TYPABLE_INPUTS.has(el.type)) {
+      return { error: 'inactive', message: label(el) + ' [' + ref + '] is a ' + el.type + ' input, which does not take typed text' +
+        (el.type === 'checkbox' || el.type === 'radio' ? ': use browser_click' : ': set it with browser_eval') };
+    }
     el.scrollIntoView({ block: 'center', behavior: 'instant' });
     el.focus();
-    if (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') {
+    if (tag === 'INPUT' || tag === 'TEXTAREA') {
       if (typeof el.select === 'function') el.select();
       if (el.value && el.selectionStart === el.selectionEnd) {
         el.value = '';
@@ -237,7 +280,7 @@
     const found = lookup(ref);
     if (!found.el) return found;
     const el = found.el;
-    if (el.tagName !== 'SELECT') return { error: 'inactive', message: label(el) + ' [' + ref + '] is not a select' };
+    if (tagOf(el) !== 'SELECT') return { error: 'inactive', message: label(el) + ' [' + ref + '] is not a select' };
     if (el.disabled) return { error: 'inactive', message: label(el) + ' [' + ref + '] is disabled' };
     const wanted = new Set(values.map(squash));
     const options = Array.from(el.options);
