@@ -1,5 +1,7 @@
 //! Mouse and keyboard tools (feature `input`, enigo).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -50,24 +52,73 @@ impl InputTools {
     }
 
     /// Runs `work` with a fresh connection to the display, off the async
-    /// threads.
+    /// threads. `work` checks the [`Stop`] it is given between steps: it is
+    /// raised when the run is cancelled or the call is dropped.
     async fn run(
         &self,
-        work: impl FnOnce(&mut Enigo) -> Result<(), enigo::InputError> + Send + 'static,
+        ctx: &ToolCtx,
+        work: impl FnOnce(&mut Enigo, &Stop) -> Result<(), enigo::InputError> + Send + 'static,
     ) -> Result<(), ComputerError> {
         let settings = Settings {
             x11_display: self.config.x11_display.clone(),
             ..Settings::default()
         };
-        tokio::task::spawn_blocking(move || {
+        let stop = Stop::default();
+        let _stop_when_dropped = stop.raise_on_drop();
+        let worker_stop = stop.clone();
+        let mut worker = tokio::task::spawn_blocking(move || {
             let mut enigo =
                 Enigo::new(&settings).map_err(|e| ComputerError::Input(e.to_string()))?;
-            work(&mut enigo).map_err(|e| ComputerError::Input(e.to_string()))
-        })
-        .await
-        .map_err(|e| ComputerError::Input(e.to_string()))?
+            work(&mut enigo, &worker_stop).map_err(|e| ComputerError::Input(e.to_string()))
+        });
+        let finished = tokio::select! {
+            finished = &mut worker => finished,
+            _ = ctx.cancellation().cancelled() => {
+                // Let the worker end its step (and release what it holds).
+                stop.raise();
+                let _ = worker.await;
+                return Err(ComputerError::Cancelled);
+            }
+        };
+        finished.map_err(|e| ComputerError::Input(e.to_string()))?
     }
 }
+
+/// Raised to make a running input action stop at its next step.
+#[derive(Debug, Clone, Default)]
+struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn raised(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn raise_on_drop(&self) -> RaiseOnDrop {
+        RaiseOnDrop(self.clone())
+    }
+}
+
+struct RaiseOnDrop(Stop);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.raise();
+    }
+}
+
+/// The most wheel steps one `mouse_scroll` takes per axis.
+const MAX_SCROLL_STEPS: i32 = 100;
+
+/// The most characters one `keyboard_type` types (about two minutes of
+/// keystrokes on X11).
+const MAX_TYPED_CHARS: usize = 10_000;
+
+/// Characters typed between checks for cancellation.
+const TYPING_CHUNK: usize = 16;
 
 fn pause() {
     std::thread::sleep(Duration::from_millis(15));
@@ -130,12 +181,12 @@ optionally right/middle or a double-click)."
             args.button, args.x, args.y
         ))
     }
-    async fn call(&self, args: MouseClickArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let (x, y) = self.0.space.to_screen(args.x, args.y);
+    async fn call(&self, args: MouseClickArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let (x, y) = self.0.space.to_screen(args.x, args.y)?;
         let button = Button::from(args.button);
         let clicks = if args.double { 2 } else { 1 };
         self.0
-            .run(move |enigo| {
+            .run(ctx, move |enigo, _stop| {
                 enigo.move_mouse(x, y, Coordinate::Abs)?;
                 pause();
                 for _ in 0..clicks {
@@ -180,9 +231,16 @@ optionally at a point of the latest screenshot."
     async fn confirm_summary(&self, args: &MouseScrollArgs, _ctx: &ToolCtx) -> Option<String> {
         Some(format!("Scroll dx={} dy={}", args.dx, args.dy))
     }
-    async fn call(&self, args: MouseScrollArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, args: MouseScrollArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        for (name, steps) in [("dx", args.dx), ("dy", args.dy)] {
+            if !(-MAX_SCROLL_STEPS..=MAX_SCROLL_STEPS).contains(&steps) {
+                return Err(ToolError::invalid_arguments(format!(
+                    "{name} is {steps}; scroll at most {MAX_SCROLL_STEPS} steps per call"
+                )));
+            }
+        }
         let at = match (args.x, args.y) {
-            (Some(x), Some(y)) => Some(self.0.space.to_screen(x, y)),
+            (Some(x), Some(y)) => Some(self.0.space.to_screen(x, y)?),
             (None, None) => None,
             _ => {
                 return Err(ToolError::invalid_arguments(
@@ -192,7 +250,7 @@ optionally at a point of the latest screenshot."
         };
         let (dx, dy) = (args.dx, args.dy);
         self.0
-            .run(move |enigo| {
+            .run(ctx, move |enigo, _stop| {
                 if let Some((x, y)) = at {
                     enigo.move_mouse(x, y, Coordinate::Abs)?;
                     pause();
@@ -245,23 +303,37 @@ impl Tool for MouseDragTool {
             args.from.x, args.from.y, args.to.x, args.to.y
         ))
     }
-    async fn call(&self, args: MouseDragArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let from = self.0.space.to_screen(args.from.x, args.from.y);
-        let to = self.0.space.to_screen(args.to.x, args.to.y);
+    async fn call(&self, args: MouseDragArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        // Both points are checked before the button goes down.
+        let from = self.0.space.to_screen(args.from.x, args.from.y)?;
+        let to = self.0.space.to_screen(args.to.x, args.to.y)?;
         self.0
-            .run(move |enigo| {
+            .run(ctx, move |enigo, stop| {
                 enigo.move_mouse(from.0, from.1, Coordinate::Abs)?;
                 pause();
                 enigo.button(Button::Left, Direction::Press)?;
                 // Intermediate moves, so drag handlers see motion.
-                const STEPS: i32 = 10;
-                for step in 1..=STEPS {
-                    let x = from.0 + (to.0 - from.0) * step / STEPS;
-                    let y = from.1 + (to.1 - from.1) * step / STEPS;
-                    enigo.move_mouse(x, y, Coordinate::Abs)?;
-                    pause();
-                }
-                enigo.button(Button::Left, Direction::Release)
+                let moved = (|| {
+                    const STEPS: i64 = 10;
+                    let along = |a: i32, b: i32, step: i64| {
+                        let (a, b) = (i64::from(a), i64::from(b));
+                        // Between a and b, so it fits an i32.
+                        (a + (b - a) * step / STEPS) as i32
+                    };
+                    for step in 1..=STEPS {
+                        if stop.raised() {
+                            break;
+                        }
+                        let x = along(from.0, to.0, step);
+                        let y = along(from.1, to.1, step);
+                        enigo.move_mouse(x, y, Coordinate::Abs)?;
+                        pause();
+                    }
+                    Ok(())
+                })();
+                // The button is released whatever happened on the way.
+                let released = enigo.button(Button::Left, Direction::Release);
+                moved.and(released)
             })
             .await?;
         Ok(ToolOutput::text(format!(
@@ -292,10 +364,26 @@ impl Tool for KeyboardTypeTool {
     async fn confirm_summary(&self, args: &KeyboardTypeArgs, _ctx: &ToolCtx) -> Option<String> {
         Some(format!("Type {:?}", args.text))
     }
-    async fn call(&self, args: KeyboardTypeArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, args: KeyboardTypeArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let count = args.text.chars().count();
+        if count > MAX_TYPED_CHARS {
+            return Err(ToolError::invalid_arguments(format!(
+                "text has {count} characters; type at most {MAX_TYPED_CHARS} per call"
+            )));
+        }
         let text = args.text;
-        self.0.run(move |enigo| enigo.text(&text)).await?;
+        self.0
+            .run(ctx, move |enigo, stop| {
+                let chars: Vec<char> = text.chars().collect();
+                for chunk in chars.chunks(TYPING_CHUNK) {
+                    if stop.raised() {
+                        break;
+                    }
+                    enigo.text(&chunk.iter().collect::<String>())?;
+                }
+                Ok(())
+            })
+            .await?;
         Ok(ToolOutput::text(format!("Typed {count} characters.")))
     }
 }
@@ -370,17 +458,23 @@ const MODIFIERS: [&str; 10] = [
 
 /// The modifiers and the main key of `ctrl+shift+t` plus extra modifiers.
 fn parse_chord(key: &str, extra: &[String]) -> Result<(Vec<Key>, Key), ComputerError> {
-    let mut parts: Vec<&str> = if key.trim() == "+" {
-        vec!["+"]
+    let chord: String = key.chars().filter(|c| !c.is_whitespace()).collect();
+    let chord = chord.as_str();
+    // `+` is a key too: `+`, `ctrl++`.
+    let (held, main) = if chord == "+" {
+        ("", "+")
+    } else if let Some(held) = chord.strip_suffix("++") {
+        (held, "+")
     } else {
-        key.split('+').map(str::trim).collect()
+        chord.rsplit_once('+').unwrap_or(("", chord))
     };
-    let main = parts
-        .pop()
-        .filter(|k| !k.is_empty())
-        .ok_or_else(|| ComputerError::InvalidInput(format!("no key in {key:?}")))?;
+    let main = main.trim();
+    if main.is_empty() {
+        return Err(ComputerError::InvalidInput(format!("no key in {key:?}")));
+    }
+    let held = held.split('+').map(str::trim).filter(|m| !m.is_empty());
     let mut modifiers = Vec::new();
-    for name in parts.into_iter().chain(extra.iter().map(String::as_str)) {
+    for name in held.chain(extra.iter().map(|m| m.trim())) {
         if !MODIFIERS.contains(&name.to_ascii_lowercase().as_str()) {
             return Err(ComputerError::InvalidInput(format!(
                 "{name:?} is not a modifier: use ctrl, shift, alt or meta"
@@ -408,10 +502,10 @@ or chords like ctrl+c, ctrl+shift+t, alt+F4."
         chord.push(args.key.clone());
         Some(format!("Press {}", chord.join("+")))
     }
-    async fn call(&self, args: KeyboardKeyArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+    async fn call(&self, args: KeyboardKeyArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let (modifiers, key) = parse_chord(&args.key, &args.modifiers)?;
         self.0
-            .run(move |enigo| {
+            .run(ctx, move |enigo, _stop| {
                 for modifier in &modifiers {
                     enigo.key(*modifier, Direction::Press)?;
                 }
@@ -441,6 +535,11 @@ mod tests {
         let (mods, key) = parse_chord("Enter", &["alt".into()]).unwrap();
         assert_eq!((mods, key), (vec![Key::Alt], Key::Return));
         assert_eq!(parse_chord("+", &[]).unwrap().1, Key::Unicode('+'));
+        let (mods, key) = parse_chord(" ctrl + + ", &[" Shift ".into()]).unwrap();
+        assert_eq!(
+            (mods, key),
+            (vec![Key::Control, Key::Shift], Key::Unicode('+'))
+        );
         assert!(parse_chord("hyper+x", &[]).is_err());
         assert!(parse_chord("ctrl+", &[]).is_err());
         let err = parse_key("Launch").unwrap_err().to_string();

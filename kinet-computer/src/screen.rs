@@ -73,19 +73,31 @@ fn capture_error(error: impl std::fmt::Display) -> ComputerError {
     ComputerError::Capture(error.to_string())
 }
 
-/// Scales `image` to fit `max` and encodes it as PNG.
-fn encode(image: RgbaImage, max: u32) -> Result<(Shot, f64), ComputerError> {
+/// The smallest `max_dimension` honoured (smaller settings are raised).
+const MIN_DIMENSION: u32 = 64;
+
+/// Scales `image` to fit `max` and encodes it as PNG. `logical_width` is
+/// the captured area's width in the input system's units (points on macOS,
+/// where the image has physical pixels); the returned scale maps the shown
+/// image onto those units.
+fn encode(image: RgbaImage, max: u32, logical_width: u32) -> Result<(Shot, f64), ComputerError> {
+    let max = max.max(MIN_DIMENSION);
     let (width, height) = image.dimensions();
     let longest = width.max(height).max(1);
-    let (image, scale) = if longest > max {
+    let image = if longest > max {
         let factor = f64::from(max) / f64::from(longest);
         let w = ((f64::from(width) * factor).round() as u32).max(1);
         let h = ((f64::from(height) * factor).round() as u32).max(1);
-        let resized = image::imageops::resize(&image, w, h, FilterType::Triangle);
-        (resized, f64::from(longest) / f64::from(max))
+        image::imageops::resize(&image, w, h, FilterType::Triangle)
     } else {
-        (image, 1.0)
+        image
     };
+    let logical = if logical_width == 0 {
+        width
+    } else {
+        logical_width
+    };
+    let scale = f64::from(logical) / f64::from(image.width().max(1));
     let (shown_width, shown_height) = image.dimensions();
     let mut png = Vec::new();
     DynamicImage::ImageRgba8(image)
@@ -108,12 +120,30 @@ fn encode(image: RgbaImage, max: u32) -> Result<(Shot, f64), ComputerError> {
 pub struct ScreenTools {
     config: ScreenConfig,
     space: ScreenSpace,
+    /// One capture at a time: a second one must not show the host's window
+    /// again in the middle of the first.
+    capturing: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Shows the host's window again when the capture ends, however it ends.
+struct Unhide(Option<Arc<dyn HideSelf>>);
+
+impl Drop for Unhide {
+    fn drop(&mut self) {
+        if let Some(hider) = self.0.take() {
+            hider.set_hidden(false);
+        }
+    }
 }
 
 impl ScreenTools {
     /// Tools recording their mapping into `space`.
     pub fn new(config: ScreenConfig, space: ScreenSpace) -> Self {
-        Self { config, space }
+        Self {
+            config,
+            space,
+            capturing: Arc::default(),
+        }
     }
 
     /// `screenshot` and `screenshot_window`.
@@ -135,23 +165,21 @@ impl ScreenTools {
         hide: bool,
         work: impl FnOnce() -> Result<T, ComputerError> + Send + 'static,
     ) -> Result<T, ComputerError> {
+        let _one_at_a_time = self.capturing.lock().await;
         let hider = if hide {
             self.config.hide_self.clone()
         } else {
             None
         };
+        let _unhide = Unhide(hider.clone());
         if let Some(hider) = &hider {
             hider.set_hidden(true);
             tokio::time::sleep(self.config.hide_delay).await;
         }
-        let result = tokio::task::spawn_blocking(work)
+        tokio::task::spawn_blocking(work)
             .await
             .map_err(capture_error)
-            .and_then(|r| r);
-        if let Some(hider) = &hider {
-            hider.set_hidden(false);
-        }
-        result
+            .and_then(|r| r)
     }
 
     fn output(&self, shot: Shot, scale: f64, origin: (i32, i32), what: String) -> ToolOutput {
@@ -159,8 +187,10 @@ impl ScreenTools {
             origin_x: origin.0,
             origin_y: origin.1,
             scale,
+            width: shot.shown_width,
+            height: shot.shown_height,
         });
-        let scaled = if scale > 1.0 {
+        let scaled = if (shot.shown_width, shot.shown_height) != (shot.width, shot.height) {
             format!(
                 ", shown at {}x{}; give coordinates in the image's pixels",
                 shot.shown_width, shot.shown_height
@@ -229,8 +259,9 @@ down; give mouse coordinates in the pixels of the image you see."
                     monitor.x().map_err(capture_error)?,
                     monitor.y().map_err(capture_error)?,
                 );
+                let logical_width = monitor.width().map_err(capture_error)?;
                 let image = monitor.capture_image().map_err(capture_error)?;
-                let (shot, scale) = encode(image, max)?;
+                let (shot, scale) = encode(image, max, logical_width)?;
                 Ok((shot, scale, origin, index))
             })
             .await?;
@@ -339,8 +370,9 @@ match, the error lists the titles to choose from."
                     window.x().map_err(capture_error)?,
                     window.y().map_err(capture_error)?,
                 );
+                let logical_width = window.width().map_err(capture_error)?;
                 let image = window.capture_image().map_err(capture_error)?;
-                let (shot, scale) = encode(image, max)?;
+                let (shot, scale) = encode(image, max, logical_width)?;
                 Ok((shot, scale, origin, title))
             })
             .await?;
@@ -372,4 +404,28 @@ fn legacy_title(window: u32) -> Option<String> {
 #[cfg(not(target_os = "linux"))]
 fn legacy_title(_window: u32) -> Option<String> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_captures_are_scaled_and_map_back_to_input_units() {
+        let image = RgbaImage::from_pixel(3136, 1000, image::Rgba([10, 20, 30, 255]));
+        let (shot, scale) = encode(image.clone(), 1568, 3136).unwrap();
+        assert_eq!((shot.shown_width, shot.shown_height), (1568, 500));
+        assert_eq!((shot.width, shot.height), (3136, 1000));
+        assert!((scale - 2.0).abs() < 1e-9, "{scale}");
+        // A 2x (Retina) capture of a screen 1568 points wide: no extra scaling.
+        let (_, scale) = encode(image.clone(), 1568, 1568).unwrap();
+        assert!((scale - 1.0).abs() < 1e-9, "{scale}");
+        // Small captures are left alone; a silly limit is raised.
+        let (shot, scale) = encode(RgbaImage::new(100, 50), 1568, 100).unwrap();
+        assert_eq!((shot.shown_width, scale), (100, 1.0));
+        let (shot, _) = encode(RgbaImage::new(1000, 500), 0, 1000).unwrap();
+        assert_eq!(shot.shown_width, MIN_DIMENSION);
+        let decoded = image::load_from_memory(&shot.png).unwrap();
+        assert_eq!(decoded.width(), MIN_DIMENSION);
+    }
 }

@@ -227,9 +227,14 @@ fn decode(out: &ToolOutput) -> image::RgbaImage {
 #[ignore = "run by screen_and_input_reach_a_real_x_window_under_xvfb with a display"]
 async fn inner_tools_on_the_display() {
     let space = ScreenSpace::new();
+    let hidden = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&hidden);
     let config = ScreenConfig {
         max_dimension: WIDTH / 2,
-        ..ScreenConfig::default()
+        hide_self: Some(std::sync::Arc::new(move |hide: bool| {
+            seen.lock().unwrap().push(hide)
+        })),
+        hide_delay: std::time::Duration::from_millis(10),
     };
     let mut tools = ScreenTools::new(config, space.clone()).toolset();
     InputTools::new(InputConfig::default(), space).add_to(&mut tools);
@@ -303,6 +308,61 @@ async fn inner_tools_on_the_display() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+
+    // The host's window is hidden around a capture that asks for it.
+    call(&tools, "screenshot", json!({"hide_self": true}))
+        .await
+        .unwrap();
+    assert_eq!(*hidden.lock().unwrap(), vec![true, false]);
+
+    // Points outside the screenshot and runaway amounts are refused.
+    let err = call(&tools, "mouse_click", json!({"x": 600, "y": 10}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+    assert!(
+        err.message()
+            .contains("outside the latest screenshot, which is 512x384"),
+        "{}",
+        err.message()
+    );
+    let err = call(
+        &tools,
+        "mouse_drag",
+        json!({"from": {"x": 10, "y": 10}, "to": {"x": -5, "y": 10}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+    let err = call(&tools, "mouse_scroll", json!({"dy": 100000}))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("at most 100 steps"),
+        "{}",
+        err.message()
+    );
+
+    // Long typing stops soon after the run is cancelled.
+    let tool = std::sync::Arc::clone(tools.static_tools().get("keyboard_type").unwrap());
+    let prepared = tool
+        .prepare(&json!({"text": "x".repeat(2000)}).to_string())
+        .unwrap();
+    let ctx = ToolCtx::new(std::env::temp_dir()).for_call("t", "keyboard_type");
+    let token = ctx.cancellation().clone();
+    let started = std::time::Instant::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        token.cancel();
+    });
+    let err = prepared.call(ctx).await.unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::Cancelled, "{}", err.message());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "typing went on for {:?}",
+        started.elapsed()
+    );
+
     let err = call(&tools, "screenshot", json!({"monitor": 5}))
         .await
         .unwrap_err();
