@@ -10,13 +10,15 @@
 mod actions;
 mod dialogs;
 mod session;
+mod tabs;
 mod tools;
 
 pub use actions::{Snapshot, click, select, snapshot, type_text};
 pub use session::{BrowserConfig, BrowserSession};
+pub use tabs::{TabAction, TabsArgs};
 pub use tools::{
     BrowserScreenshotArgs, BrowserTools, ClickArgs, EvalArgs, NavigateArgs, SelectArgs,
-    SnapshotArgs, TabAction, TabsArgs, TypeArgs,
+    SnapshotArgs, TypeArgs,
 };
 
 /// A DevTools or connection error as a [`crate::ComputerError`].
