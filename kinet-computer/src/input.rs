@@ -76,25 +76,42 @@ impl InputTools {
             _ = ctx.cancellation().cancelled() => {
                 // Let the worker end its step (and release what it holds).
                 stop.raise();
-                let _ = worker.await;
-                return Err(ComputerError::Cancelled);
+                worker.await
             }
         };
-        finished.map_err(|e| ComputerError::Input(e.to_string()))?
+        let result = finished.map_err(|e| ComputerError::Input(e.to_string()))?;
+        // Cancelled only if the action really stopped short; one that was
+        // done anyway says so.
+        if stop.stopped_short() {
+            return Err(ComputerError::Cancelled);
+        }
+        result
     }
 }
 
 /// Raised to make a running input action stop at its next step.
 #[derive(Debug, Clone, Default)]
-struct Stop(Arc<AtomicBool>);
+struct Stop {
+    raised: Arc<AtomicBool>,
+    stopped_short: Arc<AtomicBool>,
+}
 
 impl Stop {
     fn raise(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.raised.store(true, Ordering::Relaxed);
     }
 
+    /// Whether to stop now; the action then counts as cut short.
     fn raised(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        let raised = self.raised.load(Ordering::Relaxed);
+        if raised {
+            self.stopped_short.store(true, Ordering::Relaxed);
+        }
+        raised
+    }
+
+    fn stopped_short(&self) -> bool {
+        self.stopped_short.load(Ordering::Relaxed)
     }
 
     fn raise_on_drop(&self) -> RaiseOnDrop {
@@ -119,6 +136,20 @@ const MAX_TYPED_CHARS: usize = 10_000;
 
 /// Characters typed between checks for cancellation.
 const TYPING_CHUNK: usize = 16;
+
+/// Waits as long as the X server takes to play `keys` keystrokes: enigo
+/// queues them with a per-key delay the server applies, so without this the
+/// whole text would be queued at once and cancelling could not stop it.
+fn keep_pace(keys: usize) {
+    #[cfg(all(unix, not(target_os = "macos")))]
+    {
+        let per_key = u64::from(Settings::default().linux_delay);
+        let keys = u64::try_from(keys).unwrap_or(u64::MAX);
+        std::thread::sleep(Duration::from_millis(per_key.saturating_mul(keys)));
+    }
+    #[cfg(not(all(unix, not(target_os = "macos"))))]
+    let _ = keys;
+}
 
 fn pause() {
     std::thread::sleep(Duration::from_millis(15));
@@ -186,7 +217,10 @@ optionally right/middle or a double-click)."
         let button = Button::from(args.button);
         let clicks = if args.double { 2 } else { 1 };
         self.0
-            .run(ctx, move |enigo, _stop| {
+            .run(ctx, move |enigo, stop| {
+                if stop.raised() {
+                    return Ok(());
+                }
                 enigo.move_mouse(x, y, Coordinate::Abs)?;
                 pause();
                 for _ in 0..clicks {
@@ -250,7 +284,10 @@ optionally at a point of the latest screenshot."
         };
         let (dx, dy) = (args.dx, args.dy);
         self.0
-            .run(ctx, move |enigo, _stop| {
+            .run(ctx, move |enigo, stop| {
+                if stop.raised() {
+                    return Ok(());
+                }
                 if let Some((x, y)) = at {
                     enigo.move_mouse(x, y, Coordinate::Abs)?;
                     pause();
@@ -309,6 +346,9 @@ impl Tool for MouseDragTool {
         let to = self.0.space.to_screen(args.to.x, args.to.y)?;
         self.0
             .run(ctx, move |enigo, stop| {
+                if stop.raised() {
+                    return Ok(());
+                }
                 enigo.move_mouse(from.0, from.1, Coordinate::Abs)?;
                 pause();
                 enigo.button(Button::Left, Direction::Press)?;
@@ -322,6 +362,9 @@ impl Tool for MouseDragTool {
                     };
                     for step in 1..=STEPS {
                         if stop.raised() {
+                            // Dropped where it started: nothing moves.
+                            enigo.move_mouse(from.0, from.1, Coordinate::Abs)?;
+                            pause();
                             break;
                         }
                         let x = along(from.0, to.0, step);
@@ -380,6 +423,7 @@ impl Tool for KeyboardTypeTool {
                         break;
                     }
                     enigo.text(&chunk.iter().collect::<String>())?;
+                    keep_pace(chunk.len());
                 }
                 Ok(())
             })
@@ -505,7 +549,10 @@ or chords like ctrl+c, ctrl+shift+t, alt+F4."
     async fn call(&self, args: KeyboardKeyArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let (modifiers, key) = parse_chord(&args.key, &args.modifiers)?;
         self.0
-            .run(ctx, move |enigo, _stop| {
+            .run(ctx, move |enigo, stop| {
+                if stop.raised() {
+                    return Ok(());
+                }
                 for modifier in &modifiers {
                     enigo.key(*modifier, Direction::Press)?;
                 }

@@ -17,7 +17,10 @@ use crate::coords::{Mapping, ScreenSpace};
 /// Hides and shows the host's own window around a capture (a library has no
 /// window of its own; a desktop host does).
 pub trait HideSelf: Send + Sync + 'static {
-    /// Hides (`true`) or shows again (`false`) the host's window.
+    /// Hides (`true`) or shows again (`false`) the host's window. Called
+    /// from a blocking worker thread, not the host's UI thread: post to
+    /// the UI thread if the toolkit needs that. `false` always follows
+    /// `true`, also when the capture fails.
     fn set_hidden(&self, hidden: bool);
 }
 
@@ -165,21 +168,27 @@ impl ScreenTools {
         hide: bool,
         work: impl FnOnce() -> Result<T, ComputerError> + Send + 'static,
     ) -> Result<T, ComputerError> {
-        let _one_at_a_time = self.capturing.lock().await;
+        // The turn and the hidden window belong to the capture itself: they
+        // end when it ends, even if this call is dropped before.
+        let turn = Arc::clone(&self.capturing).lock_owned().await;
         let hider = if hide {
             self.config.hide_self.clone()
         } else {
             None
         };
-        let _unhide = Unhide(hider.clone());
-        if let Some(hider) = &hider {
-            hider.set_hidden(true);
-            tokio::time::sleep(self.config.hide_delay).await;
-        }
-        tokio::task::spawn_blocking(work)
-            .await
-            .map_err(capture_error)
-            .and_then(|r| r)
+        let delay = self.config.hide_delay;
+        tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            let _unhide = Unhide(hider.clone());
+            if let Some(hider) = &hider {
+                hider.set_hidden(true);
+                std::thread::sleep(delay);
+            }
+            work()
+        })
+        .await
+        .map_err(capture_error)
+        .and_then(|r| r)
     }
 
     fn output(&self, shot: Shot, scale: f64, origin: (i32, i32), what: String) -> ToolOutput {

@@ -468,6 +468,11 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
     .await
     .unwrap();
     assert_eq!(value.structured, Some(json!(true)));
+    assert!(
+        value.text.contains("confirm dialog \"From eval?\""),
+        "{}",
+        value.text
+    );
 
     // A full-page screenshot of a very tall page is cut to 8000 px.
     let viewport = call(&tools, "browser_eval", json!({"expression": "innerHeight"}))

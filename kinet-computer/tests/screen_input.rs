@@ -201,6 +201,18 @@ fn screen_and_input_reach_a_real_x_window_under_xvfb() {
     ] {
         assert!(events.contains(keysym), "no {keysym} in:\n{events}");
     }
+    // The 2,000-character text cancelled after 300 ms: typing began and
+    // stopped soon (12 ms a key: about 25 keys, plus a chunk of 16), also
+    // in the 1.5 s the inner test waits afterwards (keys still queued
+    // would add over 100 more).
+    let typed_x = events
+        .split("KeyPress event")
+        .filter(|event| event.contains("keysym 0x78, x"))
+        .count();
+    assert!(
+        (1..100).contains(&typed_x),
+        "{typed_x} x keys arrived of the 2,000 cancelled after 300 ms"
+    );
 }
 
 async fn call(
@@ -362,6 +374,8 @@ async fn inner_tools_on_the_display() {
         "typing went on for {:?}",
         started.elapsed()
     );
+    // Time for keys that were still queued to show up in xev's log.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
 
     let err = call(&tools, "screenshot", json!({"monitor": 5}))
         .await

@@ -29,18 +29,36 @@ impl Dialogs {
         }
     }
 
-    /// Starts answering the dialogs of `page`; the task ends with the page.
-    pub(crate) fn watch(&self, page: &Page) -> JoinHandle<()> {
+    /// Answers the dialogs of `page` from now on (the listener is in place
+    /// when this returns); the task ends with the page. A dialog already
+    /// open (on a tab the page opened itself) is answered too.
+    pub(crate) async fn watch(&self, page: &Page) -> JoinHandle<()> {
         let page = page.clone();
         let this = self.clone();
+        let opened = page.event_listener::<EventJavascriptDialogOpening>().await;
         tokio::spawn(async move {
-            let Ok(mut opened) = page.event_listener::<EventJavascriptDialogOpening>().await else {
+            let Ok(mut opened) = opened else {
                 return;
             };
+            // Fails with "no dialog is showing" in the usual case.
+            if page
+                .execute(HandleJavaScriptDialogParams::new(this.accept))
+                .await
+                .is_ok()
+            {
+                this.note("A dialog was already open on a tab; kinet answered it.".into());
+            }
             while let Some(dialog) = opened.next().await {
                 this.answer(&page, &dialog).await;
             }
         })
+    }
+
+    fn note(&self, note: String) {
+        tracing::debug!(%note, "browser dialog");
+        if let Ok(mut notes) = self.notes.lock() {
+            notes.push(note);
+        }
     }
 
     async fn answer(&self, page: &Page, dialog: &EventJavascriptDialogOpening) {
@@ -54,18 +72,15 @@ impl Dialogs {
         if accept && dialog.r#type == DialogType::Prompt {
             answer.prompt_text = Some(dialog.default_prompt.clone().unwrap_or_default());
         }
-        let outcome = match page.execute(answer).await {
-            Ok(_) if accept => "accepted",
-            Ok(_) => "dismissed",
-            Err(_) => "could not answer",
-        };
-        let note = format!(
+        // Noted first: the action that opened the dialog may return as
+        // soon as it is answered.
+        let outcome = if accept { "accepted" } else { "dismissed" };
+        self.note(format!(
             "The page showed a {kind} dialog {:?}; kinet {outcome} it.",
             dialog.message
-        );
-        tracing::debug!(%note, "browser dialog");
-        if let Ok(mut notes) = self.notes.lock() {
-            notes.push(note);
+        ));
+        if let Err(error) = page.execute(answer).await {
+            self.note(format!("Answering that dialog failed: {error}."));
         }
     }
 

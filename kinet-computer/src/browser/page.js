@@ -22,7 +22,9 @@
   };
   const TEXT_ROLES = new Set(['textbox', 'searchbox', 'combobox', 'spinbutton']);
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'SVG', 'CANVAS']);
-  const NESTED_CONTROLS = 'a[href], button, input, select, textarea, [role], [onclick], [contenteditable]';
+  const CONTROL_CANDIDATES = 'a[href], button, input, select, textarea, [role], [onclick], [contenteditable]';
+  const hasNestedControls = (el) =>
+    Array.from(el.querySelectorAll(CONTROL_CANDIDATES)).some((d) => INTERACTIVE.has(roleOf(d)));
   const BLOCK = new Set([
     'P', 'DIV', 'LI', 'TR', 'TD', 'TH', 'SECTION', 'ARTICLE', 'HEADER', 'FOOTER',
     'NAV', 'MAIN', 'ASIDE', 'FORM', 'FIELDSET', 'LEGEND', 'UL', 'OL', 'TABLE',
@@ -133,6 +135,7 @@
   }
 
   function snapshot(max) {
+    next = Math.max(next, window.__kinetSeed || 1);
     for (const [ref, el] of byRef) if (!el.isConnected) byRef.delete(ref);
     const lines = [];
     let text = [];
@@ -143,10 +146,11 @@
         text = [];
       }
     };
-    const walk = (node) => {
+    // quiet: inside an element already described, whose name holds its text.
+    const walk = (node, quiet) => {
       for (let child = node.firstChild; child; child = child.nextSibling) {
         if (child.nodeType === 3) {
-          const t = squash(child.data);
+          const t = quiet ? '' : squash(child.data);
           if (t) text.push(t);
           continue;
         }
@@ -167,10 +171,9 @@
           flush();
           lines.push(describe(el, role, max));
           // A clickable card or a link around other controls: list those too.
-          if ((role === 'clickable' || role === 'link') && el.querySelector(NESTED_CONTROLS)) {
-            walk(el);
-            if (el.shadowRoot) walk(el.shadowRoot);
-            flush();
+          if ((role === 'clickable' || role === 'link') && hasNestedControls(el)) {
+            walk(el, true);
+            if (el.shadowRoot) walk(el.shadowRoot, true);
           }
           continue;
         }
@@ -181,12 +184,12 @@
         }
         const block = BLOCK.has(tag);
         if (block) flush();
-        walk(el);
-        if (el.shadowRoot) walk(el.shadowRoot);
+        walk(el, quiet);
+        if (el.shadowRoot) walk(el.shadowRoot, quiet);
         if (block) flush();
       }
     };
-    if (document.body) walk(document.body);
+    if (document.body) walk(document.body, false);
     flush();
     return { title: document.title, url: location.href, lines: lines.join('\n'), refs: byRef.size, next };
   }

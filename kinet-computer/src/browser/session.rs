@@ -141,9 +141,9 @@ impl Running {
     }
 
     /// Answers the dialogs of `page` from now on.
-    fn watch(&mut self, page: &Page) {
+    async fn watch(&mut self, page: &Page) {
         if !self.watched.contains_key(page.target_id()) {
-            let watcher = self.dialogs.watch(page);
+            let watcher = self.dialogs.watch(page).await;
             self.watched.insert(page.target_id().clone(), watcher);
         }
     }
@@ -155,7 +155,7 @@ impl Running {
             if !self.order.contains(page.target_id()) {
                 self.order.push(page.target_id().clone());
             }
-            self.watch(page);
+            self.watch(page).await;
         }
         self.order
             .retain(|id| pages.iter().any(|page| page.target_id() == id));
@@ -339,7 +339,7 @@ impl BrowserSession {
             if let Some(id) = running.active.clone()
                 && let Ok(page) = running.browser.get_page(id).await
             {
-                running.watch(&page);
+                running.watch(&page).await;
                 return Ok(page);
             }
             let pages = running.pages().await?;
@@ -352,7 +352,7 @@ impl BrowserSession {
                     .map_err(browser_error)?,
             };
             running.active = Some(page.target_id().clone());
-            running.watch(&page);
+            running.watch(&page).await;
             Ok(page)
         })
         .await
@@ -372,26 +372,39 @@ impl BrowserSession {
         .await
     }
 
-    /// Opens a tab at `url` and makes it the active one.
+    /// Opens a tab, makes it the active one and loads `url` in it (within
+    /// the navigation timeout).
     pub async fn new_tab(&self, url: &str) -> Result<Page, ComputerError> {
-        self.with_running(async |running| {
-            let page = running
-                .browser
-                .new_page("about:blank")
-                .await
-                .map_err(browser_error)?;
-            // Dialogs are answered from the start, so one shown while the
-            // page loads cannot hold up the load.
-            running.watch(&page);
-            running.active = Some(page.target_id().clone());
-            if url != "about:blank" {
-                page.goto(url)
+        let page = self
+            .with_running(async |running| {
+                let page = running
+                    .browser
+                    .new_page("about:blank")
                     .await
-                    .map_err(|e| ComputerError::Browser(format!("could not open {url}: {e}")))?;
+                    .map_err(browser_error)?;
+                // Dialogs are answered from the start, so one shown while
+                // the page loads cannot hold up the load.
+                running.watch(&page).await;
+                running.active = Some(page.target_id().clone());
+                Ok(page)
+            })
+            .await?;
+        if url != "about:blank" {
+            // Loaded outside the session lock: the other tabs stay usable.
+            let limit = self.inner.config.navigation_timeout;
+            let loaded = tokio::time::timeout(limit, page.goto(url)).await;
+            let failure = match loaded {
+                Ok(Ok(_)) => None,
+                Ok(Err(error)) => Some(error.to_string()),
+                Err(_) => Some(format!("not loaded within {} s", limit.as_secs())),
+            };
+            if let Some(failure) = failure {
+                return Err(ComputerError::Browser(format!(
+                    "opened a new tab (now the active one) but could not load {url}: {failure}"
+                )));
             }
-            Ok(page)
-        })
-        .await
+        }
+        Ok(page)
     }
 
     /// Makes `page` the active tab.

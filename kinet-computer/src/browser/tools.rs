@@ -439,6 +439,12 @@ impl Tool for ScreenshotTool {
                     .map_err(browser_error)?
                     .css_content_size;
                 let (width, height) = (size.width.max(1.0), size.height.max(1.0));
+                // One image pixel per CSS pixel, also on HiDPI screens.
+                let ratio = actions::evaluate(&page, "devicePixelRatio")
+                    .await?
+                    .as_f64()
+                    .filter(|r| r.is_finite() && *r > 0.0)
+                    .unwrap_or(1.0);
                 if width > MAX_FULL_PAGE || height > MAX_FULL_PAGE {
                     cropped = Some((width, height));
                 }
@@ -447,7 +453,7 @@ impl Tool for ScreenshotTool {
                     y: 0.0,
                     width: width.min(MAX_FULL_PAGE),
                     height: height.min(MAX_FULL_PAGE),
-                    scale: 1.0,
+                    scale: 1.0 / ratio,
                 });
             }
             let shot = page
