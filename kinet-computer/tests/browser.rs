@@ -624,3 +624,42 @@ fn base64_decode(data: &str) -> Vec<u8> {
         .decode(data)
         .unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tab_that_stops_answering_is_reopened() {
+    use chromiumoxide::cdp::browser_protocol::page::CrashParams;
+    let Some((tools, session)) = browser() else {
+        return;
+    };
+    let site = serve().await;
+    let links = format!("{site}/links");
+    for how in ["hung", "crashed"] {
+        text(&tools, "browser_navigate", json!({"url": links})).await;
+        let page = session.active_page().await.unwrap();
+        // The page's main thread never comes back, or its renderer dies.
+        let wait = Duration::from_millis(500);
+        if how == "hung" {
+            let _ = tokio::time::timeout(wait, page.evaluate_expression("for (;;) {}")).await;
+        } else {
+            let _ = tokio::time::timeout(wait, page.execute(CrashParams::default())).await;
+        }
+        let started = std::time::Instant::now();
+        let after = text(&tools, "browser_snapshot", json!({})).await;
+        assert!(after.contains("Page: Links"), "{how}: {after}");
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "{how}: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            after.contains(&format!(
+                "The tab's page stopped answering (crashed or hung); kinet closed it and \
+opened {links} in a new tab."
+            )),
+            "{how}: {after}"
+        );
+        let tabs = text(&tools, "browser_tabs", json!({"action": "list"})).await;
+        assert_eq!(tabs.lines().count(), 1, "{how}: {tabs}");
+    }
+    session.shutdown().await;
+}

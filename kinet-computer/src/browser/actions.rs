@@ -32,10 +32,6 @@ const PAGE_JS: &str = include_str!("page.js");
 /// element of the new one.
 static NEXT_REF: AtomicU64 = AtomicU64::new(1);
 
-/// Snapshots (of any tab) take turns, so two never start numbering from the
-/// same seed.
-static SNAPSHOTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The longest accessible name or value shown in a snapshot line.
 const MAX_TEXT: usize = 100;
 
@@ -119,9 +115,10 @@ impl Snapshot {
     }
 }
 
-/// Takes a snapshot of the page.
+/// Takes a snapshot of the page. Refs number on from the highest handed
+/// out in this process; two snapshots running at once (in different tabs)
+/// may hand out the same numbers, so the browser tools take turns.
 pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
-    let _turn = SNAPSHOTS.lock().await;
     let raw: RawSnapshot = call_page(page, "snapshot", &[Value::from(MAX_TEXT)]).await?;
     NEXT_REF.fetch_max(raw.next, Ordering::Relaxed);
     Ok(Snapshot {

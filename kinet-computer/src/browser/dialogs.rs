@@ -54,7 +54,8 @@ impl Dialogs {
         })
     }
 
-    fn note(&self, note: String) {
+    /// Adds a note for the next tool result.
+    pub(crate) fn note(&self, note: String) {
         tracing::debug!(%note, "browser dialog");
         if let Ok(mut notes) = self.notes.lock() {
             notes.push(note);

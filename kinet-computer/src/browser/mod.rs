@@ -14,6 +14,9 @@ mod tabs;
 mod tools;
 
 pub use actions::{Snapshot, click, select, snapshot, type_text};
+/// The DevTools client the session's pages come from, for work the tools
+/// do not cover.
+pub use chromiumoxide;
 pub use session::{BrowserConfig, BrowserSession};
 pub use tabs::{TabAction, TabsArgs};
 pub use tools::{

@@ -63,6 +63,10 @@ impl Default for BrowserConfig {
     }
 }
 
+/// How long a tab may take to answer a trivial evaluation before it counts
+/// as crashed or hung.
+const PAGE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Where Chrome is usually installed.
 const CANDIDATES: &[&str] = &[
     "/usr/bin/chromium",
@@ -181,6 +185,10 @@ pub struct BrowserSession {
 
 struct Inner {
     config: BrowserConfig,
+    /// Snapshots of this session's tabs take turns (see [`snapshot`]).
+    ///
+    /// [`snapshot`]: super::snapshot
+    snapshots: Mutex<()>,
     state: Mutex<Option<Running>>,
     dialogs: Dialogs,
 }
@@ -200,6 +208,7 @@ impl BrowserSession {
             inner: Arc::new(Inner {
                 dialogs: Dialogs::new(config.accept_dialogs),
                 config,
+                snapshots: Mutex::new(()),
                 state: Mutex::new(None),
             }),
         }
@@ -210,7 +219,13 @@ impl BrowserSession {
         &self.inner.config
     }
 
-    /// What the JavaScript dialogs answered since the last call said.
+    /// A turn to take a snapshot: held while one runs.
+    pub(crate) async fn snapshot_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner.snapshots.lock().await
+    }
+
+    /// What happened on the tabs (dialogs answered, tabs reopened) since
+    /// the last call.
     pub(crate) fn take_dialog_notes(&self) -> Vec<String> {
         self.inner.dialogs.take()
     }
@@ -333,8 +348,35 @@ impl BrowserSession {
         }
     }
 
-    /// The active tab, opening one when there is none.
+    /// The active tab, opening one when there is none. A tab whose page
+    /// stopped answering (a crashed or hung renderer) is replaced by a new
+    /// tab at the same address.
     pub async fn active_page(&self) -> Result<Page, ComputerError> {
+        let page = self.live_active_page().await?;
+        let probe = page.evaluate_expression("1");
+        if matches!(
+            tokio::time::timeout(PAGE_PROBE_TIMEOUT, probe).await,
+            Ok(Ok(_))
+        ) {
+            return Ok(page);
+        }
+        let url = page
+            .url()
+            .await
+            .ok()
+            .flatten()
+            .filter(|url| url.starts_with("http") || url.starts_with("file:"))
+            .unwrap_or_else(|| "about:blank".to_owned());
+        tracing::info!(%url, "a browser tab stopped answering; reopening it");
+        self.inner.dialogs.note(format!(
+            "The tab's page stopped answering (crashed or hung); kinet closed it and opened \
+{url} in a new tab."
+        ));
+        let _ = self.close_tab(page).await;
+        self.new_tab(&url).await
+    }
+
+    async fn live_active_page(&self) -> Result<Page, ComputerError> {
         self.with_running(async |running| {
             if let Some(id) = running.active.clone()
                 && let Ok(page) = running.browser.get_page(id).await

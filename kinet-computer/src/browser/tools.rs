@@ -88,7 +88,10 @@ impl BrowserTools {
         if !self.snapshot_after_action {
             return Ok(self.with_dialog_notes(done));
         }
-        let text = match actions::snapshot(page).await {
+        let turn = self.session.snapshot_turn().await;
+        let snapshot = actions::snapshot(page).await;
+        drop(turn);
+        let text = match snapshot {
             Ok(snapshot) => format!("{done}\n\n{}", snapshot.render()),
             Err(error) => format!(
                 "{done}\n\nThe page could not be read afterwards ({error}); it may still be \
@@ -198,7 +201,9 @@ browser_select; take a new snapshot after the page changes."
     async fn call(&self, _args: SnapshotArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         cancellable(ctx, self.0.call_limit(), async {
             let page = self.0.page().await?;
+            let turn = self.0.session.snapshot_turn().await;
             let snapshot: Snapshot = actions::snapshot(&page).await?;
+            drop(turn);
             Ok(self.0.with_dialog_notes(snapshot.render()))
         })
         .await
