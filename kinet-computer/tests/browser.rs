@@ -633,6 +633,35 @@ async fn a_tab_that_stops_answering_is_reopened() {
     };
     let site = serve().await;
     let links = format!("{site}/links");
+    // A hung tab in the background does not stall the tab list.
+    text(&tools, "browser_navigate", json!({"url": links})).await;
+    let background = session.active_page().await.unwrap();
+    let _ = tokio::time::timeout(
+        Duration::from_millis(300),
+        background.evaluate_expression("for (;;) {}"),
+    )
+    .await;
+    text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "new", "url": links}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let tabs = text(&tools, "browser_tabs", json!({"action": "list"})).await;
+    assert!(tabs.contains("0: (not answering)"), "{tabs}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    text(
+        &tools,
+        "browser_tabs",
+        json!({"action": "close", "index": 0}),
+    )
+    .await;
+
     for how in ["hung", "crashed"] {
         text(&tools, "browser_navigate", json!({"url": links})).await;
         let page = session.active_page().await.unwrap();

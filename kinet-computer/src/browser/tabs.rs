@@ -11,6 +11,9 @@ use serde::Deserialize;
 use super::tools::{BrowserTools, cancellable, check_url};
 use crate::ComputerError;
 
+/// How long a tab may take to tell its title.
+const TITLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What `browser_tabs` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -45,7 +48,11 @@ impl TabsTool {
         let (pages, active) = self.0.session.tabs().await?;
         let mut text = String::new();
         for (index, page) in pages.iter().enumerate() {
-            let title = page.get_title().await.ok().flatten().unwrap_or_default();
+            // A tab that does not answer (hung or crashed) must not stall the list.
+            let title = match tokio::time::timeout(TITLE_TIMEOUT, page.get_title()).await {
+                Ok(title) => title.ok().flatten().unwrap_or_default(),
+                Err(_) => "(not answering)".to_owned(),
+            };
             let url = page.url().await.ok().flatten().unwrap_or_default();
             let marker = if Some(index) == active {
                 " (active)"
