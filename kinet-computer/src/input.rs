@@ -67,6 +67,10 @@ impl InputTools {
         let _stop_when_dropped = stop.raise_on_drop();
         let worker_stop = stop.clone();
         let mut worker = tokio::task::spawn_blocking(move || {
+            // Cancelled before it began: nothing happens.
+            if worker_stop.raised() {
+                return Ok(());
+            }
             let mut enigo =
                 Enigo::new(&settings).map_err(|e| ComputerError::Input(e.to_string()))?;
             work(&mut enigo, &worker_stop).map_err(|e| ComputerError::Input(e.to_string()))
@@ -217,10 +221,7 @@ optionally right/middle or a double-click)."
         let button = Button::from(args.button);
         let clicks = if args.double { 2 } else { 1 };
         self.0
-            .run(ctx, move |enigo, stop| {
-                if stop.raised() {
-                    return Ok(());
-                }
+            .run(ctx, move |enigo, _stop| {
                 enigo.move_mouse(x, y, Coordinate::Abs)?;
                 pause();
                 for _ in 0..clicks {
@@ -284,10 +285,7 @@ optionally at a point of the latest screenshot."
         };
         let (dx, dy) = (args.dx, args.dy);
         self.0
-            .run(ctx, move |enigo, stop| {
-                if stop.raised() {
-                    return Ok(());
-                }
+            .run(ctx, move |enigo, _stop| {
                 if let Some((x, y)) = at {
                     enigo.move_mouse(x, y, Coordinate::Abs)?;
                     pause();
@@ -346,9 +344,6 @@ impl Tool for MouseDragTool {
         let to = self.0.space.to_screen(args.to.x, args.to.y)?;
         self.0
             .run(ctx, move |enigo, stop| {
-                if stop.raised() {
-                    return Ok(());
-                }
                 enigo.move_mouse(from.0, from.1, Coordinate::Abs)?;
                 pause();
                 enigo.button(Button::Left, Direction::Press)?;
@@ -549,10 +544,7 @@ or chords like ctrl+c, ctrl+shift+t, alt+F4."
     async fn call(&self, args: KeyboardKeyArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let (modifiers, key) = parse_chord(&args.key, &args.modifiers)?;
         self.0
-            .run(ctx, move |enigo, stop| {
-                if stop.raised() {
-                    return Ok(());
-                }
+            .run(ctx, move |enigo, _stop| {
                 for modifier in &modifiers {
                     enigo.key(*modifier, Direction::Press)?;
                 }

@@ -226,7 +226,7 @@ impl BrowserSession {
 
     /// What happened on the tabs (dialogs answered, tabs reopened) since
     /// the last call.
-    pub(crate) fn take_dialog_notes(&self) -> Vec<String> {
+    pub(crate) fn take_notes(&self) -> Vec<String> {
         self.inner.dialogs.take()
     }
 

@@ -86,24 +86,29 @@ impl BrowserTools {
     /// loading) is said, not turned into an error the model would retry.
     async fn after_action(&self, page: &Page, done: String) -> Result<ToolOutput, ComputerError> {
         if !self.snapshot_after_action {
-            return Ok(self.with_dialog_notes(done));
+            return Ok(self.with_notes(done));
         }
-        let turn = self.session.snapshot_turn().await;
-        let snapshot = actions::snapshot(page).await;
-        drop(turn);
-        let text = match snapshot {
+        let text = match self.snapshot(page).await {
             Ok(snapshot) => format!("{done}\n\n{}", snapshot.render()),
             Err(error) => format!(
                 "{done}\n\nThe page could not be read afterwards ({error}); it may still be \
 loading: take a browser_snapshot."
             ),
         };
-        Ok(self.with_dialog_notes(text))
+        Ok(self.with_notes(text))
     }
 
-    /// `text` followed by what JavaScript dialogs said since the last result.
-    fn with_dialog_notes(&self, mut text: String) -> ToolOutput {
-        for note in self.session.take_dialog_notes() {
+    /// A snapshot of `page`, taking turns with this session's other
+    /// snapshots (see [`actions::snapshot`]).
+    async fn snapshot(&self, page: &Page) -> Result<Snapshot, ComputerError> {
+        let _turn = self.session.snapshot_turn().await;
+        actions::snapshot(page).await
+    }
+
+    /// `text` followed by what happened on the tabs since the last result
+    /// (dialogs answered, tabs reopened).
+    fn with_notes(&self, mut text: String) -> ToolOutput {
+        for note in self.session.take_notes() {
             text.push_str("\n\n");
             text.push_str(&note);
         }
@@ -201,10 +206,8 @@ browser_select; take a new snapshot after the page changes."
     async fn call(&self, _args: SnapshotArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         cancellable(ctx, self.0.call_limit(), async {
             let page = self.0.page().await?;
-            let turn = self.0.session.snapshot_turn().await;
-            let snapshot: Snapshot = actions::snapshot(&page).await?;
-            drop(turn);
-            Ok(self.0.with_dialog_notes(snapshot.render()))
+            let snapshot = self.0.snapshot(&page).await?;
+            Ok(self.0.with_notes(snapshot.render()))
         })
         .await
     }
@@ -380,7 +383,7 @@ its value as JSON. Prefer the other browser tools for clicking and typing."
             let page = self.0.page().await?;
             let value = actions::evaluate(&page, &args.expression).await?;
             let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
-            Ok(self.0.with_dialog_notes(text).with_structured(value))
+            Ok(self.0.with_notes(text).with_structured(value))
         })
         .await
     }
