@@ -22,8 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kinet::core::{ApprovalPolicy, ScriptedTurn};
-use kinet::{Agent, ScriptedProvider, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+use kinet::core::ApprovalPolicy;
+use kinet::core::testing::ScriptedTurn;
+use kinet::{Agent, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+use kinet::core::testing::ScriptedProvider;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -71,8 +73,8 @@ impl Tool for Noop {
     fn description(&self) -> &str {
         "Does nothing."
     }
-    fn read_only(&self, _: &NoopArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
     }
     async fn call(&self, args: NoopArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(args.n.to_string()))
@@ -99,8 +101,12 @@ impl Tool for Sleep {
     fn description(&self) -> &str {
         "Sleeps."
     }
-    fn read_only(&self, _: &SleepArgs) -> bool {
-        self.read_only
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        if self.read_only {
+            kinet::ToolAnnotations::read_only()
+        } else {
+            kinet::ToolAnnotations::default()
+        }
     }
     async fn call(&self, args: SleepArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         tokio::time::sleep(Duration::from_millis(args.ms)).await;

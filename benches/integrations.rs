@@ -20,7 +20,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use kinet::core::CancellationToken;
+use kinet::core::tool::CancellationToken;
 use kinet::tools::integrations::{
     FeishuClient, FeishuConfig, FeishuRecipient, WeComClient, WeComConfig,
 };

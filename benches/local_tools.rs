@@ -25,7 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinet::core::{Tool, ToolCtx};
-use kinet::tools::{EditFileTool, FileTracker, GlobTool, GrepConfig, GrepTool, ReadFileTool};
+use kinet::tools::files::{EditFileTool, FileTracker, ReadFileTool};
+use kinet::tools::search::{GlobTool, GrepConfig, GrepTool};
 use serde_json::json;
 
 const RUNS: usize = 15;

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig};
-use kinet::{Agent, ScriptedProvider};
+use kinet::Agent;
+use kinet::core::testing::ScriptedProvider;
 use serde_json::json;
 
 const SESSIONS: usize = 16;
@@ -43,8 +44,8 @@ impl Tool for Add {
     fn description(&self) -> &str {
         "Adds two integers."
     }
-    fn read_only(&self, _: &AddArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
     }
     async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text((args.a + args.b).to_string()))

@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kinet::core::TruncationPolicy;
+use kinet::core::tool::TruncationPolicy;
 
 fn ascii_output(bytes: usize) -> String {
     let line = "src/engine.rs:42: let result = batch::run(&config, &tools, &calls).await;\n";

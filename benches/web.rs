@@ -17,7 +17,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use kinet::tools::html_to_markdown;
+use kinet::tools::web::html_to_markdown;
 
 const RUNS: usize = 7;
 

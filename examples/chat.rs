@@ -18,14 +18,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kinet::core::providers::from_env;
-use kinet::core::{
-    ChatRequest, ConfirmError, Message, ProviderError, ProviderStream, StopReason, StreamEvent,
-};
-use kinet::{
-    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, ConfirmRequest, Conversation, Provider,
-    RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait,
-};
+use kinet::core::provider::from_env;
+use kinet::core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
+use kinet::core::confirm::ConfirmError;
+use kinet::core::Message;
+use kinet::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Provider, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+use kinet::core::confirm::ConfirmRequest;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -144,8 +142,8 @@ impl Tool for ListNotesTool {
     fn description(&self) -> &str {
         "Lists the notes saved in this chat session, one per line."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let notes = self

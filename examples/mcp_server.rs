@@ -8,12 +8,12 @@
 //! ```
 //!
 //! The model is a real one when the environment names one (see
-//! `kinet::core::providers::from_env`); otherwise an offline model that
+//! `kinet::core::provider::from_env`); otherwise an offline model that
 //! echoes the request, so the plumbing can be tried with no key.
 #![allow(clippy::print_stderr, missing_docs)]
 
-use kinet::core::providers::from_env;
-use kinet::core::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
+use kinet::core::provider::from_env;
+use kinet::core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet::mcp::McpServer;
 use kinet::{Agent, Provider, async_trait};
 

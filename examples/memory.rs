@@ -15,11 +15,12 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kinet::core::providers::from_env;
+use kinet::core::provider::from_env;
 use kinet::memory::{
-    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryStore, MemoryTools, Model2VecEmbedder,
+    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryStore, MemoryPack, Model2VecEmbedder,
 };
-use kinet::{Agent, AgentEvent, ScriptedProvider, ScriptedTurn};
+use kinet::{Agent, AgentEvent};
+use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use serde_json::json;
 
 #[tokio::main]
@@ -73,7 +74,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let agent = builder
         .system_prompt("You are an assistant with long-term memory. Save what matters about the user; recall before answering about the past.")
-        .toolset(MemoryTools::new(store.clone(), "example").toolset())
+        .toolset(MemoryPack::new(store.clone(), "example").toolset())
         .hook(BlocksHook::new(store.clone()))
         .hook(HistoryHook::new(store.clone(), if first_run { "run-1" } else { "run-2" }))
         .build();

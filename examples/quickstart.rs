@@ -6,7 +6,7 @@
 //! approval), and answers.
 //!
 //! With `OPENAI_API_KEY`, `ANTHROPIC_API_KEY` or `KINET_BASE_URL` set (see
-//! `kinet::core::providers::from_env`), the same agent talks to a real model.
+//! `kinet::core::provider::from_env`), the same agent talks to a real model.
 //!
 //! ```text
 //! cargo run --example quickstart
@@ -17,11 +17,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kinet::core::{ScriptedTurn, StopReason, Usage};
-use kinet::{
-    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, ConfirmRequest, RunStop, ScriptedProvider,
-    Tool, ToolCtx, ToolError, ToolOutput, async_trait,
-};
+use kinet::core::testing::ScriptedTurn;
+use kinet::core::provider::{StopReason, Usage};
+use kinet::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+use kinet::core::confirm::ConfirmRequest;
+use kinet::core::testing::ScriptedProvider;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -49,8 +49,8 @@ impl Tool for SearchNotesTool {
     fn description(&self) -> &str {
         "Searches the user's notes. Returns matching notes, one per line."
     }
-    fn read_only(&self, _: &SearchNotes) -> bool {
-        true
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
     }
     async fn call(&self, args: SearchNotes, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let query = args.query.to_lowercase();
@@ -122,7 +122,7 @@ impl ConfirmHandler for PrintAndApprove {
     async fn confirm(
         &self,
         request: ConfirmRequest,
-    ) -> Result<ConfirmDecision, kinet::core::ConfirmError> {
+    ) -> Result<ConfirmDecision, kinet::core::confirm::ConfirmError> {
         println!("  ? approve `{}`: {} -> yes", request.tool, request.summary);
         Ok(ConfirmDecision::Approve)
     }
@@ -167,7 +167,7 @@ async fn main() -> anyhow::Result<()> {
     // A real model when the environment names one (OPENAI_API_KEY,
     // ANTHROPIC_API_KEY, or KINET_BASE_URL for a local server; KINET_MODEL
     // picks the model); otherwise the offline scripted one.
-    let builder = match kinet::core::providers::from_env()? {
+    let builder = match kinet::core::provider::from_env()? {
         Some(chosen) => {
             println!("model: {}\n", chosen.label);
             Agent::builder_arc(chosen.provider).model(chosen.model)

@@ -15,7 +15,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet::{Agent, ScriptedProvider, ScriptedTurn};
+//! use kinet::Agent;
+//! use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 //!
 //! let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("Hello!")])).build();
 //! let outcome = agent.run_to_completion("hi").await;
@@ -24,11 +25,9 @@
 //! ```
 
 pub use kinet_core as core;
-pub use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, ConfirmRequest,
-    Conversation, Message, Provider, RunOutcome, RunStop, ScriptedProvider, ScriptedTurn, Tool,
-    ToolCtx, ToolError, ToolOutput, async_trait,
-};
+pub use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, Conversation, Message, Provider, RunOutcome, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
+pub use kinet_core::confirm::ConfirmRequest;
+pub use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 
 #[cfg(feature = "computer")]
 pub use kinet_computer as computer;

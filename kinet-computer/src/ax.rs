@@ -39,9 +39,9 @@ an application's menus through System Events."
             .kill_on_drop(true)
             .output();
         let output = tokio::select! {
-            _ = ctx.cancellation().cancelled() => return Err(ToolError::new(kinet_core::ToolErrorKind::Cancelled, "cancelled")),
+            _ = ctx.cancellation().cancelled() => return Err(ToolError::new(kinet_core::tool::ToolErrorKind::Cancelled, "cancelled")),
             output = tokio::time::timeout(Duration::from_secs(120), child) => output
-                .map_err(|_| ToolError::new(kinet_core::ToolErrorKind::Timeout, "osascript did not finish within 120 s"))?
+                .map_err(|_| ToolError::new(kinet_core::tool::ToolErrorKind::Timeout, "osascript did not finish within 120 s"))?
                 .map_err(|e| ToolError::failed(format!("could not run /usr/bin/osascript: {e}")))?,
         };
         let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

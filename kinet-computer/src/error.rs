@@ -1,6 +1,8 @@
 //! The crate's error type.
 
-use kinet_core::{ToolError, ToolErrorKind};
+use kinet_core::ToolError;
+
+use kinet_core::tool::ToolErrorKind;
 
 /// A failed computer-use action. Messages name the window, monitor, element
 /// ref or browser executable involved.

@@ -17,7 +17,7 @@
 //! screenshot are mapped back to screen pixels.
 //!
 //! ```
-//! let tools = kinet_computer::computer_tools();
+//! let tools = kinet_computer::ComputerPack::new().toolset();
 //! let names: Vec<_> = tools.static_tools().names().collect();
 //! # #[cfg(all(feature = "screen", feature = "input", feature = "browser"))]
 //! assert!(names.contains(&"screenshot") && names.contains(&"mouse_click") && names.contains(&"browser_snapshot"));
@@ -47,12 +47,27 @@ pub use kinet_core;
 #[cfg(feature = "screen")]
 pub use screen::{HideSelf, ScreenConfig, ScreenTools, ScreenshotArgs, ScreenshotWindowArgs};
 
-/// Every tool of the enabled features with default settings: screen and
+/// The computer-use pack: every tool of the enabled features, screen and
 /// input sharing one [`ScreenSpace`], and a browser started on first use.
 /// Build the parts yourself to keep a handle on the
 /// [`BrowserSession`](browser::BrowserSession) (to shut Chrome down) or to
 /// change settings.
-pub fn computer_tools() -> kinet_core::Toolset {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ComputerPack;
+
+impl ComputerPack {
+    /// The pack with default settings.
+    pub fn new() -> Self {
+        Self
+    }
+
+    /// Every tool of the enabled features.
+    pub fn toolset(&self) -> kinet_core::Toolset {
+        computer_toolset()
+    }
+}
+
+fn computer_toolset() -> kinet_core::Toolset {
     #[allow(unused_mut)]
     let mut tools = kinet_core::Toolset::new();
     #[allow(unused_variables)]

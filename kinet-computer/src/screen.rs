@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use image::{DynamicImage, RgbaImage, imageops::FilterType};
-use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::message::ImagePart;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -243,8 +244,8 @@ impl Tool for ScreenshotTool {
         "Takes a screenshot of a monitor (default the primary one). Large screens are scaled \
 down; give mouse coordinates in the pixels of the image you see."
     }
-    fn read_only(&self, _args: &ScreenshotArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, args: ScreenshotArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let max = self.0.config.max_dimension;
@@ -302,8 +303,8 @@ impl Tool for ScreenshotWindowTool {
         "Takes a screenshot of one window found by part of its title. When none or several \
 match, the error lists the titles to choose from."
     }
-    fn read_only(&self, _args: &ScreenshotWindowArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(
         &self,

@@ -1,140 +1,137 @@
-//! Running one turn's tool calls.
+//! Scheduling one turn's tool calls through the pipeline.
 //!
-//! Each maximal run of consecutive read-only calls is a phase whose calls run
-//! concurrently; every mutating call is a phase of its own. Phases run in
-//! order, confirmations are asked one at a time before a phase starts, and
-//! results go back to the model in the order of the calls.
+//! The calls are split into phases at every exclusive call (see
+//! [`Scheduling`]): an exclusive call is a phase of its own, and the calls
+//! between two exclusive ones form a phase whose calls run together, except
+//! that calls sharing a key run one after another in call order. Phases run
+//! in order; before a phase starts, its calls are confirmed one at a time
+//! and pass the before-tool hooks. Results go back in call order.
 //!
 //! Every call gets exactly one `ToolCallStarted` and one `ToolCallFinished`
 //! event and one result message, whether it ran, failed, was denied, or never
 //! ran because the run stopped.
 
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-use crate::agent::AgentConfig;
-use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
-use crate::ctx::{EventSink, ToolCtx};
-use crate::engine::{guarded, panic_message};
-use crate::error::AgentError;
-use crate::event::{AgentEvent, RunStop};
-use crate::message::{ContentPart, Conversation, Message, ToolCall};
-use crate::tool::{DynTool, PreparedCall, ToolError, ToolErrorKind, ToolOutput};
+use crate::ctx::ToolCtx;
+use crate::data::event::{AgentEvent, RunStop};
+use crate::data::message::{Message, ToolCall};
+use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
+use crate::data::spec::Scheduling;
+use crate::pipeline::{Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::toolset::ToolSnapshot;
-use crate::truncate::TruncationPolicy;
 
 type ToolResult = Result<ToolOutput, ToolError>;
 
-/// A parsed call waiting for its phase, or the error that keeps it from running.
-type Slot = Result<(Box<dyn PreparedCall>, bool), ToolError>;
-
 /// How long calls in flight get to stop on their own (they see their
-/// cancellation token) before their tasks are aborted: after the run is
-/// cancelled, after a sibling failed fatally, and after a tool timeout.
+/// cancellation token) before their tasks are aborted, after the run is
+/// cancelled or a sibling failed fatally.
 const CANCEL_GRACE: Duration = Duration::from_millis(200);
 
 /// The state of one turn's batch.
 struct Batch<'a> {
-    config: &'a Arc<AgentConfig>,
+    pipeline: &'a Pipeline,
     tools: &'a ToolSnapshot,
-    calls: &'a [ToolCall],
-    base_ctx: &'a ToolCtx,
-    cancel: &'a CancellationToken,
-    events: &'a EventSink,
+    calls: Vec<ToolCall>,
+    base: &'a ToolCtx,
     results: Vec<Option<Message>>,
     stop: Option<RunStop>,
 }
 
-/// Runs the calls, appends one result message per call (in call order) to
-/// `conversation`, and returns a stop reason when the run must end.
+/// Runs the calls, returns one result message per call (in call order) and
+/// a stop reason when the run must end. `approvals` holds the tools the
+/// user approved for the session.
 pub(crate) async fn run(
-    config: &Arc<AgentConfig>,
+    pipeline: &Pipeline,
     tools: &ToolSnapshot,
     calls: &[ToolCall],
-    conversation: &mut Conversation,
-    base_ctx: &ToolCtx,
-    cancel: &CancellationToken,
-    events: &EventSink,
-) -> Option<RunStop> {
-    let mut slots: Vec<Option<Slot>> = calls
+    approvals: &mut BTreeSet<String>,
+    base: &ToolCtx,
+) -> (Vec<Message>, Option<RunStop>) {
+    let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
         .iter()
-        .map(|call| Some(prepare(tools, call)))
+        .map(|call| Some(pipeline.parse(tools, call)))
         .collect();
-    let mutating: Vec<bool> = slots
+    let exclusive: Vec<bool> = slots
         .iter()
-        .map(|slot| matches!(slot, Some(Ok((_, false)))))
+        .map(|slot| matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive))
         .collect();
     let mut batch = Batch {
-        config,
+        pipeline,
         tools,
-        calls,
-        base_ctx,
-        cancel,
-        events,
+        calls: calls.to_vec(),
+        base,
         results: calls.iter().map(|_| None).collect(),
         stop: None,
     };
 
     let mut start = 0;
     while start < calls.len() {
-        let end = if mutating[start] {
+        let end = if exclusive[start] {
             start + 1
         } else {
             (start..calls.len())
-                .find(|&i| mutating[i])
+                .find(|&i| exclusive[i])
                 .unwrap_or(calls.len())
         };
         let phase = start..end;
         start = end;
-        if batch.stop.is_none() && cancel.is_cancelled() {
+        if batch.stop.is_none() && base.is_cancelled() {
             batch.stop = Some(RunStop::Cancelled);
         }
         for call in &calls[phase.clone()] {
-            events.emit(AgentEvent::ToolCallStarted {
+            base.emit(AgentEvent::ToolCallStarted {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             });
         }
 
-        // Confirmations, one at a time, before anything in the phase runs.
-        let mut runnable: Vec<(usize, Box<dyn PreparedCall>)> = Vec::new();
+        // Confirmations and before-tool hooks, one call at a time, before
+        // anything in the phase runs.
+        let mut runnable: Vec<(usize, Prepared)> = Vec::new();
         for index in phase {
-            let prepared = match slots[index].take() {
+            let mut prepared = match slots[index].take() {
                 _ if batch.stop.is_some() => {
                     batch.finish_not_run(index).await;
                     continue;
                 }
-                Some(Ok((prepared, _))) => prepared,
+                Some(Ok(prepared)) => prepared,
                 Some(Err(error)) => {
                     batch.finish(index, Err(error), Duration::ZERO).await;
                     continue;
                 }
                 None => continue,
             };
-            match batch
-                .approve(index, &*prepared, !mutating[index], conversation)
-                .await
-            {
-                None => runnable.push((index, prepared)),
-                Some(error) => {
+            let call = &mut batch.calls[index];
+            let gate = match pipeline.approve(call, &prepared, base, approvals).await {
+                Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
+                other => other,
+            };
+            match gate {
+                Gate::Run => runnable.push((index, prepared)),
+                Gate::Refuse(error) => {
                     batch.finish(index, Err(error), Duration::ZERO).await;
+                }
+                Gate::Stop(stop) => {
+                    batch.stop = Some(stop);
+                    batch.finish_not_run(index).await;
                 }
             }
         }
-        if batch.stop.is_some() || cancel.is_cancelled() {
+        if batch.stop.is_some() || base.is_cancelled() {
             batch.stop.get_or_insert(RunStop::Cancelled);
-            // An abort also stops the calls approved before it in this phase.
+            // A stop also stops the calls approved before it in this phase.
             for (index, _) in runnable {
                 batch.finish_not_run(index).await;
             }
@@ -144,89 +141,57 @@ pub(crate) async fn run(
     }
 
     let Batch { results, stop, .. } = batch;
-    conversation
-        .messages
-        .extend(results.into_iter().zip(calls).map(|(message, call)| {
+    let messages = results
+        .into_iter()
+        .zip(calls)
+        .map(|(message, call)| {
             // Every slot is filled above; this keeps the history paired even
             // if that ever changed.
-            message.unwrap_or_else(|| {
-                let error = not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled));
-                model_message(call, &Err(error), &TruncationPolicy::default()).0
+            message.unwrap_or_else(|| Message::Tool {
+                tool_call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: vec![crate::data::message::ContentPart::text(
+                    not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled)).message(),
+                )],
+                is_error: true,
             })
-        }));
-    stop
+        })
+        .collect();
+    (messages, stop)
 }
 
 impl Batch<'_> {
-    /// Applies the policy and, when it says so, asks the user. Returns the
-    /// error result for a call that must not run.
-    async fn approve(
-        &mut self,
-        index: usize,
-        prepared: &dyn PreparedCall,
-        read_only: bool,
-        conversation: &mut Conversation,
-    ) -> Option<ToolError> {
-        let call = &self.calls[index];
-        let approved = conversation.session_approvals.contains(&call.name);
-        match self.config.policy.verdict(&call.name, read_only, approved) {
-            Verdict::Run => None,
-            Verdict::Deny(reason) => Some(ToolError::new(
-                ToolErrorKind::Denied,
-                format!("{reason}. Do not retry this call; choose another approach."),
-            )),
-            Verdict::Ask => {
-                let decision = ask(self.base_ctx, call, prepared).await;
-                if self.cancel.is_cancelled() {
-                    self.stop = Some(RunStop::Cancelled);
-                    return Some(not_run(&RunStop::Cancelled));
-                }
-                match decision {
-                    ConfirmDecision::Approve => None,
-                    ConfirmDecision::ApproveForSession => {
-                        conversation.session_approvals.insert(call.name.clone());
-                        None
-                    }
-                    ConfirmDecision::Deny { reason } => Some(denied(&call.name, reason)),
-                    ConfirmDecision::Abort => {
-                        let aborted = RunStop::Aborted {
-                            tool: call.name.clone(),
-                        };
-                        let error = not_run(&aborted);
-                        self.stop = Some(aborted);
-                        Some(error)
-                    }
-                }
-            }
-        }
-    }
-
-    /// Runs the approved calls of one phase concurrently, each in its own
-    /// task with its own cancellation token.
-    async fn execute(&mut self, runnable: Vec<(usize, Box<dyn PreparedCall>)>) {
-        let started = Instant::now();
-        let phase_cancel = self.cancel.child_token();
-        let timeout = self.config.tool_timeout;
+    /// Runs the approved calls of one phase, each in its own task with its
+    /// own cancellation token; calls sharing a key wait for the one before.
+    async fn execute(&mut self, runnable: Vec<(usize, Prepared)>) {
+        let phase_cancel = self.base.cancellation().child_token();
         let mut in_flight: Vec<usize> = Vec::with_capacity(runnable.len());
+        // The end of the last call of each key, for the next one to wait on.
+        let mut lanes: HashMap<String, oneshot::Receiver<()>> = HashMap::new();
         let mut running: FuturesUnordered<_> = runnable
             .into_iter()
             .map(|(index, prepared)| {
                 let call = &self.calls[index];
-                let call_cancel = phase_cancel.child_token();
-                let deadline = timeout.and_then(|t| started.checked_add(t));
-                let ctx = self
-                    .base_ctx
-                    .for_call(&call.id, &call.name)
-                    .with_cancellation(call_cancel.clone())
-                    .with_deadline(deadline);
+                let ctx = call_ctx(self.base, call, phase_cancel.child_token());
+                let (after, done) = match &prepared.scheduling {
+                    Scheduling::Keyed(key) => {
+                        let (done, next) = oneshot::channel();
+                        (lanes.insert(key.to_string(), next), Some(done))
+                    }
+                    _ => (None, None),
+                };
                 in_flight.push(index);
-                let task = AbortOnDrop(tokio::spawn(run_call(
-                    prepared,
-                    ctx,
-                    call_cancel,
-                    call.name.clone(),
-                    timeout,
-                )));
+                let pipeline = self.pipeline.clone();
+                let task = AbortOnDrop(tokio::spawn(async move {
+                    if let Some(after) = after {
+                        // Sent or dropped when the call before ends.
+                        let _ = after.await;
+                    }
+                    let started = Instant::now();
+                    let result = pipeline.execute(prepared, ctx).await;
+                    drop(done);
+                    (result, started.elapsed())
+                }));
                 async move { (index, task.await) }
             })
             .collect();
@@ -243,19 +208,22 @@ impl Batch<'_> {
             };
             let Some((index, joined)) = next else { break };
             in_flight.retain(|&i| i != index);
-            let result = match joined {
-                Ok(result) => result,
-                Err(join_error) if join_error.is_panic() => Err(ToolError::new(
-                    ToolErrorKind::Panicked,
-                    format!(
-                        "tool `{}` panicked: {}",
-                        self.calls[index].name,
-                        panic_message(join_error.into_panic())
-                    ),
-                )),
-                Err(_) => Err(not_run(&RunStop::Cancelled)),
+            let (result, elapsed) = match joined {
+                Ok(done) => done,
+                Err(join_error) if join_error.is_panic() => (
+                    Err(ToolError::new(
+                        ToolErrorKind::Panicked,
+                        format!(
+                            "tool `{}` panicked: {}",
+                            self.calls[index].name,
+                            panic_message(join_error.into_panic())
+                        ),
+                    )),
+                    Duration::ZERO,
+                ),
+                Err(_) => (Err(not_run(&RunStop::Cancelled)), Duration::ZERO),
             };
-            if self.finish(index, result, started.elapsed()).await {
+            if self.finish(index, result, elapsed).await {
                 // A fatal error: stop the siblings still running.
                 phase_cancel.cancel();
             }
@@ -276,205 +244,23 @@ impl Batch<'_> {
         self.finish(index, Err(error), Duration::ZERO).await;
     }
 
-    /// Runs the after-tool hooks, builds what the model sees, and sends the
-    /// host the full result. Returns true when the result ends the run.
-    async fn finish(&mut self, index: usize, mut result: ToolResult, elapsed: Duration) -> bool {
+    /// The last stages of the pipeline; returns true when the result ends
+    /// the run.
+    async fn finish(&mut self, index: usize, result: ToolResult, elapsed: Duration) -> bool {
         let call = &self.calls[index];
-        for hook in &self.config.hooks {
-            if self.cancel.is_cancelled() {
-                break;
+        let finished = self
+            .pipeline
+            .finish(self.tools, call, result, elapsed, self.base, false)
+            .await;
+        self.results[index] = Some(finished.message);
+        match finished.stop {
+            Some(stop) if self.stop.is_none() => {
+                self.stop = Some(stop);
+                true
             }
-            let ran = tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => Ok(()),
-                ran = guarded(hook.after_tool_call(call, &mut result)) => ran,
-            };
-            if let Err(panic) = ran {
-                tracing::warn!(tool = %call.name, %panic, "an after-tool-call hook panicked");
-            }
+            _ => false,
         }
-        let mut fatal = false;
-        if let Err(error) = &result
-            && error.is_fatal()
-            && self.stop.is_none()
-        {
-            fatal = true;
-            self.stop = Some(RunStop::Failed(AgentError::FatalTool {
-                tool: call.name.clone(),
-                message: error.message().to_owned(),
-            }));
-        }
-        let tool = self.tools.get(&call.name);
-        let policy = self.config.truncation_for(tool.map(|t| &**t), &call.name);
-        let (message, truncated_for_model) = model_message(call, &result, &policy);
-        self.events.emit(AgentEvent::ToolCallFinished {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            result,
-            truncated_for_model,
-            elapsed,
-        });
-        self.results[index] = Some(message);
-        fatal
     }
-}
-
-/// Looks the tool up and parses the arguments; a panicking `prepare` or
-/// `read_only` becomes an error result.
-fn prepare(tools: &ToolSnapshot, call: &ToolCall) -> Slot {
-    let Some(tool) = tools.get(&call.name) else {
-        let available = tools.names().collect::<Vec<_>>().join(", ");
-        let message = if call.name.is_empty() {
-            format!("the tool call has no tool name. Available tools: {available}.")
-        } else {
-            format!(
-                "there is no tool named `{}`. Available tools: {available}.",
-                call.name
-            )
-        };
-        return Err(ToolError::new(ToolErrorKind::UnknownTool, message));
-    };
-    let tool: Arc<dyn DynTool> = Arc::clone(tool);
-    std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let prepared = tool.prepare(&call.arguments)?;
-        let read_only = prepared.read_only();
-        Ok((prepared, read_only))
-    }))
-    .unwrap_or_else(|payload| {
-        Err(ToolError::new(
-            ToolErrorKind::Panicked,
-            format!(
-                "tool `{}` panicked while reading its arguments: {}",
-                call.name,
-                panic_message(payload)
-            ),
-        ))
-    })
-}
-
-async fn ask(base_ctx: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> ConfirmDecision {
-    let ctx = base_ctx.for_call(&call.id, &call.name);
-    let summary = tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => None,
-        summary = guarded(prepared.confirm_summary(&ctx)) => summary.ok().flatten(),
-    };
-    let summary = summary.unwrap_or_else(|| pretty_arguments(&call.arguments));
-    let request = ConfirmRequest {
-        tool: call.name.clone(),
-        call_id: call.id.clone(),
-        arguments: serde_json::from_str(&call.arguments)
-            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
-        summary,
-    };
-    guarded(ctx.confirm(request))
-        .await
-        .unwrap_or_else(|panic| ConfirmDecision::Deny {
-            reason: Some(format!("the confirmation handler panicked: {panic}")),
-        })
-}
-
-/// Runs one call; on timeout, cancels the call's token and gives it the
-/// grace period to clean up (kill its processes) before dropping it.
-async fn run_call(
-    prepared: Box<dyn PreparedCall>,
-    ctx: ToolCtx,
-    cancel: CancellationToken,
-    name: String,
-    timeout: Option<Duration>,
-) -> ToolResult {
-    let call = prepared.call(ctx);
-    let Some(limit) = timeout else {
-        return call.await;
-    };
-    let mut call = std::pin::pin!(call);
-    tokio::select! {
-        result = &mut call => return result,
-        _ = tokio::time::sleep(limit) => {}
-    }
-    cancel.cancel();
-    let _ = tokio::time::timeout(CANCEL_GRACE, &mut call).await;
-    Err(ToolError::new(
-        ToolErrorKind::Timeout,
-        format!(
-            "tool `{name}` did not finish within {:.1} s and was stopped",
-            limit.as_secs_f64()
-        ),
-    ))
-}
-
-/// What the model sees of a result. Error messages are truncated by the
-/// same policy as output.
-fn model_message(
-    call: &ToolCall,
-    result: &ToolResult,
-    policy: &TruncationPolicy,
-) -> (Message, bool) {
-    let (content, is_error, truncated) = match result {
-        Ok(output) => {
-            let seen = policy.apply(&output.text);
-            let truncated = matches!(seen, std::borrow::Cow::Owned(_));
-            let mut content = Vec::with_capacity(1 + output.images.len());
-            if !seen.is_empty() || output.images.is_empty() {
-                let text = if seen.is_empty() {
-                    "(no output)".to_owned()
-                } else {
-                    seen.into_owned()
-                };
-                content.push(ContentPart::Text { text });
-            }
-            content.extend(output.images.iter().cloned().map(ContentPart::Image));
-            (content, false, truncated)
-        }
-        Err(error) => {
-            let seen = policy.apply(error.message());
-            let truncated = matches!(seen, std::borrow::Cow::Owned(_));
-            (vec![ContentPart::text(seen)], true, truncated)
-        }
-    };
-    (
-        Message::Tool {
-            tool_call_id: call.id.clone(),
-            name: call.name.clone(),
-            content,
-            is_error,
-        },
-        truncated,
-    )
-}
-
-fn not_run(stop: &RunStop) -> ToolError {
-    match stop {
-        RunStop::Aborted { tool } => ToolError::new(
-            ToolErrorKind::Denied,
-            format!("not run: the user aborted the run at a `{tool}` call"),
-        ),
-        RunStop::Failed(error) => ToolError::new(
-            ToolErrorKind::Cancelled,
-            format!("not run: the run failed ({error})"),
-        ),
-        _ => ToolError::new(ToolErrorKind::Cancelled, "cancelled: the run was stopped"),
-    }
-}
-
-fn denied(tool: &str, reason: Option<String>) -> ToolError {
-    let reason = reason
-        .filter(|r| !r.trim().is_empty())
-        .map(|r| format!(" Reason: {r}."))
-        .unwrap_or_default();
-    ToolError::new(
-        ToolErrorKind::Denied,
-        format!(
-            "The user denied this `{tool}` call; it did not run.{reason} Do not retry it unchanged."
-        ),
-    )
-}
-
-fn pretty_arguments(arguments: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(arguments)
-        .ok()
-        .and_then(|value| serde_json::to_string_pretty(&value).ok())
-        .unwrap_or_else(|| arguments.to_owned())
 }
 
 /// A spawned task that is aborted when dropped.

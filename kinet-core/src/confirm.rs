@@ -26,6 +26,7 @@ pub struct ConfirmRequest {
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ConfirmDecision {
     /// Run this call.
     Approve,
@@ -52,7 +53,7 @@ pub struct ConfirmError(pub String);
 /// policy's timeout denies the call.
 ///
 /// ```
-/// use kinet_core::{ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest};
+/// use kinet_core::confirm::{ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest};
 ///
 /// /// Approves everything except `rm` in shell commands.
 /// struct NoRm;
@@ -118,7 +119,7 @@ impl PendingConfirm {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use kinet_core::{ChannelConfirmHandler, ConfirmDecision, ConfirmHandler, ConfirmRequest};
+/// use kinet_core::confirm::{ChannelConfirmHandler, ConfirmDecision, ConfirmHandler, ConfirmRequest};
 ///
 /// let (handler, mut requests) = ChannelConfirmHandler::new(8);
 /// tokio::spawn(async move {
@@ -164,6 +165,7 @@ impl ConfirmHandler for ChannelConfirmHandler {
 
 /// When to ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ApprovalMode {
     /// Ask before every mutating call (the default). Read-only calls run.
     #[default]
@@ -177,6 +179,7 @@ pub enum ApprovalMode {
 /// A per-tool rule; the pattern is a tool name or a prefix ending in `*`
 /// (`mcp__github__*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolRule {
     /// Run without asking.
     Allow,
@@ -189,12 +192,12 @@ pub enum ToolRule {
 /// Which calls need the user's approval.
 ///
 /// Rules are checked first; when several match, the strictest wins
-/// (`Deny` over `Ask` over `Allow`). Otherwise read-only calls run and
-/// mutating ones follow the [`ApprovalMode`]. Tools approved for the session
+/// (`Deny` over `Ask` over `Allow`). Otherwise calls that are not mutating
+/// (see [`Tool::mutating`](crate::Tool::mutating)) run and mutating ones follow the [`ApprovalMode`]. Tools approved for the session
 /// run without asking unless a `Deny` rule matches.
 ///
 /// ```
-/// use kinet_core::{ApprovalPolicy, ApprovalMode};
+/// use kinet_core::confirm::{ApprovalPolicy, ApprovalMode};
 /// use std::time::Duration;
 ///
 /// let policy = ApprovalPolicy::ask()
@@ -321,7 +324,7 @@ impl ApprovalPolicy {
         strictest
     }
 
-    pub(crate) fn verdict(&self, tool: &str, read_only: bool, session_approved: bool) -> Verdict {
+    pub(crate) fn verdict(&self, tool: &str, mutating: bool, session_approved: bool) -> Verdict {
         match self.matching_rule(tool) {
             Some(ToolRule::Deny) => {
                 return Verdict::Deny(format!(
@@ -338,7 +341,7 @@ impl ApprovalPolicy {
             }
             None => {}
         }
-        if read_only || session_approved {
+        if !mutating || session_approved {
             return Verdict::Run;
         }
         match self.mode {
@@ -358,9 +361,9 @@ mod tests {
     #[test]
     fn default_asks_for_mutating_only() {
         let policy = ApprovalPolicy::default();
-        assert_eq!(policy.verdict("shell", false, false), Verdict::Ask);
-        assert_eq!(policy.verdict("read_file", true, false), Verdict::Run);
-        assert_eq!(policy.verdict("shell", false, true), Verdict::Run);
+        assert_eq!(policy.verdict("shell", true, false), Verdict::Ask);
+        assert_eq!(policy.verdict("read_file", false, false), Verdict::Run);
+        assert_eq!(policy.verdict("shell", true, true), Verdict::Run);
     }
 
     #[test]
@@ -369,11 +372,11 @@ mod tests {
             .allow("mcp__db__*")
             .deny("mcp__db__drop");
         assert!(matches!(
-            policy.verdict("mcp__db__drop", true, true),
+            policy.verdict("mcp__db__drop", false, true),
             Verdict::Deny(_)
         ));
         assert_eq!(
-            policy.verdict("mcp__db__select", false, false),
+            policy.verdict("mcp__db__select", true, false),
             Verdict::Run
         );
     }
@@ -381,8 +384,8 @@ mod tests {
     #[test]
     fn ask_rule_applies_to_read_only() {
         let policy = ApprovalPolicy::never().ask_for("web_fetch");
-        assert_eq!(policy.verdict("web_fetch", true, false), Verdict::Ask);
-        assert_eq!(policy.verdict("web_fetch", true, true), Verdict::Run);
+        assert_eq!(policy.verdict("web_fetch", false, false), Verdict::Ask);
+        assert_eq!(policy.verdict("web_fetch", false, true), Verdict::Run);
     }
 
     #[test]
@@ -392,23 +395,23 @@ mod tests {
             .allow("shell")
             .for_sub_agent();
         assert!(matches!(
-            policy.verdict("mcp__gmail__read", true, false),
+            policy.verdict("mcp__gmail__read", false, false),
             Verdict::Deny(_)
         ));
         assert!(matches!(
-            policy.verdict("shell", false, false),
+            policy.verdict("shell", true, false),
             Verdict::Deny(_)
         ));
-        assert_eq!(policy.verdict("grep", true, false), Verdict::Run);
+        assert_eq!(policy.verdict("grep", false, false), Verdict::Run);
     }
 
     #[test]
     fn deny_all_still_reads() {
         let policy = ApprovalPolicy::deny_all();
         assert!(matches!(
-            policy.verdict("write_file", false, false),
+            policy.verdict("write_file", true, false),
             Verdict::Deny(_)
         ));
-        assert_eq!(policy.verdict("grep", true, false), Verdict::Run);
+        assert_eq!(policy.verdict("grep", false, false), Verdict::Run);
     }
 }

@@ -1,24 +1,37 @@
 //! The loop: call the model, run its tool calls, repeat.
 
-use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{AgentConfig, RunOutcome};
 use crate::batch;
-use crate::ctx::EventSink;
-use crate::error::{AgentError, HookError};
-use crate::event::{AgentEvent, RunStop};
-use crate::message::{ContentPart, Conversation, Message, ToolCall};
-use crate::provider::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
-use crate::toolset::ToolSnapshot;
+use crate::ctx::{EventSink, ToolCtx};
+use crate::data::error::{AgentError, HookError};
+use crate::data::event::{AgentEvent, RunOutcome, RunStop};
+use crate::data::message::{ContentPart, Conversation, Message, ToolCall};
+use crate::data::model::{
+    ChatRequest, GenerationParams, ProviderError, StopReason, StreamEvent, Usage,
+};
+use crate::pipeline::{Pipeline, guarded};
+use crate::backend::Provider;
+use crate::toolset::{ToolSnapshot, Toolset};
+
+/// What the loop needs to run: the model side, the tools, and the pipeline
+/// their calls go through. Nothing else of the agent reaches the engine.
+#[derive(Clone)]
+pub(crate) struct RunSettings {
+    pub(crate) provider: Arc<dyn Provider>,
+    pub(crate) model: String,
+    pub(crate) system_prompt: String,
+    pub(crate) params: GenerationParams,
+    pub(crate) tools: Toolset,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) max_turns: u32,
+}
 
 /// One model response, assembled from its stream.
 struct ModelTurn {
@@ -38,13 +51,15 @@ enum TurnFailure {
 /// Runs the loop until the model stops, `max_turns`, cancellation or a
 /// failure. Always emits `Done` last and returns a history in which every
 /// tool call has a result.
+/// Tools run in contexts derived from `base`, whose cancellation token and
+/// event sink are the run's.
 pub(crate) async fn drive(
-    config: Arc<AgentConfig>,
+    config: Arc<RunSettings>,
     mut conversation: Conversation,
-    cancel: CancellationToken,
-    events: EventSink,
+    base: ToolCtx,
 ) -> RunOutcome {
-    let base_ctx = config.base_ctx(&cancel, &events);
+    let cancel = base.cancellation().clone();
+    let events = base.events().clone();
     let mut usage = Usage::default();
     let mut model_stop: Option<StopReason> = None;
     let mut turn: u32 = 0;
@@ -119,16 +134,15 @@ pub(crate) async fn drive(
             break RunStop::Completed;
         }
 
-        let batch_stop = batch::run(
-            &config,
+        let (results, batch_stop) = batch::run(
+            &config.pipeline,
             &tools,
             &calls,
-            &mut conversation,
-            &base_ctx,
-            &cancel,
-            &events,
+            &mut conversation.session_approvals,
+            &base,
         )
         .await;
+        conversation.messages.extend(results);
         events.emit(AgentEvent::TurnEnded {
             turn,
             stop_reason: model_turn.stop,
@@ -159,7 +173,7 @@ struct PartialCall {
 
 /// Runs the hooks, calls the provider and assembles its stream.
 async fn call_model(
-    config: &AgentConfig,
+    config: &RunSettings,
     conversation: &Conversation,
     tools: &ToolSnapshot,
     cancel: &CancellationToken,
@@ -172,7 +186,7 @@ async fn call_model(
         tools: Cow::Borrowed(tools.specs()),
         params: Cow::Borrowed(&config.params),
     };
-    for hook in &config.hooks {
+    for hook in config.pipeline.hooks() {
         let outcome = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(TurnFailure::Cancelled(String::new())),
@@ -289,26 +303,6 @@ async fn call_model(
         usage,
         stop,
     })
-}
-
-/// Runs host-supplied async code, turning a panic into an error message so
-/// that the run can still end cleanly with a paired history.
-pub(crate) async fn guarded<F: Future>(future: F) -> Result<F::Output, String> {
-    AssertUnwindSafe(future)
-        .catch_unwind()
-        .await
-        .map_err(panic_message)
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string panic payload".to_owned()
-    }
 }
 
 /// An id for a tool call the server sent without one: unique within the

@@ -1,22 +1,32 @@
 //! The kinet agent core.
 //!
 //! - [`Tool`]: a struct with typed, schema-derived arguments that an agent can
-//!   call; [`DynTool`] is its object-safe form.
-//! - [`ToolCtx`]: what a running tool sees (workspace, confirmation,
-//!   cancellation, events, sub-agents, host extensions).
+//!   call; its [`ToolAnnotations`] say whether it only reads. [`ToolCtx`] is
+//!   what a running tool sees (workspace, confirmation, cancellation,
+//!   deadline, events, sub-agents, host extensions).
 //! - [`ConfirmHandler`] + [`ApprovalPolicy`]: the host's approval UI and the
 //!   rules for when to use it.
-//! - [`Provider`]: a streaming model backend; [`ScriptedProvider`] plays a
+//! - [`Provider`]: a streaming model backend ([`provider`] has the shipped
+//!   ones and the kit to write more); [`testing::ScriptedProvider`] plays a
 //!   script offline.
-//! - [`Agent`]: the loop. Each turn it calls the model, runs the tool calls
-//!   (consecutive read-only calls concurrently, mutating ones alone, results in
-//!   call order), truncates what the model sees, and reports everything to the
-//!   host as [`AgentEvent`]s.
+//! - [`Agent`]: the loop. Each turn it calls the model and runs the tool
+//!   calls through the [`pipeline`] (parse → policy and confirmation →
+//!   [hooks](hook) → [layers](layer) → panic guard → after-tool hooks →
+//!   truncation → events), consecutive calls that may run together at once
+//!   and the others alone, results in call order, and reports everything to
+//!   the host as [`AgentEvent`]s.
+//!
+//! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`],
+//! [`confirm`], [`provider`], [`message`], [`event`], [`testing`]. Modules
+//! import one way: plain data at the bottom (messages, outputs, specs,
+//! events), then the context, tools, layers, hooks, the pipeline, the
+//! scheduler, the engine and the agent.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet_core::{Agent, ApprovalPolicy, ScriptedProvider, ScriptedTurn, Tool, ToolCtx, ToolError, ToolOutput};
+//! use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+//! use kinet_core::{Agent, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 //! use schemars::JsonSchema;
 //! use serde::Deserialize;
 //! use serde_json::json;
@@ -34,7 +44,7 @@
 //!     type Args = ShoutArgs;
 //!     fn name(&self) -> &str { "shout" }
 //!     fn description(&self) -> &str { "Upper-cases text." }
-//!     fn read_only(&self, _: &ShoutArgs) -> bool { true }
+//!     fn annotations(&self) -> ToolAnnotations { ToolAnnotations::read_only() }
 //!     async fn call(&self, args: ShoutArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
 //!         Ok(ToolOutput::text(args.text.to_uppercase()))
 //!     }
@@ -51,50 +61,41 @@
 //! # }
 //! ```
 
-mod agent;
-mod batch;
-mod confirm;
-mod ctx;
-mod engine;
-mod error;
-mod event;
-mod hooks;
-mod message;
-mod provider;
+// Internal modules import one way (see the module map above).
+mod data;
+pub mod confirm;
+mod backend;
 #[cfg(feature = "http")]
-pub mod providers;
-mod scripted;
-mod spawner;
-mod tool;
+mod providers;
+mod ctx;
+mod tooldef;
+pub mod layer;
 mod toolset;
-mod truncate;
-mod workspace;
+pub mod hook;
+pub mod pipeline;
+mod batch;
+mod engine;
+mod agent;
+mod scripted;
 
-pub use agent::{Agent, AgentBuilder, AgentRun, RunOutcome};
-pub use confirm::{
-    ApprovalMode, ApprovalPolicy, ChannelConfirmHandler, ConfirmDecision, ConfirmError,
-    ConfirmHandler, ConfirmRequest, DenyingHandler, PendingConfirm, ToolRule,
-};
-pub use ctx::{EventSink, Extensions, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
-pub use error::{AgentError, HookError};
-pub use event::{AgentEvent, RunStop, TodoItem, TodoStatus};
-pub use hooks::Hook;
-pub use message::{ContentPart, Conversation, ImagePart, Message, ToolCall};
-pub use provider::{
-    ChatRequest, GenerationParams, Provider, ProviderError, ProviderStream, StopReason,
-    StreamEvent, Usage,
-};
-pub use scripted::{
-    Expectation, RecordedRequest, ScriptError, ScriptedCall, ScriptedProvider, ScriptedTurn,
-};
-pub use tool::{
-    DynTool, PreparedCall, Tool, ToolError, ToolErrorKind, ToolOutput, ToolSpec, parse_arguments,
-    schema_for,
-};
-pub use toolset::{ToolSnapshot, ToolSource, Toolset, is_valid_tool_name};
-pub use truncate::TruncationPolicy;
+// The public module map: re-exports only, imported by nothing inside.
+pub mod tool;
+pub mod provider;
+pub mod message;
+pub mod event;
+pub mod testing;
+
+pub use agent::{Agent, AgentBuilder, AgentRun};
+pub use confirm::{ApprovalPolicy, ConfirmDecision, ConfirmHandler};
+pub use ctx::ToolCtx;
+pub use data::error::AgentError;
+pub use data::event::{AgentEvent, RunOutcome, RunStop};
+pub use data::message::{Conversation, Message};
+pub use data::output::{ToolError, ToolOutput};
+pub use data::spec::ToolAnnotations;
+pub use backend::Provider;
+pub use tooldef::Tool;
+pub use toolset::Toolset;
 
 /// Re-exported so tool authors need not depend on it directly.
 pub use async_trait::async_trait;
-/// Re-exported cancellation token type used by [`ToolCtx`].
-pub use tokio_util::sync::CancellationToken;

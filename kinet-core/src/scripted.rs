@@ -10,10 +10,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::message::Message;
-use crate::provider::{
-    ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent, Usage,
-};
+use crate::data::message::Message;
+use crate::backend::{Provider, ProviderStream};
+use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// What a scripted turn checks about the request it answers. A failed check
 /// makes the provider return [`ProviderError::Script`], so a test notices
@@ -60,7 +59,7 @@ pub struct ScriptedCall {
 /// Built in code with the builder methods, or read from JSON:
 ///
 /// ```
-/// let turn: kinet_core::ScriptedTurn = serde_json::from_value(serde_json::json!({
+/// let turn: kinet_core::testing::ScriptedTurn = serde_json::from_value(serde_json::json!({
 ///     "expect": [{"last_user_contains": "weather"}],
 ///     "tool_calls": [{"id": "c1", "name": "forecast", "arguments": {"city": "Oslo"}}]
 /// })).unwrap();
@@ -384,7 +383,8 @@ struct ScriptFile {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use kinet_core::{Agent, Expectation, ScriptedProvider, ScriptedTurn};
+/// use kinet_core::Agent;
+/// use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 ///
 /// let provider = ScriptedProvider::new([
 ///     ScriptedTurn::text("Hello!").expect(Expectation::LastUserContains("hi".into())),
@@ -448,7 +448,7 @@ impl ScriptedProvider {
                     } else if let Some(user) = last_user.take() {
                         turn = turn.expect(Expectation::LastUserContains(user));
                     }
-                    let text = crate::message::join_text(content);
+                    let text = crate::data::message::join_text(content);
                     if !text.is_empty() {
                         turn = turn.with_text(text);
                     }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
-use crate::tool::{DynTool, Tool, ToolSpec};
+use crate::data::spec::ToolSpec;
+use crate::layer::ToolLayer;
+use crate::tooldef::{DynTool, Tool, spec_of};
 
 /// Stands in for "no deadline" where an `Instant` is needed.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -35,18 +37,50 @@ pub trait ToolSource: Send + Sync {
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>>;
 }
 
+/// Layers, shared.
+pub(crate) type Layers = Arc<[Arc<dyn ToolLayer>]>;
+
+/// A tool and the layers of its own.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) tool: Arc<dyn DynTool>,
+    pub(crate) layers: Layers,
+}
+
 /// The tools of one turn: looked up by name, described to the model.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ToolSnapshot {
-    by_name: HashMap<String, Arc<dyn DynTool>>,
+    by_name: HashMap<String, Entry>,
     specs: Vec<ToolSpec>,
     warnings: Vec<String>,
+    layers: Layers,
+}
+
+impl Default for ToolSnapshot {
+    fn default() -> Self {
+        Self {
+            by_name: HashMap::new(),
+            specs: Vec::new(),
+            warnings: Vec::new(),
+            layers: Arc::new([]),
+        }
+    }
 }
 
 impl ToolSnapshot {
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
+        self.by_name.get(name).map(|entry| &entry.tool)
+    }
+
+    /// The tool named `name` with its own layers.
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
         self.by_name.get(name)
+    }
+
+    /// The layers of the whole toolset (outside each tool's own).
+    pub(crate) fn layers(&self) -> &Layers {
+        &self.layers
     }
 
     /// What the model is told, in registration order (static tools first).
@@ -68,7 +102,11 @@ impl ToolSnapshot {
         if self.by_name.contains_key(&spec.name) {
             return Err(spec.name);
         }
-        self.by_name.insert(spec.name.clone(), tool);
+        let entry = Entry {
+            tool,
+            layers: Arc::new([]),
+        };
+        self.by_name.insert(spec.name.clone(), entry);
         self.specs.push(spec);
         Ok(())
     }
@@ -83,7 +121,8 @@ impl fmt::Debug for ToolSnapshot {
     }
 }
 
-/// Static tools plus dynamic [`ToolSource`]s.
+/// Static tools plus dynamic [`ToolSource`]s, with optional
+/// [layers](crate::layer) for the whole set or for one tool.
 ///
 /// Static tool schemas are generated once, when the tool is added. A static
 /// tool added under an existing name replaces it; a dynamic tool whose name is
@@ -159,11 +198,32 @@ impl Toolset {
         self.add_dyn(Arc::new(tool));
     }
 
+    /// Adds a typed tool with layers of its own (inside the toolset's and
+    /// the agent's, first listed outermost).
+    pub fn add_layered(&mut self, tool: impl Tool, layers: Vec<Arc<dyn ToolLayer>>) {
+        self.insert_static(Arc::new(tool), layers.into());
+    }
+
+    /// Adds a layer around every tool of this set, sources' tools included
+    /// (inside the agent's layers, outside each tool's own; the first added
+    /// is the outermost). Default: none.
+    pub fn layer(mut self, layer: impl ToolLayer) -> Self {
+        let statics = Arc::make_mut(&mut self.statics);
+        let mut layers = statics.layers.to_vec();
+        layers.push(Arc::new(layer));
+        statics.layers = layers.into();
+        self
+    }
+
     /// Adds a tool in its dynamic form, replacing one of the same name. A
     /// tool whose name model APIs would reject (see [`is_valid_tool_name`])
     /// is left out, with a warning reported every turn.
     pub fn add_dyn(&mut self, tool: Arc<dyn DynTool>) {
-        let spec = ToolSpec::of(&*tool);
+        self.insert_static(tool, Arc::new([]));
+    }
+
+    fn insert_static(&mut self, tool: Arc<dyn DynTool>, layers: Layers) {
+        let spec = spec_of(&*tool);
         let statics = Arc::make_mut(&mut self.statics);
         if !is_valid_tool_name(&spec.name) {
             statics.warnings.push(format!(
@@ -172,11 +232,12 @@ impl Toolset {
             ));
             return;
         }
+        let entry = Entry { tool, layers };
         if let Some(pos) = statics.specs.iter().position(|s| s.name == spec.name) {
             statics.specs[pos] = spec.clone();
-            statics.by_name.insert(spec.name, tool);
+            statics.by_name.insert(spec.name, entry);
         } else {
-            statics.by_name.insert(spec.name.clone(), tool);
+            statics.by_name.insert(spec.name.clone(), entry);
             statics.specs.push(spec);
         }
     }
@@ -204,7 +265,9 @@ impl Toolset {
         let statics = Arc::make_mut(&mut self.statics);
         let by_name = &mut statics.by_name;
         statics.specs.retain(|spec| {
-            let kept = by_name.get(&spec.name).is_some_and(|tool| keep(&**tool));
+            let kept = by_name
+                .get(&spec.name)
+                .is_some_and(|entry| keep(&*entry.tool));
             if !kept {
                 by_name.remove(&spec.name);
             }
@@ -238,7 +301,7 @@ impl Toolset {
             match tools {
                 Ok(tools) => {
                     for tool in tools {
-                        let spec = ToolSpec::of(&*tool);
+                        let spec = spec_of(&*tool);
                         if !is_valid_tool_name(&spec.name) {
                             snapshot.warnings.push(format!(
                                 "tool `{}` from source `{source}` was left out: its name is not valid for model APIs",

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, ChannelConfirmHandler, ConfirmDecision, ConfirmError,
-    ConfirmHandler, ConfirmRequest, Expectation, RunStop, ScriptedProvider, ScriptedTurn, Tool,
-    ToolCtx, ToolError, ToolErrorKind, ToolOutput,
-};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::confirm::{ChannelConfirmHandler, ConfirmError, ConfirmRequest};
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::tool::ToolErrorKind;
 use serde_json::json;
 
 fn write_call(id: &str, label: &str) -> ScriptedTurn {
@@ -304,8 +303,8 @@ impl Tool for Patient {
     fn description(&self) -> &str {
         "Waits a long time."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         tokio::select! {

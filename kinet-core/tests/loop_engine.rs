@@ -8,11 +8,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, ChatRequest, Conversation, DynTool, Expectation, Hook,
-    HookError, Message, RunStop, ScriptedProvider, ScriptedTurn, SubAgentRequest, Tool, ToolCall,
-    ToolCtx, ToolError, ToolErrorKind, ToolOutput, ToolSource, TruncationPolicy,
-};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, Conversation, Message, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::provider::ChatRequest;
+use kinet_core::tool::{DynTool, SubAgentRequest, ToolErrorKind, ToolSource, TruncationPolicy};
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::hook::Hook;
+use kinet_core::event::HookError;
+use kinet_core::message::ToolCall;
 use serde_json::json;
 
 fn sleep_call(id: &str, tool: &str, label: &str, ms: u64) -> (String, String, serde_json::Value) {
@@ -406,8 +408,8 @@ impl Tool for Delegate {
     fn description(&self) -> &str {
         "Runs a sub-agent."
     }
-    fn read_only(&self, _: &DelegateArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, args: DelegateArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let spawner = ctx
@@ -517,7 +519,7 @@ async fn a_recorded_transcript_replays_and_catches_drift() {
         Message::Tool {
             tool_call_id: "c".into(),
             name: "look".into(),
-            content: vec![kinet_core::ContentPart::text("one done")],
+            content: vec![kinet_core::message::ContentPart::text("one done")],
             is_error: false,
         },
         Message::assistant("one"),
@@ -615,8 +617,8 @@ impl Tool for Quiet {
     fn description(&self) -> &str {
         "Says nothing."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::default())
@@ -630,7 +632,7 @@ fn tool_schemas_are_stable() {
         Arc::new(Big),
     ]
     .iter()
-    .map(|tool| kinet_core::ToolSpec::of(&**tool))
+    .map(|tool| kinet_core::tool::spec_of(&**tool))
     .collect();
     insta::assert_json_snapshot!("tool_specs", specs);
 }

@@ -8,14 +8,13 @@ mod mock_server;
 
 use std::time::{Duration, Instant};
 
-use kinet_core::providers::{
+use kinet_core::provider::{
     AnthropicConfig, AnthropicProvider, HttpSettings, OpenAiConfig, OpenAiProvider,
     OpenAiResponsesProvider, WireFormat, decode_recorded,
 };
-use kinet_core::{
-    Agent, AgentError, ContentPart, Conversation, ImagePart, Message, ProviderError, RunOutcome,
-    RunStop, StopReason, StreamEvent, Tool, ToolCtx, ToolError, ToolOutput,
-};
+use kinet_core::{Agent, AgentError, Conversation, Message, RunOutcome, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::message::{ContentPart, ImagePart};
+use kinet_core::provider::{ProviderError, StopReason, StreamEvent};
 use mock_server::{MockServer, Reply, fixture_path};
 use serde_json::{Value, json};
 
@@ -40,8 +39,8 @@ impl Tool for GetWeather {
     fn description(&self) -> &str {
         "Current weather for a city."
     }
-    fn read_only(&self, _: &WeatherArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, args: WeatherArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         match args.city.as_str() {
@@ -310,7 +309,7 @@ fn openai_quirks_decode() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(events[0], ReasoningDelta("The user wants".into()));
-    assert!(events.contains(&Usage(kinet_core::Usage {
+    assert!(events.contains(&Usage(kinet_core::provider::Usage {
         input_tokens: 210,
         output_tokens: 33,
         cache_read_tokens: 128,

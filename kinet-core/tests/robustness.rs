@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, CancellationToken, ChatRequest, ConfirmDecision,
-    ConfirmError, ConfirmHandler, ConfirmRequest, Expectation, Hook, HookError, RunStop,
-    ScriptedProvider, ScriptedTurn, StopReason, Tool, ToolCall, ToolCtx, ToolError, ToolErrorKind,
-    ToolOutput,
-};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::{CancellationToken, ToolErrorKind};
+use kinet_core::provider::{ChatRequest, StopReason};
+use kinet_core::confirm::{ConfirmError, ConfirmRequest};
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::hook::Hook;
+use kinet_core::event::HookError;
+use kinet_core::message::ToolCall;
 use serde_json::json;
 
 struct PanickyHook;
@@ -99,8 +101,8 @@ impl Tool for SlowDoom {
     fn description(&self) -> &str {
         "Fails fatally after 20 ms."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -122,8 +124,8 @@ impl Tool for Watcher {
     fn description(&self) -> &str {
         "Waits until cancelled."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         ctx.cancellation().cancelled().await;
@@ -191,8 +193,8 @@ impl Tool for Leaky {
     fn description(&self) -> &str {
         "Keeps reporting progress forever."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let ctx = ctx.clone();
@@ -253,7 +255,7 @@ async fn calls_without_ids_get_unique_ones() {
         .tool_call("a", "look", json!({"label": "a", "ms": 0}))
         .tool_call("", "look", json!({"label": "x", "ms": 0}))
         .tool_call("", "look", json!({"label": "y", "ms": 0}));
-    let provider = Arc::new(kinet_core::ScriptedProvider::new([
+    let provider = Arc::new(kinet_core::testing::ScriptedProvider::new([
         turn,
         ScriptedTurn::text("ok"),
     ]));
@@ -297,8 +299,8 @@ impl Tool for Loud {
     fn description(&self) -> &str {
         "Fails verbosely."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Err(ToolError::failed(big_text(50_000)))
@@ -356,7 +358,7 @@ async fn invalid_tool_names_are_left_out_with_a_warning() {
 /// Streams fixed events, as a compatible server that puts every call at
 /// index 0 would.
 struct SameIndexProvider {
-    turns: std::sync::Mutex<Vec<Vec<kinet_core::StreamEvent>>>,
+    turns: std::sync::Mutex<Vec<Vec<kinet_core::provider::StreamEvent>>>,
 }
 
 #[async_trait::async_trait]
@@ -367,7 +369,7 @@ impl kinet_core::Provider for SameIndexProvider {
     async fn stream(
         &self,
         _request: ChatRequest<'_>,
-    ) -> Result<kinet_core::ProviderStream, kinet_core::ProviderError> {
+    ) -> Result<kinet_core::provider::ProviderStream, kinet_core::provider::ProviderError> {
         let events = self.turns.lock().unwrap().remove(0);
         Ok(Box::pin(futures::stream::iter(events.into_iter().map(Ok))))
     }
@@ -375,7 +377,7 @@ impl kinet_core::Provider for SameIndexProvider {
 
 #[tokio::test]
 async fn a_new_id_at_a_used_index_starts_a_new_call() {
-    use kinet_core::StreamEvent::*;
+    use kinet_core::provider::StreamEvent::*;
     let timeline = Timeline::default();
     let start = |id: &str| ToolCallStart {
         index: 0,

@@ -2,9 +2,9 @@
 //! tests' peer clients: `echo_server` (stdio) or `echo_server --http ADDR`.
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs)]
 
-use kinet_core::{
-    Agent, ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent,
-};
+use kinet_core::{Agent, Provider};
+
+use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet_mcp::McpServer;
 
 /// Answers "echo: <last user message> (<n> messages)"; a prompt starting

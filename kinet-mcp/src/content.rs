@@ -1,7 +1,8 @@
 //! Turning MCP tool results and schemas into kinet's shapes.
 
 use base64::Engine as _;
-use kinet_core::{ImagePart, ToolError, ToolOutput};
+use kinet_core::message::ImagePart;
+use kinet_core::{ToolError, ToolOutput};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{Map, Value};
 

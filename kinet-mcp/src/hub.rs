@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{FutureExt, StreamExt};
-use kinet_core::{
-    DynTool, PreparedCall, ToolCtx, ToolError, ToolErrorKind, ToolOutput, ToolSource,
-};
+use kinet_core::tool::{DynTool, PreparedCall, ToolErrorKind, ToolSource};
+use kinet_core::{ToolCtx, ToolError, ToolOutput};
 use rmcp::ServiceError;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
@@ -111,7 +110,7 @@ impl Drop for HubInner {
 /// use kinet_mcp::{Discovery, HubSettings, McpHub};
 ///
 /// let hub = McpHub::start(Discovery::new().discover().servers, HubSettings::default());
-/// # let provider = kinet_core::ScriptedProvider::new([]);
+/// # let provider = kinet_core::testing::ScriptedProvider::new([]);
 /// let agent = kinet_core::Agent::builder(provider).tool_source(Arc::new(hub.clone())).build();
 /// for server in hub.status() {
 ///     println!("{}: {:?} ({} tools)", server.name, server.state, server.tools.len());

@@ -7,7 +7,7 @@
 //! - [`McpHub`] starts every server concurrently (stdio children in their
 //!   own process group, or streamable HTTP), lists their tools, restarts
 //!   dropped connections with backoff, refreshes on `tools/list_changed`,
-//!   and is a [`kinet_core::ToolSource`] for the loop.
+//!   and is a [`kinet_core::tool::ToolSource`] for the loop.
 //!
 //! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
 //!   chosen tools) to other MCP clients over stdio or streamable HTTP.

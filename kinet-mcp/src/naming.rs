@@ -106,7 +106,7 @@ mod tests {
         assert!(
             names
                 .iter()
-                .all(|n| n.len() <= 64 && crate::kinet_core::is_valid_tool_name(n))
+                .all(|n| n.len() <= 64 && crate::kinet_core::tool::is_valid_tool_name(n))
         );
         let mut reversed = pairs.clone();
         reversed.reverse();

@@ -7,10 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest, Conversation,
-    DynTool, RunStop, Tool, ToolCtx, ToolOutput,
-};
+use kinet_core::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, RunStop, Tool, ToolCtx, ToolOutput};
+use kinet_core::confirm::{ConfirmError, ConfirmRequest};
+use kinet_core::tool::DynTool;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
@@ -115,7 +114,8 @@ impl McpServerBuilder {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), kinet_mcp::ServeError> {
-/// use kinet_core::{Agent, ScriptedProvider, ScriptedTurn};
+/// use kinet_core::Agent;
+/// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 /// use kinet_mcp::McpServer;
 ///
 /// let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("hi")])).build();

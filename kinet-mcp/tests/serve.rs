@@ -13,10 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ChatRequest, Provider, ProviderError, ProviderStream, ScriptedProvider,
-    ScriptedTurn, StopReason, StreamEvent, Tool, ToolCtx, ToolError, ToolOutput,
-};
+use kinet_core::{Agent, AgentEvent, Provider, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
+use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_mcp::{HubSettings, McpHub, McpServer, ServeError, ServerConfig, ServerState};
 use serde_json::json;
 
@@ -59,8 +58,8 @@ impl Tool for Add {
     fn description(&self) -> &str {
         "Adds two integers."
     }
-    fn read_only(&self, _: &AddArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text((args.a + args.b).to_string()))

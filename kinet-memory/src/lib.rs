@@ -19,7 +19,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet_memory::{BlockSpec, MemoryConfig, MemoryStore, MemoryTools};
+//! use kinet_memory::{BlockSpec, MemoryConfig, MemoryStore, MemoryPack};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = MemoryStore::open(
@@ -29,7 +29,7 @@
 //! .await
 //! .unwrap();
 //! store.block_append("user_profile", "Prefers short answers.").await.unwrap();
-//! let tools = MemoryTools::new(store.clone(), "session-1").toolset();
+//! let tools = MemoryPack::new(store.clone(), "session-1").toolset();
 //! assert!(tools.static_tools().get("recall_memory").is_some());
 //! # }
 //! ```
@@ -53,7 +53,7 @@ pub use kinet_core;
 pub use store::{
     Block, BlockSpec, Hit, MemoryConfig, MemoryStore, Recall, RecallMode, Triple, TripleQuery,
 };
-pub use tools::MemoryTools;
+pub use tools::MemoryPack;
 
 /// Errors of the memory store.
 #[derive(Debug, Clone, thiserror::Error)]

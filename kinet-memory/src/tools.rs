@@ -1,7 +1,8 @@
 //! The memory tools the model calls.
 
 use async_trait::async_trait;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+use kinet_core::tool::Scheduling;
+use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -20,12 +21,12 @@ fn tool_error(error: MemoryError) -> ToolError {
 /// `kg_query`. They change only the agent's memory, so they are read-only
 /// for approval purposes (never asked about).
 #[derive(Debug, Clone)]
-pub struct MemoryTools {
+pub struct MemoryPack {
     store: MemoryStore,
     session: String,
 }
 
-impl MemoryTools {
+impl MemoryPack {
     /// Tools on `store`, with facts scoped to `session`.
     pub fn new(store: MemoryStore, session: impl Into<String>) -> Self {
         Self {
@@ -48,9 +49,15 @@ impl MemoryTools {
     }
 }
 
+/// What the memory tools tell clients: reads, additions and replacements of
+/// the agent's own store, on this machine.
+const READS: ToolAnnotations = ToolAnnotations::read_only();
+const WRITES: ToolAnnotations = ToolAnnotations::local_write();
+const REPLACES: ToolAnnotations = ToolAnnotations::local_write().destructive(true);
+
 macro_rules! memory_tool {
-    ($tool:ident, $args:ty, $name:literal, $description:expr) => {
-        struct $tool(MemoryTools);
+    ($tool:ident, $args:ty, $name:literal, $annotations:expr, $description:expr) => {
+        struct $tool(MemoryPack);
 
         #[async_trait]
         impl Tool for $tool {
@@ -61,8 +68,16 @@ macro_rules! memory_tool {
             fn description(&self) -> &str {
                 $description
             }
-            fn read_only(&self, _: &$args) -> bool {
-                true
+            fn annotations(&self) -> ToolAnnotations {
+                $annotations
+            }
+            // The store is the agent's own: no approval, but one call at a
+            // time, in call order, so a recall sees the writes before it.
+            fn mutating(&self, _: &$args) -> bool {
+                false
+            }
+            fn scheduling(&self, _: &$args) -> Scheduling {
+                Scheduling::keyed("memory")
             }
             async fn call(&self, args: $args, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
                 run(&self.0, args).await
@@ -169,42 +184,49 @@ memory_tool!(
     RememberFact,
     RememberFactArgs,
     "remember_fact",
+    WRITES,
     "Stores a key/value fact for this session (a step's output, a decision, a path). Overwrites the key."
 );
 memory_tool!(
     RecallFact,
     RecallFactArgs,
     "recall_fact",
+    READS,
     "Reads a fact stored with remember_fact in this session; without a key, lists all of them."
 );
 memory_tool!(
     MemoryReplace,
     MemoryReplaceArgs,
     "memory_replace",
+    REPLACES,
     "Edits a long-term memory block (shown in your system prompt): replaces text that occurs exactly once in it."
 );
 memory_tool!(
     MemoryAppend,
     MemoryAppendArgs,
     "memory_append",
+    WRITES,
     "Adds a line to a long-term memory block (shown in your system prompt). Blocks have character limits."
 );
 memory_tool!(
     RecallMemory,
     RecallMemoryArgs,
     "recall_memory",
+    READS,
     "Searches past conversations and tool results by meaning and keywords; also returns related knowledge-graph facts."
 );
 memory_tool!(
     KgAdd,
     KgAddArgs,
     "kg_add",
+    WRITES,
     "Records a fact as (subject, predicate, object). A new object for the same subject and predicate supersedes the old one, which stays in the history."
 );
 memory_tool!(
     KgQuery,
     KgQueryArgs,
     "kg_query",
+    READS,
     "Looks up knowledge-graph facts by subject, predicate and/or object; include_history shows superseded ones."
 );
 
@@ -212,14 +234,14 @@ trait Run<A> {
     async fn run(&self, args: A) -> Result<ToolOutput, ToolError>;
 }
 
-async fn run<A>(tools: &MemoryTools, args: A) -> Result<ToolOutput, ToolError>
+async fn run<A>(tools: &MemoryPack, args: A) -> Result<ToolOutput, ToolError>
 where
-    MemoryTools: Run<A>,
+    MemoryPack: Run<A>,
 {
     tools.run(args).await
 }
 
-impl Run<RememberFactArgs> for MemoryTools {
+impl Run<RememberFactArgs> for MemoryPack {
     async fn run(&self, args: RememberFactArgs) -> Result<ToolOutput, ToolError> {
         if args.key.trim().is_empty() {
             return Err(ToolError::invalid_arguments("the key is empty"));
@@ -232,7 +254,7 @@ impl Run<RememberFactArgs> for MemoryTools {
     }
 }
 
-impl Run<RecallFactArgs> for MemoryTools {
+impl Run<RecallFactArgs> for MemoryPack {
     async fn run(&self, args: RecallFactArgs) -> Result<ToolOutput, ToolError> {
         match args.key {
             Some(key) => match self
@@ -277,7 +299,7 @@ impl Run<RecallFactArgs> for MemoryTools {
     }
 }
 
-impl Run<MemoryReplaceArgs> for MemoryTools {
+impl Run<MemoryReplaceArgs> for MemoryPack {
     async fn run(&self, args: MemoryReplaceArgs) -> Result<ToolOutput, ToolError> {
         let block = self
             .store
@@ -293,7 +315,7 @@ impl Run<MemoryReplaceArgs> for MemoryTools {
     }
 }
 
-impl Run<MemoryAppendArgs> for MemoryTools {
+impl Run<MemoryAppendArgs> for MemoryPack {
     async fn run(&self, args: MemoryAppendArgs) -> Result<ToolOutput, ToolError> {
         let block = self
             .store
@@ -390,7 +412,7 @@ fn format_triple(triple: &Triple) -> String {
     )
 }
 
-impl Run<RecallMemoryArgs> for MemoryTools {
+impl Run<RecallMemoryArgs> for MemoryPack {
     async fn run(&self, args: RecallMemoryArgs) -> Result<ToolOutput, ToolError> {
         if args.query.trim().is_empty() {
             return Err(ToolError::invalid_arguments("the query is empty"));
@@ -431,7 +453,7 @@ impl Run<RecallMemoryArgs> for MemoryTools {
     }
 }
 
-impl Run<KgAddArgs> for MemoryTools {
+impl Run<KgAddArgs> for MemoryPack {
     async fn run(&self, args: KgAddArgs) -> Result<ToolOutput, ToolError> {
         for (field, value) in [
             ("subject", &args.subject),
@@ -463,7 +485,7 @@ impl Run<KgAddArgs> for MemoryTools {
     }
 }
 
-impl Run<KgQueryArgs> for MemoryTools {
+impl Run<KgQueryArgs> for MemoryPack {
     async fn run(&self, args: KgQueryArgs) -> Result<ToolOutput, ToolError> {
         if args.subject.is_none() && args.predicate.is_none() && args.object.is_none() {
             return Err(ToolError::invalid_arguments(

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinet_core::{Agent, Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::Agent;
+
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_memory::{
     BlockSpec, BlocksHook, EmbedError, Embedder, HashEmbedder, HistoryHook, MemoryConfig,
-    MemoryError, MemoryStore, MemoryTools, RecallMode, TripleQuery,
+    MemoryError, MemoryStore, MemoryPack, RecallMode, TripleQuery,
 };
 use serde_json::json;
 
@@ -521,7 +523,7 @@ async fn an_agent_remembers_across_runs_through_tools_and_hooks() {
         ScriptedTurn::text("Noted."),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(MemoryTools::new(store.clone(), "run-1").toolset())
+        .toolset(MemoryPack::new(store.clone(), "run-1").toolset())
         .hook(BlocksHook::new(store.clone()))
         .hook(HistoryHook::new(store.clone(), "run-1"))
         .build();
@@ -549,7 +551,7 @@ async fn an_agent_remembers_across_runs_through_tools_and_hooks() {
         }),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(MemoryTools::new(store.clone(), "run-2").toolset())
+        .toolset(MemoryPack::new(store.clone(), "run-2").toolset())
         .hook(BlocksHook::new(store.clone()))
         .build();
     let outcome = agent.run_to_completion("What do I like?").await;

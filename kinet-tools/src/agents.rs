@@ -6,10 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{
-    Agent, Conversation, RunStop, SubAgentRequest, Tool, ToolCtx, ToolError, ToolErrorKind,
-    ToolOutput,
-};
+use kinet_core::{Agent, Conversation, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::{SubAgentRequest, ToolErrorKind};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
@@ -57,8 +55,10 @@ impl Tool for DispatchAgentTool {
         DISPATCH_DESCRIPTION
     }
 
-    fn read_only(&self, _: &DispatchAgentArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: DispatchAgentArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -318,14 +318,14 @@ pub struct TeamCloseArgs {}
 
 /// The team tools, sharing one [`Team`].
 #[derive(Debug, Clone)]
-pub struct TeamTools {
+pub struct TeamPack {
     team: Team,
     reply_timeout: Duration,
 }
 
-impl TeamTools {
+impl TeamPack {
     /// Tools on `team`; replies are awaited up to `reply_timeout` (default
-    /// in [`TeamTools::default`]: 300 s).
+    /// in [`TeamPack::default`]: 300 s).
     pub fn new(team: Team, reply_timeout: Duration) -> Self {
         Self {
             team,
@@ -348,7 +348,7 @@ impl TeamTools {
     }
 }
 
-impl Default for TeamTools {
+impl Default for TeamPack {
     fn default() -> Self {
         Self::new(Team::new(), Duration::from_secs(300))
     }
@@ -366,13 +366,13 @@ fn format_replies(replies: Vec<(String, Reply)>) -> ToolOutput {
 }
 
 /// Starts persistent member agents.
-struct SpawnTeam(TeamTools);
+struct SpawnTeam(TeamPack);
 /// Sends a message to every member.
-struct TeamBroadcast(TeamTools);
+struct TeamBroadcast(TeamPack);
 /// Sends a message to one member.
-struct TeamSend(TeamTools);
+struct TeamSend(TeamPack);
 /// Ends the team.
-struct TeamClose(TeamTools);
+struct TeamClose(TeamPack);
 
 #[async_trait]
 impl Tool for SpawnTeam {
@@ -386,8 +386,9 @@ impl Tool for SpawnTeam {
          search but not change anything. Talk to them with team_send or team_broadcast; end \
          them with team_close."
     }
-    fn read_only(&self, _: &SpawnTeamArgs) -> bool {
-        true
+    // The sub-agent's own mutating calls are denied, so it only reads.
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only().open_world(true)
     }
     async fn call(&self, args: SpawnTeamArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         if args.members.is_empty() {
@@ -424,8 +425,15 @@ impl Tool for TeamBroadcast {
     fn description(&self) -> &str {
         "Sends one message to every team member at once and returns all their replies."
     }
-    fn read_only(&self, _: &TeamBroadcastArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::local_write()
+    }
+    // The team is the agent's own: no approval, one team call at a time.
+    fn mutating(&self, _: &Self::Args) -> bool {
+        false
+    }
+    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
+        kinet_core::tool::Scheduling::keyed("team")
     }
     async fn call(&self, args: TeamBroadcastArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let names: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
@@ -453,8 +461,15 @@ impl Tool for TeamSend {
     fn description(&self) -> &str {
         "Sends a message to one team member and returns its reply."
     }
-    fn read_only(&self, _: &TeamSendArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::local_write()
+    }
+    // The team is the agent's own: no approval, one team call at a time.
+    fn mutating(&self, _: &Self::Args) -> bool {
+        false
+    }
+    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
+        kinet_core::tool::Scheduling::keyed("team")
     }
     async fn call(&self, args: TeamSendArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let known: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
@@ -492,8 +507,15 @@ impl Tool for TeamClose {
     fn description(&self) -> &str {
         "Ends every team member."
     }
-    fn read_only(&self, _: &TeamCloseArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::local_write()
+    }
+    // The team is the agent's own: no approval, one team call at a time.
+    fn mutating(&self, _: &Self::Args) -> bool {
+        false
+    }
+    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
+        kinet_core::tool::Scheduling::keyed("team")
     }
     async fn call(&self, _: TeamCloseArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let closed = self.0.team.close();

@@ -5,7 +5,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolErrorKind, ToolOutput};
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::ToolErrorKind;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -109,8 +110,10 @@ impl Tool for GitDiffTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &GitDiffArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: GitDiffArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

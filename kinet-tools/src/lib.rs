@@ -13,7 +13,7 @@
 //! | [`GitDiffTool`] `git_diff` | `git` | yes |
 //! | [`TodoWriteTool`] `todo_write` | `todo` | yes (changes only the agent's list) |
 //! | [`DispatchAgentTool`] `dispatch_agent` | `agents` | yes (the sub-agent cannot mutate) |
-//! | [`TeamTools`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | yes |
+//! | [`TeamPack`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | yes |
 //! | [`LoadSkillTool`] `load_skill` (+ [`SkillsHook`]) | `skills` | yes |
 //! | [`WebFetchTool`] `web_fetch`, [`WebSearchTool`] `web_search` | `web` | yes |
 //!
@@ -33,7 +33,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet_core::{Agent, ScriptedProvider, ScriptedTurn};
+//! use kinet_core::Agent;
+//! use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
@@ -52,11 +53,11 @@
 //! ```
 
 #[cfg(feature = "agents")]
-mod agents;
+pub mod agents;
 #[cfg(feature = "files")]
-mod files;
+pub mod files;
 #[cfg(feature = "git")]
-mod git;
+pub mod git;
 #[cfg(any(
     feature = "integrations-minimax",
     feature = "integrations-feishu",
@@ -64,44 +65,16 @@ mod git;
 ))]
 pub mod integrations;
 #[cfg(feature = "search")]
-mod search;
+pub mod search;
 #[cfg(feature = "shell")]
-mod shell;
+pub mod shell;
 #[cfg(feature = "skills")]
-mod skills;
+pub mod skills;
 #[cfg(feature = "todo")]
-mod todo;
+pub mod todo;
 #[cfg(feature = "web")]
-mod web;
+pub mod web;
 
-#[cfg(feature = "agents")]
-pub use agents::{
-    DispatchAgentArgs, DispatchAgentTool, MemberStatus, SpawnTeamArgs, Team, TeamBroadcastArgs,
-    TeamCloseArgs, TeamMemberSpec, TeamSendArgs, TeamTools,
-};
-#[cfg(feature = "files")]
-pub use files::{
-    EditFileArgs, EditFileTool, FileTracker, ReadFileArgs, ReadFileTool, ReadLimits, WriteFileArgs,
-    WriteFileTool,
-};
-#[cfg(feature = "git")]
-pub use git::{GitDiffArgs, GitDiffTool};
-#[cfg(feature = "search")]
-pub use search::{GlobArgs, GlobConfig, GlobTool, GrepArgs, GrepConfig, GrepTool, OutputMode};
-#[cfg(feature = "shell")]
-pub use shell::{ShellArgs, ShellConfig, ShellReport, ShellTool};
-#[cfg(feature = "skills")]
-pub use skills::{
-    LoadSkillArgs, LoadSkillTool, Skill, SkillProblem, SkillRegistry, SkillsHook, parse_skill,
-};
-#[cfg(feature = "todo")]
-pub use todo::{TodoList, TodoWriteArgs, TodoWriteTool};
-#[cfg(feature = "web")]
-pub use web::{
-    BingHtml, DuckDuckGoHtml, JsonApi, JsonApiKind, Page, ReaderBackend, SearchBackend,
-    SearchError, SearchResult, WebFetchArgs, WebFetchConfig, WebFetchTool, WebSearchArgs,
-    WebSearchTool, html_to_markdown, parse_bing, parse_duckduckgo,
-};
 
 pub use kinet_core;
 
@@ -150,14 +123,29 @@ impl LocalPack {
     }
 }
 
-/// `web_fetch` and `web_search` with default settings (Bing, then
-/// DuckDuckGo). Not part of [`default_tools`]: network access is the host's
+/// The web pack: `web_fetch` and `web_search` (Bing, then DuckDuckGo, by
+/// default). Not part of [`default_tools`]: network access is the host's
 /// choice.
 #[cfg(feature = "web")]
-pub fn web_tools() -> kinet_core::Toolset {
-    kinet_core::Toolset::new()
-        .with(WebFetchTool::default())
-        .with(WebSearchTool::default())
+#[derive(Debug, Clone, Default)]
+pub struct WebPack {
+    /// Settings of `web_fetch`.
+    pub fetch: web::WebFetchConfig,
+}
+
+#[cfg(feature = "web")]
+impl WebPack {
+    /// The pack with default settings.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `web_fetch` and `web_search`.
+    pub fn toolset(&self) -> kinet_core::Toolset {
+        kinet_core::Toolset::new()
+            .with(web::WebFetchTool::new(self.fetch.clone()))
+            .with(web::WebSearchTool::default())
+    }
 }
 
 /// The standard local tools for a workspace, with fresh state. Use

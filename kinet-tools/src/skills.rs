@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::{ChatRequest, Hook, HookError, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::provider::ChatRequest;
+use kinet_core::hook::Hook;
+use kinet_core::event::HookError;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -247,8 +250,10 @@ impl Tool for LoadSkillTool {
          starting a task the skill covers, then follow the instructions."
     }
 
-    fn read_only(&self, _: &LoadSkillArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: LoadSkillArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

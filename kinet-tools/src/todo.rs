@@ -3,9 +3,43 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use kinet_core::{TodoItem, TodoStatus, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::Scheduling;
+use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+
+/// One entry of the agent's todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TodoItem {
+    /// What to do, in the imperative ("Run the tests").
+    pub content: String,
+    /// Where it stands.
+    pub status: TodoStatus,
+    /// The present-continuous form shown while it runs ("Running the tests").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_form: Option<String>,
+}
+
+/// The state of a todo item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// The pack event `todo_write` sends (pack `"todo"`): the whole new list.
+/// Read it from [`AgentEvent::Pack`](kinet_core::AgentEvent::Pack) with
+/// `event.downcast_ref::<TodoUpdated>()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TodoUpdated {
+    /// The whole list.
+    pub todos: Vec<TodoItem>,
+}
 
 /// Arguments of `todo_write`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -31,9 +65,9 @@ impl TodoList {
 }
 
 /// Replaces the agent's todo list, checks it (at most one item in progress,
-/// no empty items), tells the host through a `TodoUpdated` event, and
-/// returns a compact summary. It changes only the agent's own list, so it is
-/// read-only for approval purposes.
+/// no empty items), tells the host through a [`TodoUpdated`] pack event, and
+/// returns a compact summary. It changes only the agent's own list, so it
+/// needs no approval; two `todo_write` calls never run at once.
 #[derive(Debug, Clone, Default)]
 pub struct TodoWriteTool {
     list: TodoList,
@@ -67,8 +101,16 @@ impl Tool for TodoWriteTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &TodoWriteArgs) -> bool {
-        true
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::local_write().destructive(true).idempotent(true)
+    }
+
+    fn mutating(&self, _: &TodoWriteArgs) -> bool {
+        false
+    }
+
+    fn scheduling(&self, _: &TodoWriteArgs) -> Scheduling {
+        Scheduling::keyed("todo")
     }
 
     async fn call(&self, args: TodoWriteArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -107,7 +149,7 @@ impl Tool for TodoWriteTool {
                 .map_err(|_| ToolError::failed("the todo list is poisoned"))?;
             list.clone_from(&todos);
         }
-        ctx.todos_updated(todos);
+        ctx.emit_pack("todo", TodoUpdated { todos });
         Ok(ToolOutput::text(summary))
     }
 }

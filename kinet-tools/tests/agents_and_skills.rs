@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, ChatRequest, Expectation, Provider, ProviderError,
-    ProviderStream, ScriptedProvider, ScriptedTurn, StopReason, StreamEvent, Tool, ToolCtx,
-};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, Provider, Tool, ToolCtx};
+use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_tools::*;
+use kinet_tools::{agents::*, files::*, git::*, search::*, shell::*, skills::*, todo::*};
 use serde_json::json;
 
 #[tokio::test]
@@ -124,7 +124,7 @@ impl Provider for EchoModel {
 async fn a_team_answers_broadcasts_keeps_history_and_closes_cleanly() {
     let echo = Arc::new(EchoModel);
     let members_engine = Agent::builder_arc(echo.clone()).build();
-    let tools = TeamTools::new(Team::new(), Duration::from_secs(10));
+    let tools = TeamPack::new(Team::new(), Duration::from_secs(10));
     let team = tools.team().clone();
     let provider = ScriptedProvider::new([
         ScriptedTurn::new().tool_call(

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, DynTool, ScriptedProvider, ScriptedTurn, TodoStatus, Tool,
-    ToolCtx, ToolError, ToolErrorKind, ToolOutput, Toolset,
-};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, TodoStatus, Tool, ToolCtx, ToolError, ToolOutput, Toolset};
+use kinet_core::tool::{DynTool, ToolErrorKind};
+use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_tools::*;
+use kinet_tools::{agents::*, files::*, git::*, search::*, shell::*, skills::*, todo::*};
 use serde_json::json;
 
 /// A workspace in a temp dir, and a context confined to it.

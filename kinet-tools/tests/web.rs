@@ -5,8 +5,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinet_core::{Tool, ToolCtx, ToolErrorKind, ToolOutput};
-use kinet_tools::*;
+use kinet_core::{Tool, ToolCtx, ToolOutput};
+
+use kinet_core::tool::ToolErrorKind;
+use kinet_tools::web::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

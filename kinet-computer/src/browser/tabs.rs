@@ -92,8 +92,11 @@ impl Tool for TabsTool {
         "Manages the browser's tabs: list them, open a new one (optionally at url), select one \
 by index to make it active, or close one."
     }
-    fn read_only(&self, args: &TabsArgs) -> bool {
-        args.action == TabAction::List
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::default().destructive(false)
+    }
+    fn mutating(&self, args: &TabsArgs) -> bool {
+        args.action != TabAction::List
     }
     async fn confirm_summary(&self, args: &TabsArgs, _ctx: &ToolCtx) -> Option<String> {
         Some(match args.action {

@@ -8,7 +8,8 @@ use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, Viewport,
 };
-use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::message::ImagePart;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -128,7 +129,7 @@ pub(super) async fn cancellable<T>(
         result = tokio::time::timeout(limit, work) => match result {
             Ok(result) => result.map_err(ToolError::from),
             Err(_) => Err(ToolError::new(
-                kinet_core::ToolErrorKind::Timeout,
+                kinet_core::tool::ToolErrorKind::Timeout,
                 format!("the browser did not finish within {} s", limit.as_secs()),
             )),
         },
@@ -200,8 +201,8 @@ impl Tool for SnapshotTool {
 interactive element with a [ref=eN]. Use the refs with browser_click, browser_type and \
 browser_select; take a new snapshot after the page changes."
     }
-    fn read_only(&self, _args: &SnapshotArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _args: SnapshotArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         cancellable(ctx, self.0.call_limit(), async {
@@ -424,8 +425,8 @@ impl Tool for ScreenshotTool {
     fn description(&self) -> &str {
         "Takes a PNG screenshot of the active tab (the visible part, or the full page)."
     }
-    fn read_only(&self, _args: &BrowserScreenshotArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(
         &self,

@@ -12,10 +12,9 @@ use super::http::{
     typed_event,
 };
 use super::sse::SseEvent;
-use crate::message::{ContentPart, Message};
-use crate::provider::{
-    ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent, Usage,
-};
+use crate::data::message::{ContentPart, Message};
+use crate::backend::{Provider, ProviderStream};
+use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The `anthropic-version` header value sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -23,7 +22,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// Settings of the Anthropic provider. Every setter documents its default.
 ///
 /// ```
-/// use kinet_core::providers::AnthropicConfig;
+/// use kinet_core::provider::AnthropicConfig;
 ///
 /// let config = AnthropicConfig::new().api_key("sk-ant-...").default_max_tokens(4096);
 /// assert_eq!(config.default_max_tokens, 4096);

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::provider::{Provider, ProviderError};
+use crate::backend::Provider;
+use crate::data::model::ProviderError;
 
 /// A provider chosen from the environment.
 #[derive(Clone)]
@@ -40,7 +41,7 @@ pub fn from_env() -> Result<Option<EnvProvider>, ProviderError> {
 /// - `KINET_API_KEY`, else `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`: the key.
 ///
 /// ```
-/// use kinet_core::providers::from_env_with;
+/// use kinet_core::provider::from_env_with;
 ///
 /// let vars = [("KINET_BASE_URL", "http://127.0.0.1:11434/v1"), ("KINET_MODEL", "qwen3:8b")];
 /// let chosen = from_env_with(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))

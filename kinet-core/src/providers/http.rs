@@ -10,7 +10,8 @@ use futures::{Stream, StreamExt};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::sse::{SseEvent, SseParser};
-use crate::provider::{ProviderError, ProviderStream, StreamEvent};
+use crate::backend::ProviderStream;
+use crate::data::model::{ProviderError, StreamEvent};
 
 /// Retry and timeout settings of an HTTP provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,15 +45,17 @@ impl Default for HttpSettings {
     }
 }
 
-/// A client plus its settings.
+/// An HTTP client for streaming model APIs: retries, backoff, idle timeout
+/// (see [`HttpSettings`] for the defaults).
 #[derive(Debug, Clone)]
-pub(crate) struct HttpClient {
+pub struct HttpClient {
     client: reqwest::Client,
-    pub(crate) settings: HttpSettings,
+    settings: HttpSettings,
 }
 
 impl HttpClient {
-    pub(crate) fn new(settings: HttpSettings) -> Result<Self, ProviderError> {
+    /// A client with these settings.
+    pub fn new(settings: HttpSettings) -> Result<Self, ProviderError> {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .build()
@@ -60,9 +63,14 @@ impl HttpClient {
         Ok(Self { client, settings })
     }
 
+    /// The settings.
+    pub fn settings(&self) -> &HttpSettings {
+        &self.settings
+    }
+
     /// Encodes `body`, POSTs it (with retries) and streams the SSE answer
     /// through `decoder`: what every provider's `stream` does.
-    pub(crate) async fn stream_sse<D: SseDecoder>(
+    pub async fn stream_sse<D: SseDecoder>(
         &self,
         url: &str,
         headers: &HeaderMap,
@@ -194,7 +202,7 @@ async fn read_error_body(response: reqwest::Response) -> String {
 /// The message and code of an error body in the OpenAI
 /// (`{"error": {"message", "code", "type"}}`) or Anthropic
 /// (`{"type": "error", "error": {"type", "message"}}`) shape.
-pub(crate) fn error_details(body: &str) -> (String, String) {
+pub fn error_details(body: &str) -> (String, String) {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let message = error
@@ -236,7 +244,7 @@ fn is_context_overflow(message: &str, code: &str) -> bool {
 }
 
 /// Maps an HTTP error status and body to a typed error.
-pub(crate) fn error_from_status(
+pub fn error_from_status(
     status: u16,
     body: &str,
     retry_after: Option<Duration>,
@@ -255,7 +263,7 @@ pub(crate) fn error_from_status(
 }
 
 /// Maps an error reported inside a stream (an `error` event or chunk).
-pub(crate) fn error_from_stream(message: String, code: &str) -> ProviderError {
+pub fn error_from_stream(message: String, code: &str) -> ProviderError {
     match code {
         "rate_limit_error" | "rate_limit_exceeded" => ProviderError::RateLimited {
             message,
@@ -273,7 +281,7 @@ pub(crate) fn error_from_stream(message: String, code: &str) -> ProviderError {
 }
 
 /// Adds a header, reporting an invalid name or value.
-pub(crate) fn insert_header(
+pub fn insert_header(
     headers: &mut HeaderMap,
     name: &str,
     value: &str,
@@ -290,9 +298,9 @@ pub(crate) fn insert_header(
 }
 
 /// Adds temperature, top_p and the pass-through fields to a request body.
-pub(crate) fn insert_sampling(
+pub fn insert_sampling(
     body: &mut serde_json::Map<String, serde_json::Value>,
-    params: &crate::GenerationParams,
+    params: &crate::data::model::GenerationParams,
 ) {
     if let Some(t) = params.temperature {
         body.insert("temperature".into(), serde_json::json!(t));
@@ -307,13 +315,15 @@ pub(crate) fn insert_sampling(
 
 /// What a decoder says after an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Flow {
+pub enum Flow {
+    /// Keep reading.
     Continue,
+    /// The response is complete: stop reading and close the stream.
     Done,
 }
 
 /// Turns one provider's SSE events into stream events.
-pub(crate) trait SseDecoder: Send + 'static {
+pub trait SseDecoder: Send + 'static {
     /// Handles one event.
     fn decode(
         &mut self,
@@ -327,7 +337,7 @@ pub(crate) trait SseDecoder: Send + 'static {
 /// Parses the JSON of an event whose payload names its own `type` (the
 /// Anthropic and Responses streams), falling back to the SSE `event:` field.
 /// Returns the payload and that type.
-pub(crate) fn typed_event(event: &SseEvent) -> Result<(serde_json::Value, String), ProviderError> {
+pub fn typed_event(event: &SseEvent) -> Result<(serde_json::Value, String), ProviderError> {
     let data: serde_json::Value = serde_json::from_str(&event.data).map_err(|error| {
         ProviderError::Stream(format!("unparseable `{}` event ({error})", event.event))
     })?;
@@ -423,7 +433,7 @@ fn sse_stream<D: SseDecoder>(
 
 /// Runs a decoder over recorded bytes (benchmarks and tests): returns every
 /// stream event, fed `chunk` bytes at a time.
-pub(crate) fn decode_bytes<D: SseDecoder>(
+pub fn decode_bytes<D: SseDecoder>(
     mut decoder: D,
     bytes: &[u8],
     chunk: usize,

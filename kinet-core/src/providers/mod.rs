@@ -9,9 +9,9 @@
 //!
 //! ```no_run
 //! use kinet_core::Agent;
-//! use kinet_core::providers::{OpenAiConfig, OpenAiProvider};
+//! use kinet_core::provider::{OpenAiConfig, OpenAiProvider};
 //!
-//! # fn main() -> Result<(), kinet_core::ProviderError> {
+//! # fn main() -> Result<(), kinet_core::provider::ProviderError> {
 //! let glm = OpenAiProvider::new(
 //!     OpenAiConfig::new()
 //!         .base_url("https://open.bigmodel.cn/api/paas/v4")
@@ -27,6 +27,7 @@
 mod anthropic;
 mod env;
 mod http;
+pub mod kit;
 #[cfg(feature = "openai")]
 mod openai;
 #[cfg(feature = "openai")]
@@ -41,7 +42,6 @@ pub use http::HttpSettings;
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};
 #[cfg(feature = "openai")]
 pub use responses::OpenAiResponsesProvider;
-pub use sse::{SseEvent, SseParser};
 
 /// The wire formats a recorded stream can be decoded as.
 #[doc(hidden)]
@@ -65,7 +65,7 @@ pub fn decode_recorded(
     format: WireFormat,
     bytes: &[u8],
     chunk: usize,
-) -> Vec<Result<crate::StreamEvent, crate::ProviderError>> {
+) -> Vec<Result<crate::data::model::StreamEvent, crate::data::model::ProviderError>> {
     match format {
         #[cfg(feature = "openai")]
         WireFormat::OpenAiChat => http::decode_bytes(openai::ChatDecoder::default(), bytes, chunk),

@@ -12,10 +12,9 @@ use super::http::{
     insert_sampling,
 };
 use super::sse::SseEvent;
-use crate::message::{ContentPart, ImagePart, Message};
-use crate::provider::{
-    ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent, Usage,
-};
+use crate::data::message::{ContentPart, ImagePart, Message};
+use crate::backend::{Provider, ProviderStream};
+use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// Which field carries the output token limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -31,7 +30,7 @@ pub enum MaxTokensField {
 /// default.
 ///
 /// ```
-/// use kinet_core::providers::OpenAiConfig;
+/// use kinet_core::provider::OpenAiConfig;
 ///
 /// // A local Ollama server.
 /// let config = OpenAiConfig::new()
@@ -213,7 +212,7 @@ fn chat_content(content: &[ContentPart]) -> Value {
         .iter()
         .all(|p| matches!(p, ContentPart::Text { .. }))
     {
-        return Value::String(crate::message::join_text(content));
+        return Value::String(crate::data::message::join_text(content));
     }
     Value::Array(
         content
@@ -252,7 +251,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                 tool_calls,
                 ..
             } => {
-                let text = crate::message::join_text(content);
+                let text = crate::data::message::join_text(content);
                 let mut object = Map::new();
                 object.insert("role".into(), "assistant".into());
                 object.insert(
@@ -288,7 +287,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                 messages.push(json!({
                     "role": "tool",
                     "tool_call_id": tool_call_id,
-                    "content": crate::message::join_text(content),
+                    "content": crate::data::message::join_text(content),
                 }));
                 pending_images.extend(tool_result_images(
                     tool_call_id,
@@ -534,10 +533,10 @@ mod tests {
 
     #[test]
     fn max_tokens_field_and_extra_params() {
-        let params = crate::GenerationParams {
+        let params = crate::data::model::GenerationParams {
             max_tokens: Some(300),
             extra: serde_json::from_value(json!({"reasoning_effort": "low"})).unwrap_or_default(),
-            ..crate::GenerationParams::default()
+            ..crate::data::model::GenerationParams::default()
         };
         let request = ChatRequest {
             model: "".into(),

@@ -11,10 +11,9 @@ use super::http::insert_sampling;
 use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream, typed_event};
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
-use crate::message::{ContentPart, Message};
-use crate::provider::{
-    ChatRequest, Provider, ProviderError, ProviderStream, StopReason, StreamEvent, Usage,
-};
+use crate::data::message::{ContentPart, Message};
+use crate::backend::{Provider, ProviderStream};
+use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The OpenAI Responses provider. It shares [`OpenAiConfig`] with the Chat
 /// Completions provider; `max_tokens` becomes `max_output_tokens`.
@@ -83,7 +82,7 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                 tool_calls,
                 ..
             } => {
-                let text = crate::message::join_text(content);
+                let text = crate::data::message::join_text(content);
                 if !text.is_empty() {
                     input.push(json!({
                         "type": "message",
@@ -108,7 +107,7 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                 input.push(json!({
                     "type": "function_call_output",
                     "call_id": tool_call_id,
-                    "output": crate::message::join_text(content),
+                    "output": crate::data::message::join_text(content),
                 }));
                 pending_images.extend(tool_result_images(
                     tool_call_id,

@@ -16,7 +16,7 @@ pub struct SseEvent {
 /// multi-byte characters anywhere; lines end with `\n`, `\r\n` or `\r`.
 ///
 /// ```
-/// use kinet_core::providers::SseParser;
+/// use kinet_core::provider::kit::SseParser;
 ///
 /// let mut parser = SseParser::new();
 /// let mut events = Vec::new();

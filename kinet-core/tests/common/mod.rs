@@ -7,10 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinet_core::{
-    AgentEvent, AgentRun, ConfirmDecision, ConfirmError, ConfirmHandler, ConfirmRequest,
-    RunOutcome, Tool, ToolCtx, ToolError, ToolOutput,
-};
+use kinet_core::{AgentEvent, AgentRun, ConfirmDecision, ConfirmHandler, RunOutcome, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -84,8 +82,12 @@ impl Tool for Sleeper {
     fn description(&self) -> &str {
         "Sleeps, then returns its label."
     }
-    fn read_only(&self, _: &SleepArgs) -> bool {
-        self.read_only
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        if self.read_only {
+            kinet_core::ToolAnnotations::read_only()
+        } else {
+            kinet_core::ToolAnnotations::default()
+        }
     }
     async fn call(&self, args: SleepArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -111,8 +113,8 @@ impl Tool for Panicker {
     fn description(&self) -> &str {
         "Panics."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         panic!("the disk is on fire")
@@ -131,8 +133,8 @@ impl Tool for Doomed {
     fn description(&self) -> &str {
         "Fails fatally."
     }
-    fn read_only(&self, _: &NoArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, _: NoArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Err(ToolError::fatal("the credentials were revoked"))
@@ -170,8 +172,8 @@ impl Tool for Big {
     fn description(&self) -> &str {
         "Produces a long text."
     }
-    fn read_only(&self, _: &SizeArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
     }
     async fn call(&self, args: SizeArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(big_text(args.chars)))

@@ -14,7 +14,9 @@ pub use write::{WriteFileArgs, WriteFileTool};
 
 use std::path::Path;
 
-use kinet_core::{ToolError, ToolErrorKind};
+use kinet_core::ToolError;
+
+use kinet_core::tool::ToolErrorKind;
 
 /// Formats lines `cat -n` style: a right-aligned line number, a tab, the
 /// line.

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::{ImagePart, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::message::ImagePart;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -111,8 +112,10 @@ impl Tool for ReadFileTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &ReadFileArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: ReadFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

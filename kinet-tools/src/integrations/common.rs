@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinet_core::{CancellationToken, ToolError, ToolErrorKind};
+use kinet_core::tool::{CancellationToken, ToolErrorKind};
+
+use kinet_core::ToolError;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{CancellationToken, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::CancellationToken;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -122,7 +123,7 @@ pub struct FeishuSentFile {
 ///     .send_file(
 ///         &FeishuRecipient::Chat("oc_5ad11d72b830411d72b836c20".into()),
 ///         std::path::Path::new("report.pdf"),
-///         &kinet_core::CancellationToken::new(),
+///         &kinet_core::tool::CancellationToken::new(),
 ///     )
 ///     .await?;
 /// println!("sent as {}", sent.message_id);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use kinet_core::{CancellationToken, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::CancellationToken;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};

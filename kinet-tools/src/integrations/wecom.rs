@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{CancellationToken, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::CancellationToken;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;

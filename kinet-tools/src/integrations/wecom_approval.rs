@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
-use kinet_core::{CancellationToken, Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::CancellationToken;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -241,8 +242,10 @@ of at most 31 days, optionally only one template or one status. Dates are in the
 time zone. Use wecom_approval_detail to read a record."
     }
 
-    fn read_only(&self, _args: &WeComApprovalListArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(
@@ -335,8 +338,10 @@ impl Tool for WeComApprovalDetailTool {
 form fields, approval steps and comments, followed by the full record as JSON."
     }
 
-    fn read_only(&self, _args: &WeComApprovalDetailArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(

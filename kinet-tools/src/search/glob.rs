@@ -77,8 +77,10 @@ impl Tool for GlobTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &GlobArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: GlobArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -98,7 +100,7 @@ pub(crate) fn glob(
     root: &Path,
     cwd: &Path,
     config: &GlobConfig,
-    cancel: &kinet_core::CancellationToken,
+    cancel: &kinet_core::tool::CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
     // Patterns are relative to the search directory: accept an absolute
     // pattern under it, and a leading `./`.
@@ -157,7 +159,7 @@ pub(crate) fn glob(
     );
     if cancel.is_cancelled() {
         return Err(ToolError::new(
-            kinet_core::ToolErrorKind::Cancelled,
+            kinet_core::tool::ToolErrorKind::Cancelled,
             "glob was cancelled",
         ));
     }

@@ -276,8 +276,10 @@ impl Tool for GrepTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &GrepArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only()
+
     }
 
     async fn call(&self, args: GrepArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -297,7 +299,7 @@ pub(crate) fn grep(
     root: &Path,
     cwd: &Path,
     config: &GrepConfig,
-    cancel: &kinet_core::CancellationToken,
+    cancel: &kinet_core::tool::CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
     let search = build_search(args, config)?;
     let metadata = std::fs::metadata(root)
@@ -345,7 +347,7 @@ pub(crate) fn grep(
     };
     if cancel.is_cancelled() {
         return Err(ToolError::new(
-            kinet_core::ToolErrorKind::Cancelled,
+            kinet_core::tool::ToolErrorKind::Cancelled,
             "grep was cancelled",
         ));
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolErrorKind, ToolOutput};
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::ToolErrorKind;
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -287,8 +288,10 @@ impl Tool for WebFetchTool {
         DESCRIPTION
     }
 
-    fn read_only(&self, _: &WebFetchArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only().open_world(true)
+
     }
 
     async fn call(&self, args: WebFetchArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -458,8 +458,10 @@ impl Tool for WebSearchTool {
          blocked_domains to narrow the sources; fetch promising results with web_fetch."
     }
 
-    fn read_only(&self, _: &WebSearchArgs) -> bool {
-        true
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+
+        kinet_core::ToolAnnotations::read_only().open_world(true)
+
     }
 
     async fn call(&self, args: WebSearchArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -475,7 +477,7 @@ impl Tool for WebSearchTool {
         for backend in &self.backends {
             let found = tokio::select! {
                 _ = ctx.cancellation().cancelled() => {
-                    return Err(ToolError::new(kinet_core::ToolErrorKind::Cancelled, "the search was cancelled"));
+                    return Err(ToolError::new(kinet_core::tool::ToolErrorKind::Cancelled, "the search was cancelled"));
                 }
                 found = backend.search(&query, self.max_results * 2) => found,
             };

@@ -1,6 +1,6 @@
 //! Errors that end a run.
 
-use crate::provider::ProviderError;
+use super::model::ProviderError;
 
 /// Why a run failed. Tool errors that the model can react to are not here:
 /// they become tool results.

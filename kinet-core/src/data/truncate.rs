@@ -10,7 +10,7 @@ use std::borrow::Cow;
 /// How long tool output may be before the model sees a head + tail cut.
 ///
 /// ```
-/// use kinet_core::TruncationPolicy;
+/// use kinet_core::tool::TruncationPolicy;
 ///
 /// let policy = TruncationPolicy::default();
 /// let long = "x".repeat(10_000);

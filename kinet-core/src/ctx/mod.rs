@@ -1,175 +1,26 @@
 //! `ToolCtx`: what a running tool can see and use.
 
-use std::any::{Any, TypeId};
-use std::collections::HashMap;
+mod events;
+mod extensions;
+mod spawn;
+mod workspace;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use tokio::sync::mpsc;
+use serde::Serialize;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
-use crate::event::{AgentEvent, TodoItem};
-use crate::provider::Usage;
-use crate::tool::ToolError;
-use crate::workspace;
+use crate::data::event::{AgentEvent, PackEvent};
+use crate::data::output::ToolError;
 
-/// Typed host state made available to tools (a memory store, a browser, a
-/// database pool). One value per type.
-///
-/// ```
-/// let mut extensions = kinet_core::Extensions::new();
-/// extensions.insert(42_u32);
-/// assert_eq!(extensions.get::<u32>().as_deref(), Some(&42));
-/// assert!(extensions.get::<String>().is_none());
-/// ```
-#[derive(Clone, Default)]
-pub struct Extensions {
-    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
-}
-
-impl Extensions {
-    /// No extensions.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Stores `value`, replacing any earlier value of the same type.
-    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
-        self.values.insert(TypeId::of::<T>(), Arc::new(value));
-    }
-
-    /// Stores a shared value.
-    pub fn insert_arc<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
-        self.values.insert(TypeId::of::<T>(), value);
-    }
-
-    /// The value of type `T`, if one was stored.
-    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
-        self.values
-            .get(&TypeId::of::<T>())
-            .and_then(|value| Arc::clone(value).downcast::<T>().ok())
-    }
-}
-
-impl fmt::Debug for Extensions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Extensions")
-            .field("len", &self.values.len())
-            .finish()
-    }
-}
-
-/// Where a running tool sends events (progress, todo updates). Cheap to
-/// clone; sending never blocks and never fails (events sent after the run's
-/// consumer is gone are dropped).
-#[derive(Clone, Default)]
-pub struct EventSink {
-    sender: Option<mpsc::UnboundedSender<AgentEvent>>,
-    tag: Option<Arc<str>>,
-}
-
-impl EventSink {
-    /// A sink feeding `sender`.
-    pub fn new(sender: mpsc::UnboundedSender<AgentEvent>) -> Self {
-        Self {
-            sender: Some(sender),
-            tag: None,
-        }
-    }
-
-    /// A sink that drops everything.
-    pub fn discard() -> Self {
-        Self::default()
-    }
-
-    /// A sink whose events arrive wrapped as [`AgentEvent::SubAgent`] with
-    /// `agent_id`, for forwarding a sub-agent's events to its parent.
-    pub fn tagged(&self, agent_id: impl Into<Arc<str>>) -> Self {
-        Self {
-            sender: self.sender.clone(),
-            tag: Some(agent_id.into()),
-        }
-    }
-
-    /// Sends an event.
-    pub fn emit(&self, event: AgentEvent) {
-        if let Some(sender) = &self.sender {
-            let event = match &self.tag {
-                Some(tag) => AgentEvent::SubAgent {
-                    agent_id: tag.to_string(),
-                    event: Box::new(event),
-                },
-                None => event,
-            };
-            let _ = sender.send(event);
-        }
-    }
-}
-
-impl fmt::Debug for EventSink {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventSink")
-            .field("connected", &self.sender.is_some())
-            .field("tag", &self.tag)
-            .finish()
-    }
-}
-
-/// What a tool asks of a sub-agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SubAgentRequest {
-    /// The task, as the sub-agent's first user message.
-    pub prompt: String,
-    /// A short label for the host's UI.
-    pub description: Option<String>,
-    /// A named engine registered by the host; `None` uses the parent's.
-    pub engine: Option<String>,
-}
-
-/// What a sub-agent returned.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SubAgentReport {
-    /// The id its events were tagged with.
-    pub agent_id: String,
-    /// Its final answer.
-    pub text: String,
-    /// Model turns it took.
-    pub turns: u32,
-    /// Tokens it used.
-    pub usage: Usage,
-}
-
-/// Runs sub-agents for tools such as `dispatch_agent`. The engine installs
-/// one that runs a child agent with the parent's provider and tools, mutating
-/// calls denied, and events forwarded to the parent tagged with the child's id.
-#[async_trait]
-pub trait SubAgentSpawner: Send + Sync {
-    /// Runs a sub-agent to completion.
-    async fn run(
-        &self,
-        request: SubAgentRequest,
-        parent: &ToolCtx,
-    ) -> Result<SubAgentReport, ToolError>;
-
-    /// A persistent agent for a team member: read-only, on the named engine
-    /// (or the parent's settings), with its own system prompt when given.
-    /// The default refuses: a custom spawner opts in.
-    fn member_agent(
-        &self,
-        engine: Option<&str>,
-        system_prompt: Option<&str>,
-    ) -> Result<crate::Agent, ToolError> {
-        let _ = (engine, system_prompt);
-        Err(ToolError::failed(
-            "this agent's sub-agent spawner cannot create team members",
-        ))
-    }
-}
+pub use events::EventSink;
+pub use extensions::Extensions;
+pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
 
 #[derive(Clone)]
 struct Shared {
@@ -285,8 +136,9 @@ impl ToolCtx {
         self
     }
 
-    /// Names the call this context belongs to.
-    pub fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
+    /// Names the call this context belongs to (the pipeline does this for
+    /// every call it runs).
+    pub(crate) fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
             cancel: self.cancel.clone(),
@@ -380,9 +232,9 @@ impl ToolCtx {
         });
     }
 
-    /// Tells the host the todo list changed.
-    pub fn todos_updated(&self, todos: Vec<TodoItem>) {
-        self.emit(AgentEvent::TodoUpdated { todos });
+    /// Sends a tool pack's own event to the host (see [`PackEvent`]).
+    pub fn emit_pack<T: Serialize + Send + Sync + 'static>(&self, pack: &'static str, value: T) {
+        self.emit(AgentEvent::Pack(PackEvent::new(pack, value)));
     }
 
     /// The event sink (to hand to a sub-agent).
@@ -427,6 +279,7 @@ impl fmt::Debug for ToolCtx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::mpsc;
 
     #[tokio::test]
     async fn tagged_sink_wraps_events() {

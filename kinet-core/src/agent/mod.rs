@@ -1,29 +1,36 @@
-//! `Agent`, its builder, and `AgentRun`, the handle of one run.
+//! `Agent` and its builder; `AgentRun`, the handle of one run; the
+//! engine's sub-agent spawner.
+
+mod run;
+mod spawner;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use async_trait::async_trait;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
-use crate::ctx::{EventSink, Extensions, SubAgentSpawner, ToolCtx};
-use crate::event::{AgentEvent, RunStop};
-use crate::hooks::Hook;
-use crate::message::{Conversation, Message};
-use crate::provider::{GenerationParams, Provider, StopReason, Usage};
-use crate::tool::{DynTool, Tool};
+use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
+use crate::data::event::RunOutcome;
+use crate::data::message::{Conversation, Message};
+use crate::data::model::GenerationParams;
+use crate::data::truncate::TruncationPolicy;
+use crate::engine::RunSettings;
+use crate::hook::Hook;
+use crate::layer::ToolLayer;
+use crate::pipeline::Pipeline;
+use crate::backend::Provider;
+use crate::tooldef::{DynTool, Tool};
 use crate::toolset::{ToolSource, Toolset};
-use crate::truncate::TruncationPolicy;
+
+pub use run::AgentRun;
 
 #[derive(Clone)]
-pub(crate) enum SpawnerSetting {
+enum SpawnerSetting {
     Engine,
     Custom(Arc<dyn SubAgentSpawner>),
     Disabled,
@@ -31,66 +38,49 @@ pub(crate) enum SpawnerSetting {
 
 /// Everything an agent is configured with; shared by its runs.
 #[derive(Clone)]
-pub(crate) struct AgentConfig {
-    pub(crate) provider: Arc<dyn Provider>,
-    pub(crate) model: String,
-    pub(crate) system_prompt: String,
-    pub(crate) tools: Toolset,
-    pub(crate) policy: ApprovalPolicy,
-    pub(crate) confirm: Arc<dyn ConfirmHandler>,
-    pub(crate) max_turns: u32,
-    pub(crate) truncation: TruncationPolicy,
-    pub(crate) truncation_overrides: HashMap<String, TruncationPolicy>,
-    pub(crate) hooks: Vec<Arc<dyn Hook>>,
-    pub(crate) params: GenerationParams,
-    pub(crate) cwd: PathBuf,
-    pub(crate) roots: Vec<PathBuf>,
-    pub(crate) extensions: Extensions,
-    pub(crate) tool_timeout: Option<Duration>,
-    pub(crate) spawner: SpawnerSetting,
-    pub(crate) max_depth: u32,
-    pub(crate) depth: u32,
+struct AgentConfig {
+    /// What the engine sees.
+    run: Arc<RunSettings>,
+    confirm: Arc<dyn ConfirmHandler>,
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    extensions: Extensions,
+    spawner: SpawnerSetting,
+    max_depth: u32,
+    depth: u32,
     /// Named engines sub-agents may run on (provider + model + prompt + tools).
-    pub(crate) engines: HashMap<String, Arc<AgentConfig>>,
+    engines: HashMap<String, Arc<AgentConfig>>,
 }
 
 impl AgentConfig {
-    pub(crate) fn truncation_for(
-        &self,
-        tool: Option<&dyn DynTool>,
-        name: &str,
-    ) -> TruncationPolicy {
-        self.truncation_overrides
-            .get(name)
-            .copied()
-            .or_else(|| tool.and_then(|t| t.truncation()))
-            .unwrap_or(self.truncation)
-    }
-
-    pub(crate) fn base_ctx(
-        self: &Arc<Self>,
-        cancel: &CancellationToken,
-        events: &EventSink,
-    ) -> ToolCtx {
+    /// The context every tool call of a run is derived from.
+    fn base_ctx(self: &Arc<Self>, cancel: &CancellationToken, events: &EventSink) -> ToolCtx {
         let spawner: Option<Arc<dyn SubAgentSpawner>> = if self.depth >= self.max_depth {
             None
         } else {
             match &self.spawner {
-                SpawnerSetting::Engine => Some(Arc::new(crate::spawner::EngineSpawner::new(
-                    Arc::clone(self),
-                ))),
+                SpawnerSetting::Engine => Some(Arc::new(spawner::EngineSpawner::new(Arc::clone(
+                    self,
+                )))),
                 SpawnerSetting::Custom(spawner) => Some(Arc::clone(spawner)),
                 SpawnerSetting::Disabled => None,
             }
         };
         ToolCtx::new(self.cwd.clone())
             .with_roots(self.roots.clone())
-            .with_confirm_handler(Arc::clone(&self.confirm), self.policy.timeout())
+            .with_confirm_handler(
+                Arc::clone(&self.confirm),
+                self.run.pipeline.policy().timeout(),
+            )
             .with_cancellation(cancel.clone())
             .with_events(events.clone())
             .with_spawner(spawner)
             .with_extensions(self.extensions.clone())
             .with_depth(self.depth)
+    }
+
+    fn run_mut(&mut self) -> &mut RunSettings {
+        Arc::make_mut(&mut self.run)
     }
 }
 
@@ -100,48 +90,53 @@ pub struct AgentBuilder {
 }
 
 impl AgentBuilder {
+    fn pipeline(mut self, change: impl FnOnce(Pipeline) -> Pipeline) -> Self {
+        let run = self.config.run_mut();
+        run.pipeline = change(std::mem::take(&mut run.pipeline));
+        self
+    }
+
     /// The model name sent to the provider. Default: empty (the provider's
     /// own default, where it has one).
     pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.config.model = model.into();
+        self.config.run_mut().model = model.into();
         self
     }
 
     /// The system prompt. Default: empty.
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
-        self.config.system_prompt = prompt.into();
+        self.config.run_mut().system_prompt = prompt.into();
         self
     }
 
     /// Adds a tool. Default: no tools.
     pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.config.tools.add(tool);
+        self.config.run_mut().tools.add(tool);
         self
     }
 
     /// Adds a tool in its dynamic form.
     pub fn dyn_tool(mut self, tool: Arc<dyn DynTool>) -> Self {
-        self.config.tools.add_dyn(tool);
+        self.config.run_mut().tools.add_dyn(tool);
         self
     }
 
     /// Replaces the whole toolset (keeps nothing added before).
     pub fn toolset(mut self, tools: Toolset) -> Self {
-        self.config.tools = tools;
+        self.config.run_mut().tools = tools;
         self
     }
 
     /// Adds a dynamic tool source (the MCP hub), asked once per turn.
     pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
-        self.config.tools.add_source(source);
+        self.config.run_mut().tools.add_source(source);
         self
     }
 
     /// The approval policy. Default: [`ApprovalPolicy::ask`] (ask before
     /// mutating calls, 5-minute confirmation timeout).
-    pub fn policy(mut self, policy: ApprovalPolicy) -> Self {
-        self.config.policy = policy;
-        self
+    pub fn policy(self, policy: ApprovalPolicy) -> Self {
+        self.pipeline(|p| p.with_policy(policy))
     }
 
     /// The host's approval UI. Default: a handler that denies, so without
@@ -159,39 +154,47 @@ impl AgentBuilder {
 
     /// The most model calls one run makes. Default: 50.
     pub fn max_turns(mut self, max_turns: u32) -> Self {
-        self.config.max_turns = max_turns;
+        self.config.run_mut().max_turns = max_turns;
         self
     }
 
     /// How tool output is truncated for the model. Default: 8192-char
     /// threshold, 3000 head + 3000 tail.
-    pub fn truncation(mut self, policy: TruncationPolicy) -> Self {
-        self.config.truncation = policy;
-        self
+    pub fn truncation(self, policy: TruncationPolicy) -> Self {
+        self.pipeline(|p| p.with_truncation(policy))
     }
 
     /// A truncation policy for one tool, over the tool's own and the
     /// agent's.
-    pub fn truncation_for(mut self, tool: impl Into<String>, policy: TruncationPolicy) -> Self {
-        self.config.truncation_overrides.insert(tool.into(), policy);
-        self
+    pub fn truncation_for(self, tool: impl Into<String>, policy: TruncationPolicy) -> Self {
+        self.pipeline(|p| p.with_truncation_for(tool, policy))
     }
 
-    /// Adds a hook. Default: none.
-    pub fn hook(mut self, hook: impl Hook + 'static) -> Self {
-        self.config.hooks.push(Arc::new(hook));
-        self
+    /// Adds a hook (model calls, before and after tool calls). Default:
+    /// none.
+    pub fn hook(self, hook: impl Hook + 'static) -> Self {
+        self.hook_arc(Arc::new(hook))
     }
 
     /// Adds a shared hook.
-    pub fn hook_arc(mut self, hook: Arc<dyn Hook>) -> Self {
-        self.config.hooks.push(hook);
-        self
+    pub fn hook_arc(self, hook: Arc<dyn Hook>) -> Self {
+        self.pipeline(|p| p.with_hook(hook))
+    }
+
+    /// Adds a [layer](crate::layer) around every tool call, inside the
+    /// layers added before. Default: none.
+    pub fn layer(self, layer: impl ToolLayer) -> Self {
+        self.layer_arc(Arc::new(layer))
+    }
+
+    /// Adds a shared layer (one counter for several agents or servers).
+    pub fn layer_arc(self, layer: Arc<dyn ToolLayer>) -> Self {
+        self.pipeline(|p| p.with_layer(layer))
     }
 
     /// Sampling parameters. Default: all unset (the provider's defaults).
     pub fn params(mut self, params: GenerationParams) -> Self {
-        self.config.params = params;
+        self.config.run_mut().params = params;
         self
     }
 
@@ -215,16 +218,16 @@ impl AgentBuilder {
         self
     }
 
-    /// A time limit for each tool call. Default: none (tools such as shell
-    /// enforce their own).
-    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
-        self.config.tool_timeout = Some(timeout);
-        self
+    /// A time limit for each tool call, enforced through
+    /// [`ToolCtx::deadline`]; a tool's own [`Tool::timeout`] can only make
+    /// it shorter. Default: none (only the tools' own).
+    pub fn tool_timeout(self, timeout: Duration) -> Self {
+        self.pipeline(|p| p.with_tool_timeout(Some(timeout)))
     }
 
     /// Replaces the built-in sub-agent spawner. Default: the engine's own,
-    /// which runs a child agent with the same provider and tools and denies
-    /// its mutating calls.
+    /// which runs a child agent with the same provider, tools and pipeline
+    /// and denies its mutating calls.
     pub fn sub_agent_spawner(mut self, spawner: Arc<dyn SubAgentSpawner>) -> Self {
         self.config.spawner = SpawnerSetting::Custom(spawner);
         self
@@ -280,7 +283,8 @@ impl AgentBuilder {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// use futures::StreamExt;
-/// use kinet_core::{Agent, AgentEvent, ScriptedProvider, ScriptedTurn};
+/// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+/// use kinet_core::{Agent, AgentEvent};
 ///
 /// let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("Hi there")]))
 ///     .system_prompt("Be brief.")
@@ -299,16 +303,16 @@ impl AgentBuilder {
 /// ```
 #[derive(Clone)]
 pub struct Agent {
-    pub(crate) config: Arc<AgentConfig>,
+    config: Arc<AgentConfig>,
 }
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Agent")
-            .field("provider", &self.config.provider.name())
-            .field("model", &self.config.model)
-            .field("tools", &self.config.tools)
-            .field("max_turns", &self.config.max_turns)
+            .field("provider", &self.config.run.provider.name())
+            .field("model", &self.config.run.model)
+            .field("tools", &self.config.run.tools)
+            .field("max_turns", &self.config.run.max_turns)
             .finish_non_exhaustive()
     }
 }
@@ -323,21 +327,19 @@ impl Agent {
     pub fn builder_arc(provider: Arc<dyn Provider>) -> AgentBuilder {
         AgentBuilder {
             config: AgentConfig {
-                provider,
-                model: String::new(),
-                system_prompt: String::new(),
-                tools: Toolset::new(),
-                policy: ApprovalPolicy::default(),
+                run: Arc::new(RunSettings {
+                    provider,
+                    model: String::new(),
+                    system_prompt: String::new(),
+                    params: GenerationParams::default(),
+                    tools: Toolset::new(),
+                    pipeline: Pipeline::new(),
+                    max_turns: 50,
+                }),
                 confirm: Arc::new(DenyingHandler),
-                max_turns: 50,
-                truncation: TruncationPolicy::default(),
-                truncation_overrides: HashMap::new(),
-                hooks: Vec::new(),
-                params: GenerationParams::default(),
                 cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
                 roots: Vec::new(),
                 extensions: Extensions::new(),
-                tool_timeout: None,
                 spawner: SpawnerSetting::Engine,
                 max_depth: 2,
                 depth: 0,
@@ -367,7 +369,21 @@ impl Agent {
 
     /// The agent's tools (static tools and sources).
     pub fn tools(&self) -> &Toolset {
-        &self.config.tools
+        &self.config.run.tools
+    }
+
+    /// The pipeline the agent's tool calls go through (policy, hooks,
+    /// layers, timeout, truncation): for running tools the way the agent
+    /// would, as [`Pipeline::call`].
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.config.run.pipeline
+    }
+
+    /// The context the agent's tool calls are derived from (working
+    /// directory, roots, confirmation handler, extensions, sub-agents),
+    /// with `cancel` as its cancellation and no event sink.
+    pub fn tool_context(&self, cancel: CancellationToken) -> ToolCtx {
+        self.config.base_ctx(&cancel, &EventSink::discard())
     }
 
     /// Starts a run on a conversation (a `&str` or `String` starts a new
@@ -390,11 +406,11 @@ impl Agent {
     ) -> AgentRun {
         let cancel = cancel.child_token();
         let (sender, receiver) = mpsc::unbounded_channel();
+        let base = self.config.base_ctx(&cancel, &EventSink::new(sender));
         let task = tokio::spawn(crate::engine::drive(
-            Arc::clone(&self.config),
+            Arc::clone(&self.config.run),
             conversation.into(),
-            cancel.clone(),
-            EventSink::new(sender),
+            base,
         ));
         AgentRun {
             events: receiver,
@@ -411,6 +427,15 @@ impl Agent {
     }
 }
 
+#[async_trait]
+impl AgentHandle for Agent {
+    async fn run(&self, conversation: Conversation, cancel: CancellationToken) -> RunOutcome {
+        self.run_with_cancellation(conversation, cancel)
+            .finish()
+            .await
+    }
+}
+
 impl From<&str> for Conversation {
     fn from(text: &str) -> Self {
         vec![Message::user(text)].into()
@@ -420,124 +445,5 @@ impl From<&str> for Conversation {
 impl From<String> for Conversation {
     fn from(text: String) -> Self {
         vec![Message::user(text)].into()
-    }
-}
-
-/// How a run ended, with the conversation to continue from.
-#[derive(Debug, Clone)]
-pub struct RunOutcome {
-    /// The history, including everything this run added. Every tool call in
-    /// it has a result, whatever the stop reason.
-    pub conversation: Conversation,
-    /// Why the run ended.
-    pub stop: RunStop,
-    /// Why the model stopped generating in the last turn (e.g.
-    /// [`StopReason::MaxTokens`] for a cut-off answer); `None` when no model
-    /// turn completed.
-    pub model_stop: Option<StopReason>,
-    /// Tokens used by this run.
-    pub usage: Usage,
-    /// Model calls made.
-    pub turns: u32,
-}
-
-impl RunOutcome {
-    /// The text of the last assistant message.
-    pub fn final_text(&self) -> Option<String> {
-        self.conversation.last_assistant_text()
-    }
-}
-
-/// A running agent: a stream of [`AgentEvent`]s ending with
-/// [`AgentEvent::Done`], plus cancellation.
-///
-/// The stream ends right after `Done`, even if a tool kept a copy of its
-/// context (and so of the event sender) alive.
-pub struct AgentRun {
-    events: mpsc::UnboundedReceiver<AgentEvent>,
-    task: Option<JoinHandle<RunOutcome>>,
-    cancel: CancellationToken,
-    done: bool,
-}
-
-impl AgentRun {
-    /// Asks the run to stop. Pending tool calls get a "cancelled" result;
-    /// the stream then ends with `Done { stop: Cancelled }`.
-    pub fn cancel(&self) {
-        self.cancel.cancel();
-    }
-
-    /// The run's cancellation token (cancelling it stops the run).
-    pub fn cancellation_token(&self) -> CancellationToken {
-        self.cancel.clone()
-    }
-
-    /// Waits for the end of the run (events not yet read are dropped) and
-    /// returns the outcome.
-    pub async fn finish(mut self) -> RunOutcome {
-        let Some(mut task) = self.task.take() else {
-            return internal_failure("the run's outcome was already taken".into());
-        };
-        // Drain events until `Done` or the task's end, whichever comes first:
-        // a leaked event sender must not keep us waiting.
-        let joined = loop {
-            if self.done {
-                break task.await;
-            }
-            tokio::select! {
-                event = self.events.recv() => match event {
-                    Some(AgentEvent::Done { .. }) | None => self.done = true,
-                    Some(_) => {}
-                },
-                joined = &mut task => break joined,
-            }
-        };
-        joined.unwrap_or_else(|error| internal_failure(format!("the agent task failed: {error}")))
-    }
-}
-
-fn internal_failure(message: String) -> RunOutcome {
-    RunOutcome {
-        conversation: Conversation::new(),
-        stop: RunStop::Failed(crate::AgentError::Internal(message)),
-        model_stop: None,
-        usage: Usage::default(),
-        turns: 0,
-    }
-}
-
-impl Stream for AgentRun {
-    type Item = AgentEvent;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AgentEvent>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        let polled = self.events.poll_recv(cx);
-        if let Poll::Ready(Some(AgentEvent::Done { .. }) | None) = &polled {
-            self.done = true;
-        }
-        polled
-    }
-}
-
-impl Drop for AgentRun {
-    fn drop(&mut self) {
-        // The token is the run's own child token: this stops this run only.
-        self.cancel.cancel();
-    }
-}
-
-impl std::fmt::Debug for AgentRun {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentRun")
-            .field("cancelled", &self.cancel.is_cancelled())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Message {
-    pub(crate) fn into_conversation(self) -> Conversation {
-        vec![self].into()
     }
 }

@@ -6,23 +6,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use crate::agent::{Agent, AgentConfig};
-use crate::ctx::{SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
-use crate::event::RunStop;
-use crate::message::Message;
-use crate::tool::{ToolError, ToolErrorKind};
+use super::{Agent, AgentConfig};
+use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
+use crate::data::event::RunStop;
+use crate::data::message::{Conversation, Message};
+use crate::data::output::{ToolError, ToolErrorKind};
 
 /// Runs sub-agents with the parent's provider, model, system prompt and
 /// tools (or a named engine's), mutating calls denied, events forwarded to
 /// the parent tagged with the child's id, cancelled with the parent.
-pub(crate) struct EngineSpawner {
+pub(super) struct EngineSpawner {
     parent: Arc<AgentConfig>,
 }
 
 static SUB_AGENT_COUNTER: AtomicU64 = AtomicU64::new(1);
 
 impl EngineSpawner {
-    pub(crate) fn new(parent: Arc<AgentConfig>) -> Self {
+    pub(super) fn new(parent: Arc<AgentConfig>) -> Self {
         Self { parent }
     }
 
@@ -45,13 +45,15 @@ impl EngineSpawner {
             })?,
         };
         let mut config = (**base).clone();
-        config.policy = self.parent.policy.for_sub_agent();
+        let policy = self.parent.run.pipeline.policy().for_sub_agent();
+        let run = config.run_mut();
+        run.pipeline = std::mem::take(&mut run.pipeline).with_policy(policy);
         config.depth = self.parent.depth + 1;
         config.max_depth = self.parent.max_depth;
         config.engines = self.parent.engines.clone();
         config.confirm = Arc::clone(&self.parent.confirm);
         if let Some(system) = system_prompt {
-            config.system_prompt = system.to_owned();
+            config.run_mut().system_prompt = system.to_owned();
         }
         Ok(config)
     }
@@ -70,7 +72,7 @@ impl SubAgentSpawner for EngineSpawner {
         let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
         let forward = parent.events().tagged(agent_id.as_str());
         let mut run = child.run_with_cancellation(
-            Message::user(request.prompt).into_conversation(),
+            Conversation::from(vec![Message::user(request.prompt)]),
             parent.cancellation().child_token(),
         );
         while let Some(event) = run.next().await {
@@ -99,9 +101,17 @@ impl SubAgentSpawner for EngineSpawner {
                 ToolErrorKind::Denied,
                 format!("the sub-agent was aborted at a `{tool}` call"),
             )),
+            RunStop::Halted { reason } => Err(ToolError::new(
+                ToolErrorKind::Denied,
+                format!("a hook ended the sub-agent's run: {reason}"),
+            )),
             RunStop::Failed(error) => {
                 Err(ToolError::failed(format!("the sub-agent failed: {error}")))
             }
+            #[allow(unreachable_patterns)]
+            other => Err(ToolError::failed(format!(
+                "the sub-agent stopped: {other:?}"
+            ))),
         }
     }
 
@@ -109,9 +119,9 @@ impl SubAgentSpawner for EngineSpawner {
         &self,
         engine: Option<&str>,
         system_prompt: Option<&str>,
-    ) -> Result<Agent, ToolError> {
-        Ok(Agent {
+    ) -> Result<Arc<dyn AgentHandle>, ToolError> {
+        Ok(Arc::new(Agent {
             config: Arc::new(self.child_config(engine, system_prompt)?),
-        })
+        }))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::tool::ToolError;
+use crate::data::output::ToolError;
 
 /// Joins `path` to `cwd`, removes `.` and `..` lexically, resolves symlinks in
 /// the part that exists, and checks the result lies under one of `roots`
@@ -143,7 +143,7 @@ mod tests {
     fn dotdot_escape_is_refused_and_names_the_root() {
         let (_guard, root) = tempdir();
         let err = resolve(&root, std::slice::from_ref(&root), "../../etc/passwd").unwrap_err();
-        assert_eq!(err.kind(), crate::ToolErrorKind::PermissionDenied);
+        assert_eq!(err.kind(), crate::data::output::ToolErrorKind::PermissionDenied);
         assert!(
             err.message().contains(&root.display().to_string()),
             "{}",

@@ -1,0 +1,25 @@
+//! The `Provider` trait: a streaming model backend.
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures::Stream;
+
+use crate::data::model::{ChatRequest, ProviderError, StreamEvent};
+
+/// What a provider's `stream` returns.
+pub type ProviderStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ProviderError>> + Send>>;
+
+/// A model backend that streams responses.
+///
+/// Implementations turn a [`ChatRequest`] into their wire format before
+/// returning, so the returned stream borrows nothing. Dropping the stream
+/// must abort the underlying request: that is how cancellation reaches it.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// A short name for logs ("openai", "anthropic", "scripted").
+    fn name(&self) -> &str;
+
+    /// Starts one model call.
+    async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError>;
+}

@@ -1,0 +1,72 @@
+//! Sub-agents, behind trait objects: tools ask the spawner for one; the
+//! agent module implements it.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::ToolCtx;
+use crate::data::event::RunOutcome;
+use crate::data::message::Conversation;
+use crate::data::model::Usage;
+use crate::data::output::ToolError;
+
+/// What a tool asks of a sub-agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubAgentRequest {
+    /// The task, as the sub-agent's first user message.
+    pub prompt: String,
+    /// A short label for the host's UI.
+    pub description: Option<String>,
+    /// A named engine registered by the host; `None` uses the parent's.
+    pub engine: Option<String>,
+}
+
+/// What a sub-agent returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubAgentReport {
+    /// The id its events were tagged with.
+    pub agent_id: String,
+    /// Its final answer.
+    pub text: String,
+    /// Model turns it took.
+    pub turns: u32,
+    /// Tokens it used.
+    pub usage: Usage,
+}
+
+/// Runs sub-agents for tools such as `dispatch_agent`. The engine installs
+/// one that runs a child agent with the parent's provider and tools, mutating
+/// calls denied, and events forwarded to the parent tagged with the child's id.
+#[async_trait]
+pub trait SubAgentSpawner: Send + Sync {
+    /// Runs a sub-agent to completion.
+    async fn run(
+        &self,
+        request: SubAgentRequest,
+        parent: &ToolCtx,
+    ) -> Result<SubAgentReport, ToolError>;
+
+    /// A persistent agent for a team member: read-only, on the named engine
+    /// (or the parent's settings), with its own system prompt when given.
+    /// The default refuses: a custom spawner opts in.
+    fn member_agent(
+        &self,
+        engine: Option<&str>,
+        system_prompt: Option<&str>,
+    ) -> Result<std::sync::Arc<dyn AgentHandle>, ToolError> {
+        let _ = (engine, system_prompt);
+        Err(ToolError::failed(
+            "this agent's sub-agent spawner cannot create team members",
+        ))
+    }
+}
+
+
+/// An agent a tool can run again and again (a team member), seen through a
+/// trait object so that tools need not know the agent's type.
+#[async_trait]
+pub trait AgentHandle: Send + Sync {
+    /// Runs the agent on `conversation` until it stops or `cancel` fires;
+    /// the run stops with `cancel` but never cancels it.
+    async fn run(&self, conversation: Conversation, cancel: CancellationToken) -> RunOutcome;
+}

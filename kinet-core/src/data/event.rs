@@ -1,0 +1,235 @@
+//! Events a run reports to the host.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::error::AgentError;
+use super::message::{Conversation, Message};
+use super::model::{StopReason, Usage};
+use super::output::{ToolError, ToolOutput};
+
+/// Why a run ended.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum RunStop {
+    /// The model answered without calling tools.
+    Completed,
+    /// `max_turns` model calls were made; the last tool results are in the
+    /// history, so the conversation can be continued.
+    MaxTurns,
+    /// The run was cancelled.
+    Cancelled,
+    /// The user chose "abort" when asked to confirm a call.
+    Aborted {
+        /// The tool whose confirmation aborted the run.
+        tool: String,
+    },
+    /// A hook ended the run before a tool call
+    /// ([`BeforeTool::EndRun`](crate::hook::BeforeTool::EndRun)).
+    Halted {
+        /// The hook's reason.
+        reason: String,
+    },
+    /// A provider, hook or fatal tool error ended the run.
+    Failed(AgentError),
+}
+
+impl RunStop {
+    /// True for [`RunStop::Completed`].
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Self::Completed)
+    }
+}
+
+/// What happened during a run, in order.
+///
+/// Tool events carry the full, untruncated output; the model saw the
+/// truncated copy that is in the history.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A model call is about to start.
+    TurnStarted {
+        /// 1-based turn number within this run.
+        turn: u32,
+    },
+    /// A piece of streamed answer text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of streamed reasoning ("thinking") text.
+    ReasoningDelta {
+        /// The text.
+        text: String,
+    },
+    /// The complete assistant message of a turn, as added to the history.
+    AssistantMessage {
+        /// The message.
+        message: Message,
+    },
+    /// Token usage of one model call.
+    Usage {
+        /// The usage.
+        usage: Usage,
+    },
+    /// A tool call is about to be confirmed and run.
+    ToolCallStarted {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// The raw JSON arguments.
+        arguments: String,
+    },
+    /// Output a running tool reported before finishing.
+    ToolProgress {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// The chunk.
+        text: String,
+    },
+    /// A tool call finished (ran, failed, was denied or cancelled).
+    ToolCallFinished {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+        /// The full result.
+        result: Result<ToolOutput, ToolError>,
+        /// Whether the model saw a truncated copy.
+        truncated_for_model: bool,
+        /// How long it ran.
+        elapsed: Duration,
+    },
+    /// Something a tool pack reports in its own terms (the todo list
+    /// changed, a team member answered).
+    Pack(PackEvent),
+    /// Something the host may want to show but that did not stop the run
+    /// (a tool source that was not ready in time, a duplicate tool name).
+    Warning {
+        /// What happened.
+        message: String,
+    },
+    /// A model turn and its tool calls are done.
+    TurnEnded {
+        /// The turn number.
+        turn: u32,
+        /// Why the model stopped.
+        stop_reason: StopReason,
+    },
+    /// An event of a sub-agent, tagged with its id.
+    SubAgent {
+        /// The sub-agent's id.
+        agent_id: String,
+        /// Its event.
+        event: Box<AgentEvent>,
+    },
+    /// The run is over; always the last event.
+    Done {
+        /// Why it ended.
+        stop: RunStop,
+        /// Tokens used by the whole run.
+        usage: Usage,
+    },
+}
+
+/// An event of a tool pack, carried through the loop without the core
+/// knowing its type: the host downcasts it to the pack's type, or reads its
+/// JSON form (for logs, journals, a web UI).
+///
+/// ```
+/// use kinet_core::event::PackEvent;
+///
+/// #[derive(Debug, serde::Serialize)]
+/// struct Progress { done: u32 }
+///
+/// let event = PackEvent::new("example", Progress { done: 3 });
+/// assert_eq!(event.pack(), "example");
+/// assert_eq!(event.downcast_ref::<Progress>().map(|p| p.done), Some(3));
+/// assert_eq!(event.json()["done"], 3);
+/// ```
+#[derive(Clone)]
+pub struct PackEvent {
+    pack: &'static str,
+    value: Arc<dyn Any + Send + Sync>,
+    json: serde_json::Value,
+}
+
+impl PackEvent {
+    /// An event of `pack` carrying `value`.
+    pub fn new<T: Serialize + Send + Sync + 'static>(pack: &'static str, value: T) -> Self {
+        let json = serde_json::to_value(&value).unwrap_or(serde_json::Value::Null);
+        Self {
+            pack,
+            value: Arc::new(value),
+            json,
+        }
+    }
+
+    /// The pack that sent it (`"todo"`, `"team"`).
+    pub fn pack(&self) -> &'static str {
+        self.pack
+    }
+
+    /// The value, when it is a `T`.
+    pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
+        self.value.downcast_ref::<T>()
+    }
+
+    /// The value as JSON.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.json
+    }
+}
+
+impl fmt::Debug for PackEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PackEvent")
+            .field("pack", &self.pack)
+            .field("json", &self.json)
+            .finish()
+    }
+}
+
+/// How a run ended, with the conversation to continue from.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The history, including everything this run added. Every tool call in
+    /// it has a result, whatever the stop reason.
+    pub conversation: Conversation,
+    /// Why the run ended.
+    pub stop: RunStop,
+    /// Why the model stopped generating in the last turn (e.g.
+    /// [`StopReason::MaxTokens`] for a cut-off answer); `None` when no model
+    /// turn completed.
+    pub model_stop: Option<StopReason>,
+    /// Tokens used by this run.
+    pub usage: Usage,
+    /// Model calls made.
+    pub turns: u32,
+}
+
+impl RunOutcome {
+    /// The text of the last assistant message.
+    pub fn final_text(&self) -> Option<String> {
+        self.conversation.last_assistant_text()
+    }
+
+    /// An outcome for a run that could not take place.
+    pub fn failed(error: AgentError) -> Self {
+        Self {
+            conversation: Conversation::new(),
+            stop: RunStop::Failed(error),
+            model_stop: None,
+            usage: Usage::default(),
+            turns: 0,
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The call pipeline: every tool call — from the loop, a sub-agent, a tool
+//! served over MCP, the MCP hub or the host itself — runs through here, and
+//! nothing else builds a call's [`ToolCtx`].
+//!
+//! ```text
+//! parse → policy and confirmation → before-tool hooks → layers → panic guard
+//!       → after-tool hooks → truncation for the model → events
+//! ```
+//!
+//! [`Pipeline::call`] runs one call through every stage, top to bottom; the
+//! loop's scheduler runs a turn's calls through the same stages, asking for
+//! confirmations one at a time and running each phase's calls together
+//! (see [`Scheduling`](crate::tool::Scheduling)).
+
+mod keys;
+mod stages;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::confirm::ApprovalPolicy;
+use crate::ctx::ToolCtx;
+use crate::data::event::{AgentEvent, RunStop};
+use crate::data::message::{Message, ToolCall};
+use crate::data::output::{ToolError, ToolOutput};
+use crate::data::truncate::TruncationPolicy;
+use crate::hook::Hook;
+use crate::layer::{TimeoutLayer, ToolLayer};
+use crate::toolset::ToolSnapshot;
+
+pub(crate) use stages::{Gate, Prepared, guarded, not_run, panic_message};
+
+/// The result of a call as the host gets it (`result`, untruncated) and as
+/// the model sees it (`message`).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallRecord {
+    /// The full result, after the after-tool hooks.
+    pub result: Result<ToolOutput, ToolError>,
+    /// The tool-result message the model reads (truncated).
+    pub message: Message,
+    /// Whether `message` holds a truncated copy.
+    pub truncated_for_model: bool,
+    /// Set when the call ends the run: the user aborted, a hook ended it,
+    /// or the tool failed fatally.
+    pub stop: Option<RunStop>,
+}
+
+/// The stages every tool call goes through, with the agent's settings:
+/// approval policy, hooks, layers, tool timeout and truncation. Cheap to
+/// clone; clones share the locks of keyed calls (see
+/// [`Scheduling::Keyed`](crate::tool::Scheduling::Keyed)).
+///
+/// An [`Agent`](crate::Agent) owns one ([`Agent::pipeline`](crate::Agent::pipeline));
+/// a server or a host running tools by itself takes the agent's and
+/// changes what differs.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Settings>,
+}
+
+#[derive(Clone)]
+struct Settings {
+    policy: ApprovalPolicy,
+    hooks: Vec<Arc<dyn Hook>>,
+    layers: Vec<Arc<dyn ToolLayer>>,
+    /// The innermost layer: the agent's tool timeout and the tool's own.
+    timeout: Arc<[Arc<dyn ToolLayer>]>,
+    tool_timeout: Option<Duration>,
+    truncation: TruncationPolicy,
+    truncation_overrides: HashMap<String, TruncationPolicy>,
+    keys: Arc<keys::KeyLocks>,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("policy", &self.inner.policy)
+            .field("hooks", &self.inner.hooks.len())
+            .field("layers", &self.inner.layers.len())
+            .field("tool_timeout", &self.inner.tool_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pipeline {
+    /// A pipeline with the defaults: [`ApprovalPolicy::ask`], no hooks, no
+    /// layers, no tool timeout (only tools' own), 8192/3000/3000 truncation.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Settings {
+                policy: ApprovalPolicy::default(),
+                hooks: Vec::new(),
+                layers: Vec::new(),
+                timeout: Arc::new([Arc::new(TimeoutLayer::tool_only(None)) as Arc<dyn ToolLayer>]),
+                tool_timeout: None,
+                truncation: TruncationPolicy::default(),
+                truncation_overrides: HashMap::new(),
+                keys: Arc::default(),
+            }),
+        }
+    }
+
+    fn settings(&mut self) -> &mut Settings {
+        Arc::make_mut(&mut self.inner)
+    }
+
+    /// Replaces the approval policy.
+    pub fn with_policy(mut self, policy: ApprovalPolicy) -> Self {
+        self.settings().policy = policy;
+        self
+    }
+
+    /// Adds a hook (after the ones there).
+    pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
+        self.settings().hooks.push(hook);
+        self
+    }
+
+    /// Adds a layer inside the ones there (the first added is outermost).
+    pub fn with_layer(mut self, layer: Arc<dyn ToolLayer>) -> Self {
+        self.settings().layers.push(layer);
+        self
+    }
+
+    /// Sets the time limit for each call (`None`: only the tools' own).
+    pub fn with_tool_timeout(mut self, timeout: Option<Duration>) -> Self {
+        let settings = self.settings();
+        settings.tool_timeout = timeout;
+        settings.timeout = Arc::new([Arc::new(TimeoutLayer::tool_only(timeout)) as Arc<dyn ToolLayer>]);
+        self
+    }
+
+    /// Sets how output is truncated for the model.
+    pub fn with_truncation(mut self, policy: TruncationPolicy) -> Self {
+        self.settings().truncation = policy;
+        self
+    }
+
+    /// Sets the truncation of one tool, over the tool's own and the
+    /// pipeline's.
+    pub fn with_truncation_for(mut self, tool: impl Into<String>, policy: TruncationPolicy) -> Self {
+        self.settings().truncation_overrides.insert(tool.into(), policy);
+        self
+    }
+
+    /// The approval policy.
+    pub fn policy(&self) -> &ApprovalPolicy {
+        &self.inner.policy
+    }
+
+    /// The time limit for each call.
+    pub fn tool_timeout(&self) -> Option<Duration> {
+        self.inner.tool_timeout
+    }
+
+    pub(crate) fn hooks(&self) -> &[Arc<dyn Hook>] {
+        &self.inner.hooks
+    }
+
+    /// Runs one call through every stage: the tool is looked up in `tools`
+    /// and runs in a context derived from `base` (its working directory,
+    /// roots, confirmation handler, events, cancellation). Approvals for
+    /// the session count for this call only. The host's events
+    /// (`ToolCallStarted`, `ToolCallFinished`) go to `base`'s sink.
+    pub async fn call(&self, tools: &ToolSnapshot, call: ToolCall, base: &ToolCtx) -> CallRecord {
+        base.emit(AgentEvent::ToolCallStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        let started = tokio::time::Instant::now();
+        let mut call = call;
+        let (result, stop) = match self.parse(tools, &call) {
+            Err(error) => (Err(error), None),
+            Ok(mut prepared) => {
+                let mut approvals = BTreeSet::new();
+                let gate = match self.approve(&call, &prepared, base, &mut approvals).await {
+                    Gate::Run => self.before_tool(tools, &mut call, &mut prepared, base).await,
+                    other => other,
+                };
+                match gate {
+                    Gate::Run => {
+                        let cancel = base.cancellation().child_token();
+                        let ctx = call_ctx(base, &call, cancel);
+                        (self.execute(prepared, ctx).await, None)
+                    }
+                    Gate::Refuse(error) => (Err(error), None),
+                    Gate::Stop(stop) => (Err(not_run(&stop)), Some(stop)),
+                }
+            }
+        };
+        let finished = self
+            .finish(tools, &call, result, started.elapsed(), base, true)
+            .await;
+        CallRecord {
+            stop: stop.or(finished.stop),
+            result: finished.result.unwrap_or_else(|| Err(not_run(&RunStop::Cancelled))),
+            message: finished.message,
+            truncated_for_model: finished.truncated,
+        }
+    }
+}
+
+/// The context of one call: `base` named for the call, with the call's own
+/// cancellation token and no deadline yet (the timeout layer sets it).
+pub(crate) fn call_ctx(
+    base: &ToolCtx,
+    call: &ToolCall,
+    cancel: tokio_util::sync::CancellationToken,
+) -> ToolCtx {
+    base.for_call(&call.id, &call.name)
+        .with_cancellation(cancel)
+        .with_deadline(base.deadline())
+}

@@ -1,0 +1,400 @@
+//! The stages of the pipeline, in the order a call meets them.
+
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::Pipeline;
+use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
+use crate::ctx::ToolCtx;
+use crate::data::error::AgentError;
+use crate::data::event::{AgentEvent, RunStop};
+use crate::data::message::{ContentPart, Message, ToolCall};
+use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
+use crate::data::spec::Scheduling;
+use crate::data::truncate::TruncationPolicy;
+use crate::hook::BeforeTool;
+use crate::layer::{Invocation, Next};
+use crate::tooldef::PreparedCall;
+use crate::toolset::{Entry, Layers, ToolSnapshot};
+
+type ToolResult = Result<ToolOutput, ToolError>;
+
+/// A parsed call: its tool, layers, arguments and what it says about
+/// approval and scheduling.
+pub(crate) struct Prepared {
+    entry: Entry,
+    toolset_layers: Layers,
+    arguments: Arc<str>,
+    call: Box<dyn PreparedCall>,
+    pub(crate) mutating: bool,
+    pub(crate) scheduling: Scheduling,
+}
+
+/// Whether a call goes on to the next stage.
+pub(crate) enum Gate {
+    /// It does.
+    Run,
+    /// It does not; this error is its result.
+    Refuse(ToolError),
+    /// It does not, and the run ends.
+    Stop(RunStop),
+}
+
+/// What the last stages made of a result.
+pub(crate) struct Finished {
+    /// The full result, when asked to keep it (it went to the host's event).
+    pub(crate) result: Option<ToolResult>,
+    pub(crate) message: Message,
+    pub(crate) truncated: bool,
+    /// Set when the result is a fatal error.
+    pub(crate) stop: Option<RunStop>,
+}
+
+impl Pipeline {
+    /// Stage 1, parse: looks the tool up and parses the arguments; a
+    /// panicking `prepare`, `mutating` or `scheduling` becomes an error.
+    pub(crate) fn parse(&self, tools: &ToolSnapshot, call: &ToolCall) -> Result<Prepared, ToolError> {
+        let Some(entry) = tools.entry(&call.name) else {
+            let available = tools.names().collect::<Vec<_>>().join(", ");
+            let message = if call.name.is_empty() {
+                format!("the tool call has no tool name. Available tools: {available}.")
+            } else {
+                format!(
+                    "there is no tool named `{}`. Available tools: {available}.",
+                    call.name
+                )
+            };
+            return Err(ToolError::new(ToolErrorKind::UnknownTool, message));
+        };
+        let entry = entry.clone();
+        std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let prepared = Arc::clone(&entry.tool).prepare(&call.arguments)?;
+            let mutating = prepared.mutating();
+            let scheduling = prepared.scheduling();
+            Ok(Prepared {
+                toolset_layers: Arc::clone(tools.layers()),
+                arguments: Arc::from(call.arguments.as_str()),
+                call: prepared,
+                mutating,
+                scheduling,
+                entry,
+            })
+        }))
+        .unwrap_or_else(|payload| {
+            Err(ToolError::new(
+                ToolErrorKind::Panicked,
+                format!(
+                    "tool `{}` panicked while reading its arguments: {}",
+                    call.name,
+                    panic_message(payload)
+                ),
+            ))
+        })
+    }
+
+    /// Stage 2, policy and confirmation: applies the approval policy and,
+    /// when it says so, asks the user through `base`'s handler.
+    pub(crate) async fn approve(
+        &self,
+        call: &ToolCall,
+        prepared: &Prepared,
+        base: &ToolCtx,
+        approvals: &mut BTreeSet<String>,
+    ) -> Gate {
+        let approved = approvals.contains(&call.name);
+        match self.policy().verdict(&call.name, prepared.mutating, approved) {
+            Verdict::Run => Gate::Run,
+            Verdict::Deny(reason) => Gate::Refuse(ToolError::new(
+                ToolErrorKind::Denied,
+                format!("{reason}. Do not retry this call; choose another approach."),
+            )),
+            Verdict::Ask => {
+                let decision = ask(base, call, &*prepared.call).await;
+                if base.is_cancelled() {
+                    return Gate::Stop(RunStop::Cancelled);
+                }
+                match decision {
+                    ConfirmDecision::Approve => Gate::Run,
+                    ConfirmDecision::ApproveForSession => {
+                        approvals.insert(call.name.clone());
+                        Gate::Run
+                    }
+                    ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
+                    ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
+                        tool: call.name.clone(),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Stage 3, before-tool hooks: each may let the call go on, deny it,
+    /// rewrite its arguments (the call is parsed again) or end the run.
+    pub(crate) async fn before_tool(
+        &self,
+        tools: &ToolSnapshot,
+        call: &mut ToolCall,
+        prepared: &mut Prepared,
+        base: &ToolCtx,
+    ) -> Gate {
+        for hook in self.hooks() {
+            let decision = tokio::select! {
+                biased;
+                _ = base.cancellation().cancelled() => return Gate::Stop(RunStop::Cancelled),
+                decision = guarded(hook.before_tool_call(call)) => decision,
+            };
+            match decision {
+                Ok(BeforeTool::Continue) => {}
+                Ok(BeforeTool::Deny(reason)) => {
+                    return Gate::Refuse(ToolError::new(ToolErrorKind::Denied, reason));
+                }
+                Ok(BeforeTool::EndRun(reason)) => return Gate::Stop(RunStop::Halted { reason }),
+                Ok(BeforeTool::ReplaceArguments(arguments)) => {
+                    call.arguments = arguments.to_string();
+                    match self.parse(tools, call) {
+                        Ok(reparsed) => *prepared = reparsed,
+                        Err(error) => return Gate::Refuse(error),
+                    }
+                }
+                Err(panic) => {
+                    return Gate::Refuse(ToolError::failed(format!(
+                        "a before-tool hook panicked, so `{}` did not run: {panic}",
+                        call.name
+                    )));
+                }
+                // `BeforeTool` is non-exhaustive for users, not for us.
+                #[allow(unreachable_patterns)]
+                Ok(_) => {}
+            }
+        }
+        Gate::Run
+    }
+
+    /// Stages 4 and 5, layers and panic guard: holds the call's scheduling
+    /// key, runs the layers (the agent's, the toolset's, the tool's, then
+    /// the timeout) and the tool, and turns a panic into an error.
+    pub(crate) async fn execute(&self, prepared: Prepared, ctx: ToolCtx) -> ToolResult {
+        let Prepared {
+            entry,
+            toolset_layers,
+            arguments,
+            call,
+            scheduling,
+            ..
+        } = prepared;
+        let lock = match &scheduling {
+            Scheduling::Keyed(key) => Some(self.inner.keys.lock_for(key)),
+            _ => None,
+        };
+        let _held = match &lock {
+            Some(lock) => tokio::select! {
+                biased;
+                _ = ctx.cancellation().cancelled() => return Err(not_run(&RunStop::Cancelled)),
+                held = lock.lock() => Some(held),
+            },
+            None => None,
+        };
+        let name = ctx.tool_name().to_owned();
+        let stack = [
+            &self.inner.layers[..],
+            &toolset_layers[..],
+            &entry.layers[..],
+            &self.inner.timeout[..],
+        ];
+        let invocation = Invocation::new(entry.tool, arguments, call, ctx);
+        guarded(Next::new(stack).run(invocation))
+            .await
+            .unwrap_or_else(|panic| {
+                Err(ToolError::new(
+                    ToolErrorKind::Panicked,
+                    format!("tool `{name}` panicked: {panic}"),
+                ))
+            })
+    }
+
+    /// Stages 6 to 8: after-tool hooks (skipped once the run is cancelled),
+    /// truncation for the model, and the host's `ToolCallFinished` event
+    /// with the full result.
+    pub(crate) async fn finish(
+        &self,
+        tools: &ToolSnapshot,
+        call: &ToolCall,
+        mut result: ToolResult,
+        elapsed: Duration,
+        base: &ToolCtx,
+        keep: bool,
+    ) -> Finished {
+        for hook in self.hooks() {
+            if base.is_cancelled() {
+                break;
+            }
+            let ran = tokio::select! {
+                biased;
+                _ = base.cancellation().cancelled() => Ok(()),
+                ran = guarded(hook.after_tool_call(call, &mut result)) => ran,
+            };
+            if let Err(panic) = ran {
+                tracing::warn!(tool = %call.name, %panic, "an after-tool-call hook panicked");
+            }
+        }
+        let stop = match &result {
+            Err(error) if error.is_fatal() => Some(RunStop::Failed(AgentError::FatalTool {
+                tool: call.name.clone(),
+                message: error.message().to_owned(),
+            })),
+            _ => None,
+        };
+        let policy = self.truncation_for(tools, &call.name);
+        let (message, truncated) = model_message(call, &result, &policy);
+        let kept = keep.then(|| result.clone());
+        base.emit(AgentEvent::ToolCallFinished {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            result,
+            truncated_for_model: truncated,
+            elapsed,
+        });
+        Finished {
+            result: kept,
+            message,
+            truncated,
+            stop,
+        }
+    }
+
+    fn truncation_for(&self, tools: &ToolSnapshot, name: &str) -> TruncationPolicy {
+        self.inner
+            .truncation_overrides
+            .get(name)
+            .copied()
+            .or_else(|| tools.get(name).and_then(|tool| tool.truncation()))
+            .unwrap_or(self.inner.truncation)
+    }
+}
+
+async fn ask(base: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> ConfirmDecision {
+    let ctx = base.for_call(&call.id, &call.name);
+    let summary = tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => None,
+        summary = guarded(prepared.confirm_summary(&ctx)) => summary.ok().flatten(),
+    };
+    let summary = summary.unwrap_or_else(|| pretty_arguments(&call.arguments));
+    let request = ConfirmRequest {
+        tool: call.name.clone(),
+        call_id: call.id.clone(),
+        arguments: serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
+        summary,
+    };
+    guarded(ctx.confirm(request))
+        .await
+        .unwrap_or_else(|panic| ConfirmDecision::Deny {
+            reason: Some(format!("the confirmation handler panicked: {panic}")),
+        })
+}
+
+/// What the model sees of a result. Error messages are truncated by the
+/// same policy as output.
+fn model_message(
+    call: &ToolCall,
+    result: &ToolResult,
+    policy: &TruncationPolicy,
+) -> (Message, bool) {
+    let (content, is_error, truncated) = match result {
+        Ok(output) => {
+            let seen = policy.apply(&output.text);
+            let truncated = matches!(seen, std::borrow::Cow::Owned(_));
+            let mut content = Vec::with_capacity(1 + output.images.len());
+            if !seen.is_empty() || output.images.is_empty() {
+                let text = if seen.is_empty() {
+                    "(no output)".to_owned()
+                } else {
+                    seen.into_owned()
+                };
+                content.push(ContentPart::Text { text });
+            }
+            content.extend(output.images.iter().cloned().map(ContentPart::Image));
+            (content, false, truncated)
+        }
+        Err(error) => {
+            let seen = policy.apply(error.message());
+            let truncated = matches!(seen, std::borrow::Cow::Owned(_));
+            (vec![ContentPart::text(seen)], true, truncated)
+        }
+    };
+    (
+        Message::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error,
+        },
+        truncated,
+    )
+}
+
+/// The result of a call that did not run because the run is stopping.
+pub(crate) fn not_run(stop: &RunStop) -> ToolError {
+    match stop {
+        RunStop::Aborted { tool } => ToolError::new(
+            ToolErrorKind::Denied,
+            format!("not run: the user aborted the run at a `{tool}` call"),
+        ),
+        RunStop::Halted { reason } => ToolError::new(
+            ToolErrorKind::Denied,
+            format!("not run: a hook ended the run ({reason})"),
+        ),
+        RunStop::Failed(error) => ToolError::new(
+            ToolErrorKind::Cancelled,
+            format!("not run: the run failed ({error})"),
+        ),
+        _ => ToolError::new(ToolErrorKind::Cancelled, "cancelled: the run was stopped"),
+    }
+}
+
+fn denied(tool: &str, reason: Option<String>) -> ToolError {
+    let reason = reason
+        .filter(|r| !r.trim().is_empty())
+        .map(|r| format!(" Reason: {r}."))
+        .unwrap_or_default();
+    ToolError::new(
+        ToolErrorKind::Denied,
+        format!(
+            "The user denied this `{tool}` call; it did not run.{reason} Do not retry it unchanged."
+        ),
+    )
+}
+
+fn pretty_arguments(arguments: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(arguments)
+        .ok()
+        .and_then(|value| serde_json::to_string_pretty(&value).ok())
+        .unwrap_or_else(|| arguments.to_owned())
+}
+
+/// Runs host-supplied async code, turning a panic into an error message so
+/// that the run can still end cleanly with a paired history.
+pub(crate) async fn guarded<F: Future>(future: F) -> Result<F::Output, String> {
+    AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .map_err(panic_message)
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}
