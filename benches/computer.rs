@@ -100,12 +100,23 @@ struct Figures {
     snapshot_chars: usize,
 }
 
+/// Runs a tool the way every call runs: through the pipeline.
 async fn kinet_tool(tools: &Toolset, name: &str, args: Value) -> ToolOutput {
-    let tool = Arc::clone(tools.static_tools().get(name).unwrap());
-    let prepared = tool.prepare(&args.to_string()).unwrap();
-    prepared
-        .call(ToolCtx::new(std::env::temp_dir()).for_call("b", name))
+    let pipeline =
+        kinet::core::pipeline::Pipeline::new().with_policy(kinet::ApprovalPolicy::never());
+    let call = kinet::core::message::ToolCall {
+        id: "b".into(),
+        name: name.into(),
+        arguments: args.to_string(),
+    };
+    pipeline
+        .call(
+            tools.static_tools(),
+            call,
+            &ToolCtx::new(std::env::temp_dir()),
+        )
         .await
+        .result
         .unwrap()
 }
 

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use kinet::core::ApprovalPolicy;
+use kinet::core::testing::ScriptedProvider;
 use kinet::core::testing::ScriptedTurn;
 use kinet::{Agent, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
-use kinet::core::testing::ScriptedProvider;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

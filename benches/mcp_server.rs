@@ -18,10 +18,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
-use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig};
 use kinet::Agent;
 use kinet::core::testing::ScriptedProvider;
+use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
+use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig};
 use serde_json::json;
 
 const SESSIONS: usize = 16;

@@ -16,7 +16,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use kinet::core::provider::{SseParser, WireFormat, decode_recorded};
+use kinet::core::provider::kit::SseParser;
+use kinet::core::provider::{WireFormat, decode_recorded};
 
 const TARGET: usize = 5 * 1024 * 1024;
 /// Bytes per network read fed to the parser.

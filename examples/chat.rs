@@ -18,12 +18,15 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use kinet::core::Message;
+use kinet::core::confirm::ConfirmError;
+use kinet::core::confirm::ConfirmRequest;
 use kinet::core::provider::from_env;
 use kinet::core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
-use kinet::core::confirm::ConfirmError;
-use kinet::core::Message;
-use kinet::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Provider, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
-use kinet::core::confirm::ConfirmRequest;
+use kinet::{
+    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Provider, RunStop, Tool,
+    ToolCtx, ToolError, ToolOutput, async_trait,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, BufReader};

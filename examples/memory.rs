@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kinet::core::provider::from_env;
+use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::memory::{
-    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryStore, MemoryPack, Model2VecEmbedder,
+    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
 };
 use kinet::{Agent, AgentEvent};
-use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use serde_json::json;
 
 #[tokio::main]

@@ -17,11 +17,14 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use kinet::core::testing::ScriptedTurn;
-use kinet::core::provider::{StopReason, Usage};
-use kinet::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
 use kinet::core::confirm::ConfirmRequest;
+use kinet::core::provider::{StopReason, Usage};
 use kinet::core::testing::ScriptedProvider;
+use kinet::core::testing::ScriptedTurn;
+use kinet::{
+    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError,
+    ToolOutput, async_trait,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;

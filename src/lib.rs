@@ -25,9 +25,13 @@
 //! ```
 
 pub use kinet_core as core;
-pub use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, Conversation, Message, Provider, RunOutcome, RunStop, Tool, ToolCtx, ToolError, ToolOutput, async_trait};
 pub use kinet_core::confirm::ConfirmRequest;
 pub use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+pub use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, Conversation, Message,
+    Provider, RunOutcome, RunStop, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset,
+    async_trait,
+};
 
 #[cfg(feature = "computer")]
 pub use kinet_computer as computer;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};
-use kinet_core::{ToolCtx, ToolOutput, Toolset};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{ToolCtx, ToolOutput, Toolset};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

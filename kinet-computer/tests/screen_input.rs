@@ -15,8 +15,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kinet_computer::{InputConfig, InputTools, ScreenConfig, ScreenSpace, ScreenTools};
-use kinet_core::{ToolCtx, ToolOutput, Toolset};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{ToolCtx, ToolOutput, Toolset};
 use serde_json::{Value, json};
 
 const WIDTH: u32 = 1024;

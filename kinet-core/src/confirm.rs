@@ -375,10 +375,7 @@ mod tests {
             policy.verdict("mcp__db__drop", false, true),
             Verdict::Deny(_)
         ));
-        assert_eq!(
-            policy.verdict("mcp__db__select", true, false),
-            Verdict::Run
-        );
+        assert_eq!(policy.verdict("mcp__db__select", true, false), Verdict::Run);
     }
 
     #[test]

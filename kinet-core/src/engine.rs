@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::Provider;
 use crate::batch;
 use crate::ctx::{EventSink, ToolCtx};
 use crate::data::error::{AgentError, HookError};
@@ -17,7 +18,6 @@ use crate::data::model::{
     ChatRequest, GenerationParams, ProviderError, StopReason, StreamEvent, Usage,
 };
 use crate::pipeline::{Pipeline, guarded};
-use crate::backend::Provider;
 use crate::toolset::{ToolSnapshot, Toolset};
 
 /// What the loop needs to run: the model side, the tools, and the pipeline

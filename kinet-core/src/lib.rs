@@ -62,30 +62,31 @@
 //! ```
 
 // Internal modules import one way (see the module map above).
-mod data;
-pub mod confirm;
+mod agent;
 mod backend;
+mod batch;
+pub mod confirm;
+mod ctx;
+mod data;
+mod engine;
+pub mod hook;
+pub mod layer;
+pub mod pipeline;
 #[cfg(feature = "http")]
 mod providers;
-mod ctx;
-mod tooldef;
-pub mod layer;
-mod toolset;
-pub mod hook;
-pub mod pipeline;
-mod batch;
-mod engine;
-mod agent;
 mod scripted;
+mod tooldef;
+mod toolset;
 
 // The public module map: re-exports only, imported by nothing inside.
-pub mod tool;
-pub mod provider;
-pub mod message;
 pub mod event;
+pub mod message;
+pub mod provider;
 pub mod testing;
+pub mod tool;
 
 pub use agent::{Agent, AgentBuilder, AgentRun};
+pub use backend::Provider;
 pub use confirm::{ApprovalPolicy, ConfirmDecision, ConfirmHandler};
 pub use ctx::ToolCtx;
 pub use data::error::AgentError;
@@ -93,7 +94,6 @@ pub use data::event::{AgentEvent, RunOutcome, RunStop};
 pub use data::message::{Conversation, Message};
 pub use data::output::{ToolError, ToolOutput};
 pub use data::spec::ToolAnnotations;
-pub use backend::Provider;
 pub use tooldef::Tool;
 pub use toolset::Toolset;
 

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::data::message::Message;
 use crate::backend::{Provider, ProviderStream};
+use crate::data::message::Message;
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// What a scripted turn checks about the request it answers. A failed check

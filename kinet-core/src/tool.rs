@@ -2,8 +2,7 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, EventSink, Extensions, SubAgentReport, SubAgentRequest, SubAgentSpawner,
-    ToolCtx,
+    AgentHandle, EventSink, Extensions, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx,
 };
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 pub use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};

@@ -314,7 +314,10 @@ mod tests {
         let err = parse_arguments::<Args>("read", "{\"path\": 3}")
             .err()
             .unwrap();
-        assert_eq!(err.kind(), crate::data::output::ToolErrorKind::InvalidArguments);
+        assert_eq!(
+            err.kind(),
+            crate::data::output::ToolErrorKind::InvalidArguments
+        );
         assert!(err.message().contains("`read`"), "{}", err.message());
     }
 }

@@ -9,10 +9,13 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::confirm::{ChannelConfirmHandler, ConfirmError, ConfirmRequest};
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx,
+    ToolError, ToolOutput,
+};
 use serde_json::json;
 
 fn write_call(id: &str, label: &str) -> ScriptedTurn {

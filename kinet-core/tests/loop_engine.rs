@@ -8,13 +8,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::*;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy, Conversation, Message, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
-use kinet_core::provider::ChatRequest;
-use kinet_core::tool::{DynTool, SubAgentRequest, ToolErrorKind, ToolSource, TruncationPolicy};
-use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_core::hook::Hook;
-use kinet_core::event::HookError;
+use kinet_core::hook::HookError;
 use kinet_core::message::ToolCall;
+use kinet_core::provider::ChatRequest;
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::tool::{DynTool, SubAgentRequest, ToolErrorKind, ToolSource, TruncationPolicy};
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, Conversation, Message, RunStop, Tool, ToolCtx, ToolError,
+    ToolOutput,
+};
 use serde_json::json;
 
 fn sleep_call(id: &str, tool: &str, label: &str, ms: u64) -> (String, String, serde_json::Value) {

@@ -8,13 +8,16 @@ mod mock_server;
 
 use std::time::{Duration, Instant};
 
+use kinet_core::message::{ContentPart, ImagePart};
 use kinet_core::provider::{
     AnthropicConfig, AnthropicProvider, HttpSettings, OpenAiConfig, OpenAiProvider,
     OpenAiResponsesProvider, WireFormat, decode_recorded,
 };
-use kinet_core::{Agent, AgentError, Conversation, Message, RunOutcome, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
-use kinet_core::message::{ContentPart, ImagePart};
 use kinet_core::provider::{ProviderError, StopReason, StreamEvent};
+use kinet_core::{
+    Agent, AgentError, Conversation, Message, RunOutcome, RunStop, Tool, ToolCtx, ToolError,
+    ToolOutput,
+};
 use mock_server::{MockServer, Reply, fixture_path};
 use serde_json::{Value, json};
 

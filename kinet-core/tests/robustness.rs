@@ -10,14 +10,17 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
-use kinet_core::tool::{CancellationToken, ToolErrorKind};
-use kinet_core::provider::{ChatRequest, StopReason};
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
-use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_core::hook::Hook;
-use kinet_core::event::HookError;
+use kinet_core::hook::HookError;
 use kinet_core::message::ToolCall;
+use kinet_core::provider::{ChatRequest, StopReason};
+use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::tool::{CancellationToken, ToolErrorKind};
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, RunStop, Tool, ToolCtx,
+    ToolError, ToolOutput,
+};
 use serde_json::json;
 
 struct PanickyHook;

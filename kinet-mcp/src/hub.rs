@@ -4,64 +4,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::{FutureExt, StreamExt};
-use kinet_core::tool::{DynTool, PreparedCall, ToolErrorKind, ToolSource};
-use kinet_core::{ToolCtx, ToolError, ToolOutput};
-use rmcp::ServiceError;
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
-    ServerResult,
-};
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
-use serde_json::{Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kinet_core::confirm::ApprovalPolicy;
+use kinet_core::message::ToolCall;
+use kinet_core::pipeline::{CallRecord, Pipeline};
+use kinet_core::tool::{DynTool, ToolSource};
+use kinet_core::{ToolCtx, ToolError, ToolOutput, Toolset};
+use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigSource, Discovered, ServerConfig};
-use crate::content::{normalize_result, normalize_schema};
+use crate::content::normalize_schema;
 use crate::naming::assign_names;
-use crate::server::{ServerSlot, ServerState, supervise};
-
-/// Hub-wide settings. Every field documents its default; a server's own
-/// `startup_timeout` / `tool_timeout` win over these.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubSettings {
-    /// How long `initialize` may take. Default 30 s.
-    pub startup_timeout: Duration,
-    /// How long one `tools/call` may take. Default 120 s.
-    pub tool_timeout: Duration,
-    /// Consecutive restarts after a dropped connection before the server is
-    /// marked failed. Default 5.
-    pub max_restarts: u32,
-    /// First restart delay, doubled per attempt. Default 250 ms.
-    pub restart_backoff: Duration,
-    /// Longest restart delay. Default 10 s.
-    pub max_restart_backoff: Duration,
-    /// The client name sent in `initialize`. Default `kinet`.
-    pub client_name: String,
-}
-
-impl Default for HubSettings {
-    fn default() -> Self {
-        Self {
-            startup_timeout: Duration::from_secs(30),
-            tool_timeout: Duration::from_secs(120),
-            max_restarts: 5,
-            restart_backoff: Duration::from_millis(250),
-            max_restart_backoff: Duration::from_secs(10),
-            client_name: "kinet".into(),
-        }
-    }
-}
-
-impl HubSettings {
-    pub(crate) fn backoff(&self, attempt: u32) -> Duration {
-        self.restart_backoff
-            .saturating_mul(1 << attempt.saturating_sub(1).min(16))
-            .min(self.max_restart_backoff)
-    }
-}
+use crate::remote_tool::{McpTool, annotations_of};
+use crate::settings::HubSettings;
+use crate::supervisor::{ServerSlot, ServerState, supervise};
 
 /// One server, as a host's "MCP" panel shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,7 +54,7 @@ impl Drop for HubInner {
         // The supervisors may never run again (the runtime may be ending):
         // stop the children now.
         for slot in &self.slots {
-            crate::server::kill_group(slot);
+            crate::supervisor::kill_group(slot);
         }
     }
 }
@@ -283,11 +243,7 @@ impl McpHub {
                     name,
                     description: tool.description.as_deref().unwrap_or_default().to_owned(),
                     parameters: normalize_schema(&tool.input_schema),
-                    read_only: tool
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.read_only_hint)
-                        .unwrap_or(false),
+                    annotations: annotations_of(&tool),
                     tool: tool.name.to_string(),
                     slot,
                     timeout,
@@ -296,32 +252,63 @@ impl McpHub {
             .collect()
     }
 
-    /// Calls a tool directly, outside an agent run.
+    /// Calls a tool directly, outside an agent run: the host's own call,
+    /// so it is not confirmed, but it runs through a [`Pipeline`] like
+    /// every call (the tool's timeout, panic guard, events). Use
+    /// [`call_with`](Self::call_with) to run it through an agent's
+    /// pipeline instead.
     pub async fn call(
         &self,
         server: &str,
         tool: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
+        let pipeline = Pipeline::new().with_policy(ApprovalPolicy::never());
+        let base = ToolCtx::new(std::env::current_dir().unwrap_or_else(|_| ".".into()));
+        self.call_with(&pipeline, &base, server, tool, arguments)
+            .await
+            .result
+    }
+
+    /// Calls a tool through `pipeline` (its policy, hooks, layers and
+    /// timeout), in a context derived from `base`.
+    pub async fn call_with(
+        &self,
+        pipeline: &Pipeline,
+        base: &ToolCtx,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> CallRecord {
         let found = self
             .named_tools()
             .into_iter()
-            .find(|t| t.slot.config.name == server && t.tool == tool)
-            .ok_or_else(|| {
-                ToolError::not_found(format!("no ready server `{server}` with a tool `{tool}`"))
-            })?;
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            other => {
-                return Err(ToolError::invalid_arguments(format!(
-                    "arguments must be a JSON object, not {other}"
-                )));
+            .find(|t| t.slot.config.name == server && t.tool == tool);
+        let mut tools = Toolset::new();
+        let name = match found {
+            Some(found) => {
+                let name = found.name.clone();
+                tools.add_dyn(found);
+                name
             }
+            // The pipeline reports the unknown tool.
+            None => format!("mcp__{server}__{tool}"),
         };
-        found.invoke(arguments, &ToolCtx::new(".")).await
+        let arguments = match arguments {
+            Value::Null => "{}".to_owned(),
+            other => other.to_string(),
+        };
+        let call = ToolCall {
+            id: format!("host-{}", HOST_CALLS.fetch_add(1, Ordering::Relaxed)),
+            name,
+            arguments,
+        };
+        pipeline.call(&*tools.snapshot().await, call, base).await
     }
 }
+
+/// Numbers the host's direct calls.
+static HOST_CALLS: AtomicU64 = AtomicU64::new(1);
 
 #[async_trait]
 impl ToolSource for McpHub {
@@ -336,188 +323,4 @@ impl ToolSource for McpHub {
             .map(|tool| tool as Arc<dyn DynTool>)
             .collect()
     }
-}
-
-/// One MCP tool as a kinet tool.
-pub(crate) struct McpTool {
-    name: String,
-    description: String,
-    parameters: Value,
-    read_only: bool,
-    tool: String,
-    slot: Arc<ServerSlot>,
-    timeout: Duration,
-}
-
-impl McpTool {
-    async fn invoke(
-        &self,
-        arguments: Map<String, Value>,
-        ctx: &ToolCtx,
-    ) -> Result<ToolOutput, ToolError> {
-        let server = &self.slot.config.name;
-        let Some(connection) = self.slot.connection() else {
-            return Err(ToolError::failed(format!(
-                "the MCP server `{server}` is not connected ({:?}); try again later",
-                self.slot.state()
-            )));
-        };
-        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
-        // The timeout is enforced here (rmcp's own timeout option costs a
-        // watcher per request); on timeout the server is told to cancel.
-        let options = PeerRequestOptions::no_options();
-        let deadline = tokio::time::sleep(self.timeout);
-        let handle = connection
-            .peer
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-                options,
-            )
-            .await
-            .map_err(|e| call_error(server, &self.tool, e, self.timeout))?;
-        let id = handle.id.clone();
-        let peer = handle.peer.clone();
-        let mut progress = connection
-            .handler
-            .progress
-            .subscribe(handle.progress_token.clone())
-            .await;
-        let mut response = std::pin::pin!(handle.await_response());
-        let mut deadline = std::pin::pin!(deadline);
-        let result = loop {
-            tokio::select! {
-                biased;
-                result = &mut response => break result,
-                _ = &mut deadline => {
-                    tell_cancelled(&peer, id, "timed out").await;
-                    break Err(ServiceError::Timeout { timeout: self.timeout });
-                }
-                _ = ctx.cancellation().cancelled() => {
-                    tell_cancelled(&peer, id, "cancelled by the client").await;
-                    return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
-                }
-                update = progress.next() => if let Some(update) = update {
-                    report_progress(ctx, update);
-                },
-            }
-        };
-        // Progress sent just before the result may still be on its way
-        // through the notification handler.
-        tokio::task::yield_now().await;
-        while let Some(Some(update)) = progress.next().now_or_never() {
-            report_progress(ctx, update);
-        }
-        match result {
-            Ok(ServerResult::CallToolResult(result)) => normalize_result(server, result),
-            Ok(_) => Err(ToolError::failed(format!(
-                "the MCP server `{server}` answered tools/call with something else"
-            ))),
-            Err(error) => Err(call_error(server, &self.tool, error, self.timeout)),
-        }
-    }
-}
-
-fn report_progress(ctx: &ToolCtx, update: rmcp::model::ProgressNotificationParam) {
-    let mut line = match update.total {
-        Some(total) => format!("progress {}/{}", update.progress, total),
-        None => format!("progress {}", update.progress),
-    };
-    if let Some(message) = update.message {
-        line.push_str(&format!(": {message}"));
-    }
-    ctx.progress(format!("{line}\n"));
-}
-
-fn call_error(server: &str, tool: &str, error: ServiceError, timeout: Duration) -> ToolError {
-    match error {
-        ServiceError::Timeout { .. } => ToolError::new(
-            ToolErrorKind::Timeout,
-            format!(
-                "the MCP tool `{tool}` on `{server}` did not answer within {:.0} s",
-                timeout.as_secs_f64()
-            ),
-        ),
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-            ToolError::failed(format!(
-                "the MCP server `{server}` closed the connection during the call; it is being restarted, try the call again"
-            ))
-        }
-        ServiceError::McpError(error) => ToolError::failed(format!(
-            "the MCP server `{server}` rejected the call to `{tool}`: {} (code {})",
-            error.message, error.code.0
-        )),
-        other => ToolError::failed(format!("calling `{tool}` on `{server}` failed: {other}")),
-    }
-}
-
-impl DynTool for McpTool {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn parameters(&self) -> Value {
-        self.parameters.clone()
-    }
-
-    fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {
-        let arguments = if arguments.trim().is_empty() {
-            Map::new()
-        } else {
-            match serde_json::from_str::<Value>(arguments) {
-                Ok(Value::Object(map)) => map,
-                Ok(other) => {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "arguments for `{}` must be a JSON object, not {other}",
-                        self.name
-                    )));
-                }
-                Err(error) => {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "invalid arguments for tool `{}`: {error}. Call it again with a JSON object that matches its schema.",
-                        self.name
-                    )));
-                }
-            }
-        };
-        Ok(Box::new(McpCall {
-            tool: self,
-            arguments,
-        }))
-    }
-}
-
-struct McpCall {
-    tool: Arc<McpTool>,
-    arguments: Map<String, Value>,
-}
-
-#[async_trait]
-impl PreparedCall for McpCall {
-    fn read_only(&self) -> bool {
-        self.tool.read_only
-    }
-
-    async fn confirm_summary(&self, _ctx: &ToolCtx) -> Option<String> {
-        Some(format!(
-            "MCP server `{}`, tool `{}`:\n{}",
-            self.tool.slot.config.name,
-            self.tool.tool,
-            serde_json::to_string_pretty(&self.arguments).unwrap_or_default()
-        ))
-    }
-
-    async fn call(self: Box<Self>, ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
-        self.tool.invoke(self.arguments, &ctx).await
-    }
-}
-
-/// Tells the server a request is cancelled, waiting at most a second: a
-/// server that does not read its input must not hold the call up.
-async fn tell_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
-    let notice = CancelledNotificationParam::new(Some(id), Some(reason.into()));
-    let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(notice)).await;
 }

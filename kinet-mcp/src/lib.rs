@@ -18,14 +18,17 @@ mod config;
 mod content;
 mod hub;
 mod naming;
-mod serve;
+mod remote_tool;
 mod server;
+mod settings;
+mod supervisor;
 
 pub use config::{
     ConfigSource, Discovered, Discovery, ServerConfig, ServerTransport, SourceProblem,
 };
-pub use hub::{HubSettings, McpHub, ServerStatus};
+pub use hub::{McpHub, ServerStatus};
 pub use kinet_core;
 pub use naming::{MAX_TOOL_NAME, qualified_tool_name};
-pub use serve::{HttpServerHandle, McpServer, McpServerBuilder, ServeError};
-pub use server::ServerState;
+pub use server::{HttpServerHandle, McpServer, McpServerBuilder, ServeError};
+pub use settings::HubSettings;
+pub use supervisor::ServerState;

@@ -1,429 +1,616 @@
-//! One configured server: connecting, listing tools, supervising the
-//! connection and restarting it when it drops.
+//! `McpServer`: a kinet agent (and chosen tools) served over MCP.
 
-use std::collections::{HashMap, VecDeque};
-use std::process::Stdio;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use process_wrap::tokio::CommandWrap;
-#[cfg(unix)]
-use process_wrap::tokio::ProcessGroup;
-use rmcp::handler::client::progress::ProgressDispatcher;
-use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
+use futures::StreamExt;
+use kinet_core::confirm::{ConfirmError, ConfirmRequest};
+use kinet_core::message::{ContentPart, ToolCall};
+use kinet_core::pipeline::Pipeline;
+use kinet_core::tool::{DynTool, ToolSnapshot};
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, Conversation, Message,
+    RunStop, Tool, Toolset,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::{Notify, watch};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Map, Value, json};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ServerConfig, ServerTransport};
-use crate::hub::HubSettings;
-
-/// Where a server stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerState {
-    /// Connecting for the first time.
-    Starting,
-    /// Connected; its tools are offered.
-    Ready,
-    /// The connection dropped and is being re-established.
-    Restarting {
-        /// Reconnection attempt, from 1.
-        attempt: u32,
-        /// Why the connection dropped.
-        reason: String,
-    },
-    /// It could not be started (or restarted); the reason includes the tail
-    /// of its stderr for stdio servers.
-    Failed {
-        /// What went wrong.
-        reason: String,
-    },
-    /// Disabled in its configuration.
-    Disabled,
-    /// The hub was shut down.
-    Stopped,
+/// Serving failed to start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Binding to anything but loopback needs a bearer token.
+    #[error(
+        "binding to {0} exposes the agent to the network: set a bearer token, or bind to 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+    /// The socket could not be bound, or the transport failed.
+    #[error("cannot serve: {0}")]
+    Io(String),
 }
 
-impl ServerState {
-    /// Still on its way to `Ready` or `Failed`.
-    pub fn is_settling(&self) -> bool {
-        matches!(self, Self::Starting | Self::Restarting { .. })
+struct Shared {
+    agent: Agent,
+    tools: Arc<ToolSnapshot>,
+    pipeline: Pipeline,
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    runs: Arc<Semaphore>,
+    max_runs: usize,
+    name: String,
+    calls: AtomicU64,
+}
+
+/// Builds an [`McpServer`]. Every setter documents its default.
+pub struct McpServerBuilder {
+    agent: Agent,
+    tools: Toolset,
+    max_runs: usize,
+    name: String,
+    cwd: Option<PathBuf>,
+    roots: Vec<PathBuf>,
+    policy: ApprovalPolicy,
+    tool_timeout: Option<Duration>,
+}
+
+impl McpServerBuilder {
+    /// Also serves this tool directly: its schema and annotations become
+    /// the MCP tool's, and clients' calls run through the agent's pipeline
+    /// (its hooks and layers) with this server's working directory, roots,
+    /// policy and timeout. Default: only `agent` and `reply`.
+    pub fn expose_tool(mut self, tool: impl Tool) -> Self {
+        self.tools.add(tool);
+        self
+    }
+
+    /// Serves a tool in its dynamic form.
+    pub fn expose_dyn(mut self, tool: Arc<dyn DynTool>) -> Self {
+        self.tools.add_dyn(tool);
+        self
+    }
+
+    /// The working directory served tools resolve paths against. Default:
+    /// the process's current directory.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Adds a root served tools are confined to (relative roots are taken
+    /// from the working directory). Default: the working directory alone;
+    /// paths outside the roots are refused.
+    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.roots.push(root.into());
+        self
+    }
+
+    /// Which client calls of served tools run: calls that are not mutating
+    /// always run (unless a rule denies them); mutating ones are asked
+    /// about (through MCP elicitation when the client supports it,
+    /// otherwise the agent's confirmation handler), run, or are refused as
+    /// the policy says. Default: [`ApprovalPolicy::deny_all`] — clients
+    /// change nothing through served tools.
+    pub fn tool_policy(mut self, policy: ApprovalPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A time limit for each call of a served tool. Default: the agent's
+    /// tool timeout (and each tool's own).
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = Some(timeout);
+        self
+    }
+
+    /// How many agent runs may be in progress at once (over all sessions);
+    /// more get a "busy" error. Default 4.
+    pub fn max_concurrent_runs(mut self, runs: usize) -> Self {
+        self.max_runs = runs.max(1);
+        self
+    }
+
+    /// The server name clients see. Default `kinet`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Finishes the server.
+    pub fn build(self) -> McpServer {
+        let cwd = self
+            .cwd
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let roots = if self.roots.is_empty() {
+            vec![cwd.clone()]
+        } else {
+            self.roots.iter().map(|root| cwd.join(root)).collect()
+        };
+        let mut pipeline = self.agent.pipeline().clone().with_policy(self.policy);
+        if let Some(timeout) = self.tool_timeout {
+            pipeline = pipeline.with_tool_timeout(Some(timeout));
+        }
+        McpServer {
+            shared: Arc::new(Shared {
+                tools: Arc::new(self.tools.static_tools().clone()),
+                agent: self.agent,
+                pipeline,
+                cwd,
+                roots,
+                runs: Arc::new(Semaphore::new(self.max_runs)),
+                max_runs: self.max_runs,
+                name: self.name,
+                calls: AtomicU64::new(1),
+            }),
+        }
     }
 }
 
-/// The client side of one connection: progress routing and list-changed
-/// notifications.
-#[derive(Clone, Default)]
-pub(crate) struct Handler {
-    pub(crate) progress: ProgressDispatcher,
-    tools_changed: Arc<Notify>,
-    client_name: Arc<str>,
-}
-
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        // No sampling, elicitation or roots: kinet does not implement them,
-        // and servers change their tools when a client claims them.
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(self.client_name.to_string(), env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tools_changed.notify_one();
-    }
-
-    async fn on_progress(
-        &self,
-        params: rmcp::model::ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        self.progress.handle_notification(params).await;
-    }
-}
-
-/// A live connection.
+/// Serves a kinet agent over MCP: an `agent` tool (a prompt, optionally a
+/// conversation id to continue and a working directory) that runs the agent
+/// to completion and returns its answer and a conversation id, a `reply`
+/// tool to continue a conversation, and optionally the host's own tools.
+/// Tool calls of a run are reported as progress notifications; a client's
+/// `notifications/cancelled` cancels the run. Each session has its own
+/// conversations.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), kinet_mcp::ServeError> {
+/// use kinet_core::Agent;
+/// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+/// use kinet_mcp::McpServer;
+///
+/// let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("hi")])).build();
+/// let server = McpServer::builder(agent).build();
+/// let handle = server.serve_http("127.0.0.1:0".parse().unwrap(), None).await?;
+/// println!("serving on http://{}/mcp", handle.local_addr());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
-pub(crate) struct Connection {
-    pub(crate) peer: Peer<RoleClient>,
-    pub(crate) handler: Handler,
+pub struct McpServer {
+    shared: Arc<Shared>,
 }
 
-/// Shared state of one server, read by tools and the status API.
-pub(crate) struct ServerSlot {
-    pub(crate) config: ServerConfig,
-    pub(crate) state: Mutex<ServerState>,
-    pub(crate) tools: Mutex<Vec<Tool>>,
-    pub(crate) connection: Mutex<Option<Connection>>,
-    pub(crate) pid: Mutex<Option<u32>>,
-    pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
-}
-
-const STDERR_LINES: usize = 50;
-
-/// Longest stderr line kept, in characters.
-const STDERR_LINE_CHARS: usize = 1000;
-
-/// A connection up this long resets the restart budget.
-const STABLE_AFTER: Duration = Duration::from_secs(30);
-
-impl ServerSlot {
-    pub(crate) fn new(config: ServerConfig) -> Self {
-        let state = if config.enabled {
-            ServerState::Starting
-        } else {
-            ServerState::Disabled
-        };
-        Self {
-            config,
-            state: Mutex::new(state),
-            tools: Mutex::new(Vec::new()),
-            connection: Mutex::new(None),
-            pid: Mutex::new(None),
-            stderr: Arc::new(Mutex::new(VecDeque::new())),
-        }
-    }
-
-    pub(crate) fn state(&self) -> ServerState {
-        self.state
-            .lock()
-            .map(|s| s.clone())
-            .unwrap_or(ServerState::Failed {
-                reason: "state lock poisoned".into(),
-            })
-    }
-
-    pub(crate) fn connection(&self) -> Option<Connection> {
-        self.connection.lock().ok().and_then(|c| c.clone())
-    }
-
-    fn stderr_tail(&self, lines: usize) -> String {
-        let tail = self.stderr.lock().map(|t| t.clone()).unwrap_or_default();
-        let skip = tail.len().saturating_sub(lines);
-        tail.into_iter().skip(skip).collect::<Vec<_>>().join("\n")
-    }
-
-    fn with_stderr(&self, reason: String) -> String {
-        let tail = self.stderr_tail(10);
-        if tail.is_empty() {
-            reason
-        } else {
-            format!("{reason}; stderr ends with:\n{tail}")
-        }
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
-/// Watches one server for the hub's lifetime.
-pub(crate) async fn supervise(
-    slot: Arc<ServerSlot>,
-    settings: HubSettings,
-    changed: watch::Sender<u64>,
+/// A running HTTP server.
+#[derive(Debug)]
+pub struct HttpServerHandle {
+    local_addr: SocketAddr,
     shutdown: CancellationToken,
-) {
-    let bump = || changed.send_modify(|generation| *generation += 1);
-    let set_state = |state: ServerState| {
-        if let Ok(mut current) = slot.state.lock() {
-            *current = state;
-        }
-        bump();
-    };
-    let startup_timeout = slot
-        .config
-        .startup_timeout
-        .unwrap_or(settings.startup_timeout);
-    let mut failures: u32 = 0;
-    let mut was_ready = false;
-    loop {
-        let attempt = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            attempt = tokio::time::timeout(startup_timeout, connect(&slot, &settings)) => attempt,
-        };
-        let (service, handler) = match attempt {
-            Ok(Ok(connected)) => connected,
-            failed => {
-                let reason = match failed {
-                    Ok(Err(reason)) => reason,
-                    _ => format!(
-                        "it did not finish starting within {:.1} s",
-                        startup_timeout.as_secs_f64()
-                    ),
-                };
-                // Let the stderr reader catch the child's last words.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                kill_group(&slot);
-                if !was_ready || failures >= settings.max_restarts {
-                    set_state(ServerState::Failed {
-                        reason: slot.with_stderr(reason),
-                    });
-                    return;
-                }
-                failures += 1;
-                set_state(ServerState::Restarting {
-                    attempt: failures,
-                    reason,
-                });
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(settings.backoff(failures)) => continue,
-                }
-            }
-        };
-        let peer = service.peer().clone();
-        let connection = Connection {
-            peer: peer.clone(),
-            handler: handler.clone(),
-        };
-        let listed = match tokio::time::timeout(startup_timeout, list_tools(&peer)).await {
-            Ok(listed) => listed,
-            Err(_) => Err(format!(
-                "it did not answer tools/list within {:.1} s",
-                startup_timeout.as_secs_f64()
-            )),
-        };
-        match listed {
-            Ok(tools) => {
-                if let Ok(mut slot_tools) = slot.tools.lock() {
-                    *slot_tools = tools;
-                }
-            }
-            Err(reason) => {
-                let _ = service.cancel().await;
-                kill_group(&slot);
-                set_state(ServerState::Failed {
-                    reason: slot.with_stderr(format!("tools/list failed: {reason}")),
-                });
-                return;
-            }
-        }
-        if let Ok(mut current) = slot.connection.lock() {
-            *current = Some(connection);
-        }
-        was_ready = true;
-        let connected_at = tokio::time::Instant::now();
-        set_state(ServerState::Ready);
-
-        // Connected: refresh on list_changed until the connection drops or
-        // the hub shuts down.
-        let cancel = service.cancellation_token();
-        let mut waiting = std::pin::pin!(service.waiting());
-        let reason = loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => {
-                    cancel.cancel();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
-                    kill_group(&slot);
-                    set_state(ServerState::Stopped);
-                    if let Ok(mut current) = slot.connection.lock() {
-                        *current = None;
-                    }
-                    return;
-                }
-                _ = handler.tools_changed.notified() => {
-                    let refreshed = tokio::time::timeout(startup_timeout, list_tools(&peer)).await;
-                    if let Ok(Ok(tools)) = refreshed
-                        && let Ok(mut slot_tools) = slot.tools.lock()
-                    {
-                        *slot_tools = tools;
-                    }
-                    bump();
-                }
-                quit = &mut waiting => break format!("the connection closed ({quit:?})"),
-            }
-        };
-        if let Ok(mut current) = slot.connection.lock() {
-            *current = None;
-        }
-        kill_group(&slot);
-        // A connection that lasted a while earns a fresh restart budget; one
-        // that dies right after starting does not (no endless crash loop).
-        if connected_at.elapsed() >= STABLE_AFTER {
-            failures = 0;
-        }
-        failures += 1;
-        if failures > settings.max_restarts {
-            set_state(ServerState::Failed {
-                reason: slot.with_stderr(format!(
-                    "{reason}; gave up after {} restarts",
-                    settings.max_restarts
-                )),
-            });
-            return;
-        }
-        set_state(ServerState::Restarting {
-            attempt: failures,
-            reason: slot.with_stderr(reason),
-        });
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(settings.backoff(failures)) => {}
-        }
-    }
-    kill_group(&slot);
-    set_state(ServerState::Stopped);
+    task: tokio::task::JoinHandle<()>,
 }
 
-type Connected = (RunningService<RoleClient, Handler>, Handler);
+impl HttpServerHandle {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
 
-/// Starts the transport and runs `initialize`.
-async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected, String> {
-    let handler = Handler {
-        client_name: Arc::from(settings.client_name.as_str()),
-        ..Handler::default()
-    };
-    match &slot.config.transport {
-        ServerTransport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
-            if let Some(cwd) = cwd {
-                cmd.current_dir(cwd);
-            }
-            #[allow(unused_mut)]
-            let mut wrap = CommandWrap::from(cmd);
-            #[cfg(unix)]
-            wrap.wrap(ProcessGroup::leader());
-            let (transport, stderr) = TokioChildProcess::builder(wrap)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-            if let Ok(mut pid) = slot.pid.lock() {
-                *pid = transport.id();
-            }
-            if let Ok(mut tail) = slot.stderr.lock() {
-                tail.clear();
-            }
-            if let Some(stderr) = stderr {
-                let tail = Arc::clone(&slot.stderr);
-                let name = slot.config.name.clone();
-                tokio::spawn(async move {
-                    let mut lines = BufReader::new(stderr).lines();
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        tracing::debug!(server = %name, "{line}");
-                        if let Ok(mut tail) = tail.lock() {
-                            if tail.len() == STDERR_LINES {
-                                tail.pop_front();
-                            }
-                            tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
-                        }
-                    }
-                });
-            }
-            let service = handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
-            Ok((service, handler))
-        }
-        ServerTransport::Http {
-            url,
-            headers,
-            bearer_token,
-        } => {
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let name = http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("invalid header name `{name}`"))?;
-                let value = http::HeaderValue::from_str(value)
-                    .map_err(|_| format!("invalid value for header `{name}`"))?;
-                custom.insert(name, value);
-            }
-            let mut config =
-                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
-            if let Some(token) = bearer_token {
-                config = config.auth_header(token.clone());
-            }
-            let transport = StreamableHttpClientTransport::from_config(config);
-            let service = handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed at {url}: {e}"))?;
-            Ok((service, handler))
-        }
+    /// Stops accepting and ends the sessions.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
     }
 }
 
-/// `tools/list`, following cursors (at most 100 pages).
-pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
-    let mut tools = Vec::new();
-    let mut cursor = None;
-    for _ in 0..100 {
-        let page = peer
-            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+impl McpServer {
+    /// Starts building a server for `agent`.
+    pub fn builder(agent: Agent) -> McpServerBuilder {
+        McpServerBuilder {
+            agent,
+            tools: Toolset::new(),
+            max_runs: 4,
+            name: "kinet".into(),
+            cwd: None,
+            roots: Vec::new(),
+            policy: ApprovalPolicy::deny_all(),
+            tool_timeout: None,
+        }
+    }
+
+    fn session(&self) -> Session {
+        Session {
+            shared: Arc::clone(&self.shared),
+            conversations: Arc::new(Mutex::new(HashMap::new())),
+            counter: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Serves one client on stdin/stdout until it disconnects.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        let service = self
+            .session()
+            .serve(rmcp::transport::stdio())
             .await
-            .map_err(|e| e.to_string())?;
-        tools.extend(page.tools);
-        cursor = page.next_cursor;
-        if cursor.is_none() {
-            break;
-        }
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        Ok(())
     }
-    Ok(tools)
+
+    /// Serves streamable HTTP at `http://<addr>/mcp`, each client session
+    /// with its own conversations. Binding to anything but loopback
+    /// requires `bearer_token`; when a token is set, requests without it
+    /// (or with another) get 401.
+    pub async fn serve_http(
+        &self,
+        addr: SocketAddr,
+        bearer_token: Option<String>,
+    ) -> Result<HttpServerHandle, ServeError> {
+        if !addr.ip().is_loopback() && bearer_token.is_none() {
+            return Err(ServeError::TokenRequired(addr));
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        let shutdown = CancellationToken::new();
+        let mut config = StreamableHttpServerConfig::default();
+        config.cancellation_token = shutdown.child_token();
+        if !addr.ip().is_loopback() {
+            // Reachable under any name; the bearer token guards it.
+            config = config.disable_allowed_hosts();
+        }
+        let server = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(server.session()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let token = bearer_token.map(Arc::<str>::from);
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(
+                    move |request: axum::extract::Request, next: axum::middleware::Next| {
+                        let token = token.clone();
+                        async move {
+                            if let Some(token) = token {
+                                let given = request
+                                    .headers()
+                                    .get(http::header::AUTHORIZATION)
+                                    .and_then(|v| v.to_str().ok())
+                                    .and_then(|v| v.strip_prefix("Bearer "));
+                                if given != Some(&*token) {
+                                    return axum::response::IntoResponse::into_response((
+                                        http::StatusCode::UNAUTHORIZED,
+                                        [(http::header::WWW_AUTHENTICATE, "Bearer")],
+                                        "a valid bearer token is required",
+                                    ));
+                                }
+                            }
+                            next.run(request).await
+                        }
+                    },
+                ));
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(HttpServerHandle {
+            local_addr,
+            shutdown,
+            task,
+        })
+    }
 }
 
-/// Kills a stdio server's whole process group.
-pub(crate) fn kill_group(slot: &ServerSlot) {
-    let pid = slot.pid.lock().ok().and_then(|mut pid| pid.take());
-    #[cfg(unix)]
-    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+/// One client session.
+#[derive(Clone)]
+struct Session {
+    shared: Arc<Shared>,
+    conversations: Arc<Mutex<HashMap<String, Conversation>>>,
+    counter: Arc<AtomicU64>,
+}
+
+fn schema(value: Value) -> Arc<Map<String, Value>> {
+    Arc::new(value.as_object().cloned().unwrap_or_default())
+}
+
+fn error_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text.into())])
+}
+
+impl Session {
+    fn tool_list(&self) -> Vec<rmcp::model::Tool> {
+        let mut tools = vec![
+            rmcp::model::Tool::new(
+                "agent",
+                format!(
+                    "Runs the {} agent on a task and returns its answer and a conversation_id; \
+                     pass conversation_id to continue an earlier conversation.",
+                    self.shared.name
+                ),
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "prompt": {"type": "string", "description": "The task or question."},
+                        "conversation_id": {"type": "string", "description": "Continue this conversation."},
+                        "cwd": {"type": "string", "description": "Working directory for this run."}
+                    },
+                    "required": ["prompt"]
+                })),
+            ),
+            rmcp::model::Tool::new(
+                "reply",
+                "Continues a conversation started with `agent`.",
+                schema(json!({
+                    "type": "object",
+                    "properties": {
+                        "conversation_id": {"type": "string"},
+                        "prompt": {"type": "string"}
+                    },
+                    "required": ["conversation_id", "prompt"]
+                })),
+            ),
+        ];
+        for name in self.shared.tools.names() {
+            let Some(tool) = self.shared.tools.get(name) else {
+                continue;
+            };
+            let hints = tool.annotations();
+            tools.push(
+                rmcp::model::Tool::new(
+                    tool.name().to_owned(),
+                    tool.description().to_owned(),
+                    schema(tool.parameters()),
+                )
+                .annotate(
+                    ToolAnnotations::new()
+                        .read_only(hints.read_only)
+                        .destructive(hints.destructive)
+                        .idempotent(hints.idempotent)
+                        .open_world(hints.open_world),
+                ),
+            );
+        }
+        tools
     }
-    #[cfg(not(unix))]
-    let _ = pid;
+
+    async fn run_agent(
+        &self,
+        arguments: &Map<String, Value>,
+        continuing: bool,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let Some(prompt) = text("prompt").filter(|p| !p.trim().is_empty()) else {
+            return error_result("`prompt` is required");
+        };
+        let id = text("conversation_id");
+        if continuing && id.is_none() {
+            return error_result("`conversation_id` is required");
+        }
+        let Ok(_permit) = Arc::clone(&self.shared.runs).try_acquire_owned() else {
+            return error_result(format!(
+                "busy: {} agent runs are in progress; try again shortly",
+                self.shared.max_runs
+            ));
+        };
+        let (id, mut conversation) = match id {
+            Some(id) => {
+                let stored = self
+                    .conversations
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.get(&id).cloned());
+                match stored {
+                    Some(conversation) => (id, conversation),
+                    None => return error_result(format!("no conversation `{id}` in this session")),
+                }
+            }
+            None => (
+                format!("conv-{}", self.counter.fetch_add(1, Ordering::Relaxed)),
+                Conversation::new(),
+            ),
+        };
+        conversation.push_user(prompt);
+        let mut agent = match text("cwd") {
+            Some(cwd) => self.shared.agent.with_cwd(PathBuf::from(cwd)),
+            None => self.shared.agent.clone(),
+        };
+        // Confirmations go to the client's user when the client can ask them;
+        // otherwise the agent's own handler and policy decide.
+        if client_elicits(context) {
+            agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm {
+                peer: context.peer.clone(),
+            }));
+        }
+        let progress_token = context.meta.get_progress_token();
+        let mut run = agent.run_with_cancellation(conversation, context.ct.clone());
+        let mut step = 0.0;
+        while let Some(event) = run.next().await {
+            if let (
+                Some(token),
+                AgentEvent::ToolCallStarted {
+                    name, arguments, ..
+                },
+            ) = (&progress_token, &event)
+            {
+                step += 1.0;
+                let _ = context
+                    .peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(token.clone(), step)
+                            .with_message(format!("calling {name} {arguments}")),
+                    )
+                    .await;
+            }
+        }
+        let outcome = run.finish().await;
+        let answer = outcome.final_text().unwrap_or_default();
+        let stop = outcome.stop.clone();
+        if let Ok(mut conversations) = self.conversations.lock() {
+            conversations.insert(id.clone(), outcome.conversation);
+        }
+        match stop {
+            RunStop::Completed | RunStop::MaxTurns => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text(answer)]);
+                result.structured_content = Some(json!({"conversation_id": id}));
+                result
+            }
+            RunStop::Cancelled => error_result("the run was cancelled"),
+            other => error_result(format!("the run failed: {other:?}")),
+        }
+    }
+
+    /// Runs a client's call of a served tool through the pipeline, in the
+    /// server's working directory and roots.
+    async fn call_exposed(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let shared = &self.shared;
+        let mut base = shared
+            .agent
+            .tool_context(context.ct.clone())
+            .with_cwd(shared.cwd.clone())
+            .with_roots(shared.roots.clone());
+        if client_elicits(context) {
+            base = base.with_confirm_handler(
+                Arc::new(ElicitingConfirm {
+                    peer: context.peer.clone(),
+                }),
+                shared.pipeline.policy().timeout(),
+            );
+        }
+        let call = ToolCall {
+            id: format!("mcp-{}", shared.calls.fetch_add(1, Ordering::Relaxed)),
+            name: name.to_owned(),
+            arguments: Value::Object(arguments).to_string(),
+        };
+        let record = shared.pipeline.call(&shared.tools, call, &base).await;
+        let Message::Tool { content, .. } = record.message else {
+            return error_result("the tool returned no result");
+        };
+        let blocks = content
+            .into_iter()
+            .map(|part| match part {
+                ContentPart::Image(image) => ContentBlock::image(image.data, image.media_type),
+                other => ContentBlock::text(other.as_text().unwrap_or_default().to_owned()),
+            })
+            .collect();
+        match record.result {
+            Ok(output) => {
+                let mut result = CallToolResult::success(blocks);
+                result.structured_content = output.structured;
+                result
+            }
+            Err(_) => CallToolResult::error(blocks),
+        }
+    }
+}
+
+/// Whether the client can ask its user questions (MCP elicitation).
+fn client_elicits(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
+/// Asks the MCP client's user to confirm a tool call (MCP elicitation).
+struct ElicitingConfirm {
+    peer: rmcp::service::Peer<RoleServer>,
+}
+
+#[async_trait::async_trait]
+impl ConfirmHandler for ElicitingConfirm {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let params: rmcp::model::ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form",
+            "message": format!("The agent wants to run `{}`:\n{}", request.tool, request.summary),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {"type": "boolean", "title": "Allow this call?"}
+                },
+                "required": ["approve"]
+            }
+        }))
+        .map_err(|e| ConfirmError(format!("cannot build the elicitation: {e}")))?;
+        let answer = self
+            .peer
+            .create_elicitation(params)
+            .await
+            .map_err(|e| ConfirmError(format!("the client did not answer: {e}")))?;
+        let approved = answer
+            .content
+            .as_ref()
+            .and_then(|c| c.get("approve"))
+            .and_then(Value::as_bool)
+            == Some(true);
+        Ok(match answer.action {
+            rmcp::model::ElicitationAction::Accept if approved => ConfirmDecision::Approve,
+            rmcp::model::ElicitationAction::Cancel => ConfirmDecision::Abort,
+            _ => ConfirmDecision::Deny {
+                reason: Some("declined by the user of the MCP client".into()),
+            },
+        })
+    }
+}
+
+impl ServerHandler for Session {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new(self.shared.name.clone(), env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tool_list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let arguments = request.arguments.clone().unwrap_or_default();
+        let result = match &*request.name {
+            "agent" => self.run_agent(&arguments, false, &context).await,
+            "reply" => self.run_agent(&arguments, true, &context).await,
+            name => self.call_exposed(name, arguments, &context).await,
+        };
+        Ok(rmcp::model::CallToolResponse::Complete(result))
+    }
 }

@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy};
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy};
 use kinet_mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, Provider, Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+use kinet_core::{Agent, AgentEvent, Provider, Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_mcp::{HubSettings, McpHub, McpServer, ServeError, ServerConfig, ServerState};
 use serde_json::json;
 

@@ -5,11 +5,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use kinet_core::provider::ChatRequest;
 use kinet_core::hook::Hook;
-use kinet_core::event::HookError;
-use kinet_core::{Message, ToolError, ToolOutput};
+use kinet_core::hook::HookError;
 use kinet_core::message::ToolCall;
+use kinet_core::provider::ChatRequest;
+use kinet_core::{Message, ToolError, ToolOutput};
 
 use crate::store::MemoryStore;
 

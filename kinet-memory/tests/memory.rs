@@ -10,7 +10,7 @@ use kinet_core::Agent;
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_memory::{
     BlockSpec, BlocksHook, EmbedError, Embedder, HashEmbedder, HistoryHook, MemoryConfig,
-    MemoryError, MemoryStore, MemoryPack, RecallMode, TripleQuery,
+    MemoryError, MemoryPack, MemoryStore, RecallMode, TripleQuery,
 };
 use serde_json::json;
 

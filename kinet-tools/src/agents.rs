@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{Agent, Conversation, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
-use kinet_core::tool::{SubAgentRequest, ToolErrorKind};
+use kinet_core::tool::{AgentHandle, SubAgentRequest, ToolErrorKind};
+use kinet_core::{Conversation, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
@@ -56,9 +56,7 @@ impl Tool for DispatchAgentTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(&self, args: DispatchAgentArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -180,7 +178,12 @@ impl Team {
         members.len()
     }
 
-    fn add(&self, name: String, role: String, agent: Agent) -> Result<(), ToolError> {
+    fn add(
+        &self,
+        name: String,
+        role: String,
+        agent: Arc<dyn AgentHandle>,
+    ) -> Result<(), ToolError> {
         let (inbox, mut messages) = mpsc::channel::<(String, oneshot::Sender<Reply>)>(16);
         let state = Arc::new(Mutex::new((0usize, false)));
         let stop = self
@@ -199,10 +202,7 @@ impl Team {
                     state.1 = true;
                 }
                 conversation.push_user(message);
-                let outcome = agent
-                    .run_with_cancellation(conversation.clone(), stop.child_token())
-                    .finish()
-                    .await;
+                let outcome = agent.run(conversation.clone(), stop.child_token()).await;
                 let answer = match &outcome.stop {
                     RunStop::Completed | RunStop::MaxTurns => {
                         Ok(outcome.final_text().unwrap_or_default())

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
-use kinet_core::tool::ToolErrorKind;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -68,7 +67,7 @@ async fn run_git(
     git: &str,
     dir: &Path,
     args: &[&str],
-    timeout: Duration,
+    ctx: &ToolCtx,
 ) -> Result<GitOutput, ToolError> {
     let child = tokio::process::Command::new(git)
         .args(args)
@@ -82,14 +81,10 @@ async fn run_git(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| ToolError::failed(format!("cannot run `{git}`: {e}; is git installed?")))?;
-    let output = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .map_err(|_| {
-            ToolError::new(
-                ToolErrorKind::Timeout,
-                format!("git did not finish within {} s", timeout.as_secs()),
-            )
-        })?
+    // Dropping the wait on timeout or cancellation kills git (kill_on_drop).
+    let output = ctx
+        .bounded("git", child.wait_with_output())
+        .await?
         .map_err(|e| ToolError::failed(format!("git failed: {e}")))?;
     Ok(GitOutput {
         status: output.status.code(),
@@ -111,9 +106,12 @@ impl Tool for GitDiffTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
+    }
 
+    /// The pipeline stops git after this long (60 s by default).
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
     }
 
     async fn call(&self, args: GitDiffArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -133,7 +131,7 @@ impl Tool for GitDiffTool {
             &self.git,
             &dir,
             &["rev-parse", "--is-inside-work-tree"],
-            self.timeout,
+            ctx,
         )
         .await?;
         if inside.status != Some(0) || inside.stdout.trim() != "true" {
@@ -172,7 +170,7 @@ impl Tool for GitDiffTool {
             command.push(file.display().to_string());
         }
         let refs: Vec<&str> = command.iter().map(String::as_str).collect();
-        let diff = run_git(&self.git, &dir, &refs, self.timeout).await?;
+        let diff = run_git(&self.git, &dir, &refs, ctx).await?;
         if diff.status != Some(0) {
             let message = &diff.stderr;
             if let Some(git_ref) = &args.git_ref
@@ -218,7 +216,7 @@ impl Tool for GitDiffTool {
             if let Some(file) = &file_arg {
                 status_args.push(file);
             }
-            let status = run_git(&self.git, &dir, &status_args, self.timeout).await?;
+            let status = run_git(&self.git, &dir, &status_args, ctx).await?;
             let untracked: Vec<&str> = status
                 .stdout
                 .lines()

@@ -75,7 +75,6 @@ pub mod todo;
 #[cfg(feature = "web")]
 pub mod web;
 
-
 pub use kinet_core;
 
 /// The local pack with shared state: the file tracker behind read-before-edit
@@ -84,10 +83,10 @@ pub use kinet_core;
 pub struct LocalPack {
     /// Reads and writes seen by the file tools.
     #[cfg(feature = "files")]
-    pub files: std::sync::Arc<FileTracker>,
+    pub files: std::sync::Arc<files::FileTracker>,
     /// The agent's todo list.
     #[cfg(feature = "todo")]
-    pub todos: TodoList,
+    pub todos: todo::TodoList,
 }
 
 impl LocalPack {
@@ -101,24 +100,26 @@ impl LocalPack {
         #[allow(unused_mut)]
         let mut tools = kinet_core::Toolset::new();
         #[cfg(feature = "shell")]
-        tools.add(ShellTool::default());
+        tools.add(shell::ShellTool::default());
         #[cfg(feature = "files")]
         {
-            tools.add(ReadFileTool::new(std::sync::Arc::clone(&self.files)));
-            tools.add(WriteFileTool::new(std::sync::Arc::clone(&self.files)));
-            tools.add(EditFileTool::new(std::sync::Arc::clone(&self.files)));
+            tools.add(files::ReadFileTool::new(std::sync::Arc::clone(&self.files)));
+            tools.add(files::WriteFileTool::new(std::sync::Arc::clone(
+                &self.files,
+            )));
+            tools.add(files::EditFileTool::new(std::sync::Arc::clone(&self.files)));
         }
         #[cfg(feature = "search")]
         {
-            tools.add(GrepTool::default());
-            tools.add(GlobTool::default());
+            tools.add(search::GrepTool::default());
+            tools.add(search::GlobTool::default());
         }
         #[cfg(feature = "git")]
-        tools.add(GitDiffTool::default());
+        tools.add(git::GitDiffTool::default());
         #[cfg(feature = "todo")]
-        tools.add(TodoWriteTool::new(self.todos.clone()));
+        tools.add(todo::TodoWriteTool::new(self.todos.clone()));
         #[cfg(feature = "agents")]
-        tools.add(DispatchAgentTool);
+        tools.add(agents::DispatchAgentTool);
         tools
     }
 }

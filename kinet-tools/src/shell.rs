@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -145,6 +145,13 @@ impl Tool for ShellTool {
     async fn confirm_summary(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<String> {
         let dir = ctx.resolve_path_or_cwd(args.cwd.as_deref()).ok()?;
         Some(format!("$ {}\n(in {})", args.command, dir.display()))
+    }
+
+    /// The pipeline's deadline sits just past the longest command the
+    /// tool allows, so the tool's own timeout (with the output so far)
+    /// normally comes first.
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.config.max_timeout + Duration::from_secs(2))
     }
 
     async fn call(&self, args: ShellArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::provider::ChatRequest;
 use kinet_core::hook::Hook;
-use kinet_core::event::HookError;
+use kinet_core::hook::HookError;
+use kinet_core::provider::ChatRequest;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -251,9 +251,7 @@ impl Tool for LoadSkillTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(&self, args: LoadSkillArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -102,7 +102,9 @@ impl Tool for TodoWriteTool {
     }
 
     fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::local_write().destructive(true).idempotent(true)
+        ToolAnnotations::local_write()
+            .destructive(true)
+            .idempotent(true)
     }
 
     fn mutating(&self, _: &TodoWriteArgs) -> bool {

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy, Provider, Tool, ToolCtx};
 use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
+use kinet_core::{Agent, AgentEvent, ApprovalPolicy, Provider, Tool, ToolCtx};
 use kinet_tools::*;
-use kinet_tools::{agents::*, files::*, git::*, search::*, shell::*, skills::*, todo::*};
+use kinet_tools::{agents::*, skills::*};
 use serde_json::json;
 
 #[tokio::test]

@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::{Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
-use kinet_core::tool::{EventSink, ToolErrorKind};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+use kinet_core::tool::{EventSink, ToolErrorKind};
+use kinet_core::{
+    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Tool, ToolCtx, ToolError, ToolOutput,
+};
 use kinet_tools::integrations::*;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;

@@ -7,12 +7,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kinet_core::{Agent, AgentEvent, ApprovalPolicy, TodoStatus, Tool, ToolCtx, ToolError, ToolOutput, Toolset};
-use kinet_core::tool::{DynTool, ToolErrorKind};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+use kinet_core::tool::{DynTool, ToolErrorKind};
+use kinet_core::{
+    Agent, AgentEvent, ApprovalPolicy, Tool, ToolCtx, ToolError, ToolOutput, Toolset,
+};
 use kinet_tools::*;
-use kinet_tools::{agents::*, files::*, git::*, search::*, shell::*, skills::*, todo::*};
+use kinet_tools::{files::*, git::*, search::*, shell::*, todo::*};
 use serde_json::json;
+use std::ops::Not;
 
 /// A workspace in a temp dir, and a context confined to it.
 struct Workspace {
@@ -695,8 +698,12 @@ async fn todo_write_validates_and_tells_the_host() {
     let mut run = agent.run("plan");
     let mut updates = Vec::new();
     while let Some(event) = run.next().await {
-        if let AgentEvent::TodoUpdated { todos } = event {
-            updates.push(todos);
+        if let AgentEvent::Pack(event) = event
+            && let Some(update) = event.downcast_ref::<TodoUpdated>()
+        {
+            assert_eq!(event.pack(), "todo");
+            assert_eq!(event.json()["todos"][1]["status"], "in_progress");
+            updates.push(update.todos.clone());
         }
     }
     let outcome = run.finish().await;
@@ -759,7 +766,8 @@ fn descriptions_and_schemas_are_stable() {
             Arc::clone(tool)
                 .prepare(&args.to_string())
                 .unwrap()
-                .read_only()
+                .mutating()
+                .not()
         })
         .collect();
     assert_eq!(

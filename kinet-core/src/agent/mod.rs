@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::backend::Provider;
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::data::event::RunOutcome;
@@ -23,7 +24,6 @@ use crate::engine::RunSettings;
 use crate::hook::Hook;
 use crate::layer::ToolLayer;
 use crate::pipeline::Pipeline;
-use crate::backend::Provider;
 use crate::tooldef::{DynTool, Tool};
 use crate::toolset::{ToolSource, Toolset};
 
@@ -59,9 +59,9 @@ impl AgentConfig {
             None
         } else {
             match &self.spawner {
-                SpawnerSetting::Engine => Some(Arc::new(spawner::EngineSpawner::new(Arc::clone(
-                    self,
-                )))),
+                SpawnerSetting::Engine => {
+                    Some(Arc::new(spawner::EngineSpawner::new(Arc::clone(self))))
+                }
                 SpawnerSetting::Custom(spawner) => Some(Arc::clone(spawner)),
                 SpawnerSetting::Disabled => None,
             }

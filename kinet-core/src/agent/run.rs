@@ -92,4 +92,3 @@ impl std::fmt::Debug for AgentRun {
             .finish_non_exhaustive()
     }
 }
-

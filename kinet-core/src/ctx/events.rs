@@ -62,4 +62,3 @@ impl fmt::Debug for EventSink {
             .finish()
     }
 }
-

@@ -50,4 +50,3 @@ impl fmt::Debug for Extensions {
             .finish()
     }
 }
-

@@ -82,6 +82,12 @@ impl ToolCtx {
         Arc::make_mut(&mut self.shared)
     }
 
+    /// Sets the working directory relative paths resolve against.
+    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.shared_mut().cwd = cwd.into();
+        self
+    }
+
     /// Confines file tools to these roots (empty: no confinement).
     pub fn with_roots(mut self, roots: Vec<PathBuf>) -> Self {
         self.shared_mut().roots = roots;
@@ -136,9 +142,9 @@ impl ToolCtx {
         self
     }
 
-    /// Names the call this context belongs to (the pipeline does this for
-    /// every call it runs).
-    pub(crate) fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
+    /// Names the call this context belongs to. The pipeline does this for
+    /// every call it runs; call it yourself only to test a tool alone.
+    pub fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
         Self {
             shared: Arc::clone(&self.shared),
             cancel: self.cancel.clone(),
@@ -203,9 +209,43 @@ impl ToolCtx {
         self.cancel.is_cancelled()
     }
 
-    /// When this call must be done by, if the host set a tool timeout.
+    /// When this call must be done by: the one source of a call's time
+    /// limit, set by the pipeline's [timeout layer](crate::layer::TimeoutLayer)
+    /// from the agent's tool timeout and the tool's own
+    /// [`timeout`](crate::Tool::timeout). Tools bound their own work by it
+    /// (a process, an HTTP request, a remote call), for example with
+    /// [`bounded`](Self::bounded).
     pub fn deadline(&self) -> Option<Instant> {
         self.deadline
+    }
+
+    /// Runs `work` until it finishes, the call is cancelled, or its
+    /// deadline passes; `what` names the work in the error ("git", "the
+    /// request to example.com"). Dropping `work` must stop it (a child
+    /// process spawned with `kill_on_drop`, an HTTP request).
+    pub async fn bounded<F: std::future::Future>(
+        &self,
+        what: &str,
+        work: F,
+    ) -> Result<F::Output, ToolError> {
+        let deadline = self.deadline;
+        let expired = async move {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(ToolError::cancelled(format!(
+                "{what} was stopped: the call was cancelled"
+            ))),
+            _ = expired => Err(ToolError::timeout(format!(
+                "{what} was stopped: `{}` ran out of time",
+                self.tool_name
+            ))),
+            out = work => Ok(out),
+        }
     }
 
     /// The id of the call being run.

@@ -61,7 +61,6 @@ pub trait SubAgentSpawner: Send + Sync {
     }
 }
 
-
 /// An agent a tool can run again and again (a team member), seen through a
 /// trait object so that tools need not know the agent's type.
 #[async_trait]

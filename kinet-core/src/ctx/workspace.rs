@@ -143,7 +143,10 @@ mod tests {
     fn dotdot_escape_is_refused_and_names_the_root() {
         let (_guard, root) = tempdir();
         let err = resolve(&root, std::slice::from_ref(&root), "../../etc/passwd").unwrap_err();
-        assert_eq!(err.kind(), crate::data::output::ToolErrorKind::PermissionDenied);
+        assert_eq!(
+            err.kind(),
+            crate::data::output::ToolErrorKind::PermissionDenied
+        );
         assert!(
             err.message().contains(&root.display().to_string()),
             "{}",

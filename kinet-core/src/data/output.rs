@@ -175,4 +175,3 @@ impl StdError for ToolError {
             .map(|e| e as &(dyn StdError + 'static))
     }
 }
-

@@ -134,7 +134,8 @@ impl Pipeline {
     pub fn with_tool_timeout(mut self, timeout: Option<Duration>) -> Self {
         let settings = self.settings();
         settings.tool_timeout = timeout;
-        settings.timeout = Arc::new([Arc::new(TimeoutLayer::tool_only(timeout)) as Arc<dyn ToolLayer>]);
+        settings.timeout =
+            Arc::new([Arc::new(TimeoutLayer::tool_only(timeout)) as Arc<dyn ToolLayer>]);
         self
     }
 
@@ -146,8 +147,14 @@ impl Pipeline {
 
     /// Sets the truncation of one tool, over the tool's own and the
     /// pipeline's.
-    pub fn with_truncation_for(mut self, tool: impl Into<String>, policy: TruncationPolicy) -> Self {
-        self.settings().truncation_overrides.insert(tool.into(), policy);
+    pub fn with_truncation_for(
+        mut self,
+        tool: impl Into<String>,
+        policy: TruncationPolicy,
+    ) -> Self {
+        self.settings()
+            .truncation_overrides
+            .insert(tool.into(), policy);
         self
     }
 
@@ -183,7 +190,10 @@ impl Pipeline {
             Ok(mut prepared) => {
                 let mut approvals = BTreeSet::new();
                 let gate = match self.approve(&call, &prepared, base, &mut approvals).await {
-                    Gate::Run => self.before_tool(tools, &mut call, &mut prepared, base).await,
+                    Gate::Run => {
+                        self.before_tool(tools, &mut call, &mut prepared, base)
+                            .await
+                    }
                     other => other,
                 };
                 match gate {
@@ -202,7 +212,9 @@ impl Pipeline {
             .await;
         CallRecord {
             stop: stop.or(finished.stop),
-            result: finished.result.unwrap_or_else(|| Err(not_run(&RunStop::Cancelled))),
+            result: finished
+                .result
+                .unwrap_or_else(|| Err(not_run(&RunStop::Cancelled))),
             message: finished.message,
             truncated_for_model: finished.truncated,
         }

@@ -59,7 +59,11 @@ pub(crate) struct Finished {
 impl Pipeline {
     /// Stage 1, parse: looks the tool up and parses the arguments; a
     /// panicking `prepare`, `mutating` or `scheduling` becomes an error.
-    pub(crate) fn parse(&self, tools: &ToolSnapshot, call: &ToolCall) -> Result<Prepared, ToolError> {
+    pub(crate) fn parse(
+        &self,
+        tools: &ToolSnapshot,
+        call: &ToolCall,
+    ) -> Result<Prepared, ToolError> {
         let Some(entry) = tools.entry(&call.name) else {
             let available = tools.names().collect::<Vec<_>>().join(", ");
             let message = if call.name.is_empty() {
@@ -108,7 +112,10 @@ impl Pipeline {
         approvals: &mut BTreeSet<String>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
-        match self.policy().verdict(&call.name, prepared.mutating, approved) {
+        match self
+            .policy()
+            .verdict(&call.name, prepared.mutating, approved)
+        {
             Verdict::Run => Gate::Run,
             Verdict::Deny(reason) => Gate::Refuse(ToolError::new(
                 ToolErrorKind::Denied,

@@ -12,8 +12,8 @@ use super::http::{
     typed_event,
 };
 use super::sse::SseEvent;
-use crate::data::message::{ContentPart, Message};
 use crate::backend::{Provider, ProviderStream};
+use crate::data::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The `anthropic-version` header value sent.

@@ -244,11 +244,7 @@ fn is_context_overflow(message: &str, code: &str) -> bool {
 }
 
 /// Maps an HTTP error status and body to a typed error.
-pub fn error_from_status(
-    status: u16,
-    body: &str,
-    retry_after: Option<Duration>,
-) -> ProviderError {
+pub fn error_from_status(status: u16, body: &str, retry_after: Option<Duration>) -> ProviderError {
     let (message, code) = error_details(body);
     match status {
         401 | 403 => ProviderError::Auth(format!("{message} (HTTP {status})")),

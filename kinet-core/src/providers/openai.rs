@@ -12,8 +12,8 @@ use super::http::{
     insert_sampling,
 };
 use super::sse::SseEvent;
-use crate::data::message::{ContentPart, ImagePart, Message};
 use crate::backend::{Provider, ProviderStream};
+use crate::data::message::{ContentPart, ImagePart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// Which field carries the output token limit.

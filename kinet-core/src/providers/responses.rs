@@ -11,8 +11,8 @@ use super::http::insert_sampling;
 use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream, typed_event};
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
-use crate::data::message::{ContentPart, Message};
 use crate::backend::{Provider, ProviderStream};
+use crate::data::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The OpenAI Responses provider. It shares [`OpenAiConfig`] with the Chat

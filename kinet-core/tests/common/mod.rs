@@ -7,8 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kinet_core::{AgentEvent, AgentRun, ConfirmDecision, ConfirmHandler, RunOutcome, Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
+use kinet_core::{
+    AgentEvent, AgentRun, ConfirmDecision, ConfirmHandler, RunOutcome, Tool, ToolCtx, ToolError,
+    ToolOutput,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::time::Instant;

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 

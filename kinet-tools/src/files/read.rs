@@ -113,9 +113,7 @@ impl Tool for ReadFileTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(&self, args: ReadFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::tool::CancellationToken;
 use kinet_core::ToolError;
+use kinet_core::tool::CancellationToken;
 use tokio::time::Instant;
 
 use super::common::{IntegrationError, Secret};

@@ -243,9 +243,7 @@ time zone. Use wecom_approval_detail to read a record."
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(
@@ -339,9 +337,7 @@ form fields, approval steps and comments, followed by the full record as JSON."
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(

@@ -78,9 +78,7 @@ impl Tool for GlobTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(&self, args: GlobArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -277,9 +277,7 @@ impl Tool for GrepTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only()
-
     }
 
     async fn call(&self, args: GrepArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -157,25 +157,25 @@ impl WebFetchTool {
     async fn fetch(&self, start: Url, ctx: &ToolCtx) -> Result<Fetched, ToolError> {
         let mut url = start.clone();
         for _ in 0..=self.config.max_redirects {
-            let response = tokio::select! {
-                _ = ctx.cancellation().cancelled() => {
-                    return Err(ToolError::new(ToolErrorKind::Cancelled, "the fetch was cancelled"));
-                }
-                response = self.client.get(url.clone()).send() => response,
-            }
-            .map_err(|e| {
-                if e.is_timeout() {
-                    ToolError::new(
-                        ToolErrorKind::Timeout,
-                        format!(
-                            "{url} did not answer within {} s",
-                            self.config.timeout.as_secs()
-                        ),
-                    )
-                } else {
-                    ToolError::failed(format!("cannot fetch {url}: {e}"))
-                }
-            })?;
+            let response = ctx
+                .bounded(
+                    &format!("the request to {url}"),
+                    self.client.get(url.clone()).send(),
+                )
+                .await?
+                .map_err(|e| {
+                    if e.is_timeout() {
+                        ToolError::new(
+                            ToolErrorKind::Timeout,
+                            format!(
+                                "{url} did not answer within {} s",
+                                self.config.timeout.as_secs()
+                            ),
+                        )
+                    } else {
+                        ToolError::failed(format!("cannot fetch {url}: {e}"))
+                    }
+                })?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
@@ -219,12 +219,9 @@ impl WebFetchTool {
             let mut body = Vec::new();
             let mut stream = response.bytes_stream();
             loop {
-                let chunk = tokio::select! {
-                    _ = ctx.cancellation().cancelled() => {
-                        return Err(ToolError::new(ToolErrorKind::Cancelled, "the fetch was cancelled"));
-                    }
-                    chunk = stream.next() => chunk,
-                };
+                let chunk = ctx
+                    .bounded(&format!("reading {url}"), stream.next())
+                    .await?;
                 let Some(chunk) = chunk else { break };
                 let chunk = chunk.map_err(|e| {
                     if e.is_timeout() {
@@ -289,9 +286,12 @@ impl Tool for WebFetchTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only().open_world(true)
+    }
 
+    /// The pipeline stops a fetch after this long (30 s by default).
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.config.timeout)
     }
 
     async fn call(&self, args: WebFetchArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {

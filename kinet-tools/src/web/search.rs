@@ -459,9 +459,13 @@ impl Tool for WebSearchTool {
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-
         kinet_core::ToolAnnotations::read_only().open_world(true)
+    }
 
+    /// The pipeline stops a search after this long: every backend's HTTP
+    /// client gives up after 20 s, and two backends may be tried.
+    fn timeout(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_secs(45))
     }
 
     async fn call(&self, args: WebSearchArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -475,12 +479,12 @@ impl Tool for WebSearchTool {
         }
         let mut failures = Vec::new();
         for backend in &self.backends {
-            let found = tokio::select! {
-                _ = ctx.cancellation().cancelled() => {
-                    return Err(ToolError::new(kinet_core::tool::ToolErrorKind::Cancelled, "the search was cancelled"));
-                }
-                found = backend.search(&query, self.max_results * 2) => found,
-            };
+            let found = ctx
+                .bounded(
+                    &format!("the search on {}", backend.name()),
+                    backend.search(&query, self.max_results * 2),
+                )
+                .await?;
             match found {
                 Ok(results) if !results.is_empty() => {
                     let results: Vec<SearchResult> = results

@@ -1,0 +1,241 @@
+//! One tool of an MCP server as a kinet tool: `tools/call` with the call's
+//! deadline and cancellation, progress forwarded, results normalised.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::{FutureExt, StreamExt};
+use kinet_core::tool::{DynTool, PreparedCall, ToolErrorKind};
+use kinet_core::{ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use rmcp::ServiceError;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::content::normalize_result;
+use crate::supervisor::ServerSlot;
+
+/// One MCP tool as a kinet tool.
+pub(crate) struct McpTool {
+    /// The qualified name, `mcp__<server>__<tool>`.
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) parameters: Value,
+    pub(crate) annotations: ToolAnnotations,
+    /// The tool's name on its server.
+    pub(crate) tool: String,
+    pub(crate) slot: Arc<ServerSlot>,
+    /// The server's (or the hub's) tool timeout.
+    pub(crate) timeout: Duration,
+}
+
+/// The annotations an MCP server gave a tool, with MCP's defaults for the
+/// hints it left out.
+pub(crate) fn annotations_of(tool: &rmcp::model::Tool) -> ToolAnnotations {
+    let hints = tool.annotations.as_ref();
+    let read_only = hints.and_then(|a| a.read_only_hint).unwrap_or(false);
+    let base = if read_only {
+        ToolAnnotations::read_only()
+    } else {
+        ToolAnnotations::default()
+    };
+    base.destructive(hints.and_then(|a| a.destructive_hint).unwrap_or(!read_only))
+        .idempotent(hints.and_then(|a| a.idempotent_hint).unwrap_or(read_only))
+        .open_world(hints.and_then(|a| a.open_world_hint).unwrap_or(true))
+}
+
+impl McpTool {
+    async fn invoke(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: &ToolCtx,
+    ) -> Result<ToolOutput, ToolError> {
+        let server = &self.slot.config.name;
+        let Some(connection) = self.slot.connection() else {
+            return Err(ToolError::failed(format!(
+                "the MCP server `{server}` is not connected ({:?}); try again later",
+                self.slot.state()
+            )));
+        };
+        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
+        // The call's deadline (set by the pipeline from this tool's timeout)
+        // is enforced here, so the server is told to cancel before the
+        // pipeline drops the call; rmcp's own timeout option would cost a
+        // watcher per request.
+        let options = PeerRequestOptions::no_options();
+        let limit = match ctx.deadline() {
+            Some(deadline) => deadline.saturating_duration_since(Instant::now()),
+            None => self.timeout,
+        };
+        let deadline = tokio::time::sleep(limit);
+        let handle = connection
+            .peer
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                options,
+            )
+            .await
+            .map_err(|e| call_error(server, &self.tool, e, limit))?;
+        let id = handle.id.clone();
+        let peer = handle.peer.clone();
+        let mut progress = connection
+            .handler
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let mut response = std::pin::pin!(handle.await_response());
+        let mut deadline = std::pin::pin!(deadline);
+        let result = loop {
+            tokio::select! {
+                biased;
+                result = &mut response => break result,
+                _ = &mut deadline => {
+                    tell_cancelled(&peer, id, "timed out").await;
+                    break Err(ServiceError::Timeout { timeout: limit });
+                }
+                _ = ctx.cancellation().cancelled() => {
+                    tell_cancelled(&peer, id, "cancelled by the client").await;
+                    return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
+                }
+                update = progress.next() => if let Some(update) = update {
+                    report_progress(ctx, update);
+                },
+            }
+        };
+        // Progress sent just before the result may still be on its way
+        // through the notification handler.
+        tokio::task::yield_now().await;
+        while let Some(Some(update)) = progress.next().now_or_never() {
+            report_progress(ctx, update);
+        }
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => normalize_result(server, result),
+            Ok(_) => Err(ToolError::failed(format!(
+                "the MCP server `{server}` answered tools/call with something else"
+            ))),
+            Err(error) => Err(call_error(server, &self.tool, error, limit)),
+        }
+    }
+}
+
+fn report_progress(ctx: &ToolCtx, update: rmcp::model::ProgressNotificationParam) {
+    let mut line = match update.total {
+        Some(total) => format!("progress {}/{}", update.progress, total),
+        None => format!("progress {}", update.progress),
+    };
+    if let Some(message) = update.message {
+        line.push_str(&format!(": {message}"));
+    }
+    ctx.progress(format!("{line}\n"));
+}
+
+fn call_error(server: &str, tool: &str, error: ServiceError, timeout: Duration) -> ToolError {
+    match error {
+        ServiceError::Timeout { .. } => ToolError::new(
+            ToolErrorKind::Timeout,
+            format!(
+                "the MCP tool `{tool}` on `{server}` did not answer within {:.0} s",
+                timeout.as_secs_f64()
+            ),
+        ),
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+            ToolError::unavailable(format!(
+                "the MCP server `{server}` closed the connection during the call; it is being restarted, try the call again"
+            ))
+        }
+        ServiceError::McpError(error) => ToolError::failed(format!(
+            "the MCP server `{server}` rejected the call to `{tool}`: {} (code {})",
+            error.message, error.code.0
+        )),
+        other => ToolError::failed(format!("calling `{tool}` on `{server}` failed: {other}")),
+    }
+}
+
+impl DynTool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters(&self) -> Value {
+        self.parameters.clone()
+    }
+
+    fn annotations(&self) -> ToolAnnotations {
+        self.annotations
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
+    }
+
+    fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {
+        let arguments = if arguments.trim().is_empty() {
+            Map::new()
+        } else {
+            match serde_json::from_str::<Value>(arguments) {
+                Ok(Value::Object(map)) => map,
+                Ok(other) => {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "arguments for `{}` must be a JSON object, not {other}",
+                        self.name
+                    )));
+                }
+                Err(error) => {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "invalid arguments for tool `{}`: {error}. Call it again with a JSON object that matches its schema.",
+                        self.name
+                    )));
+                }
+            }
+        };
+        Ok(Box::new(McpCall {
+            tool: self,
+            arguments,
+        }))
+    }
+}
+
+struct McpCall {
+    tool: Arc<McpTool>,
+    arguments: Map<String, Value>,
+}
+
+#[async_trait]
+impl PreparedCall for McpCall {
+    fn mutating(&self) -> bool {
+        !self.tool.annotations.read_only
+    }
+
+    fn scheduling(&self) -> kinet_core::tool::Scheduling {
+        kinet_core::tool::default_scheduling(self.tool.annotations, self.mutating())
+    }
+
+    async fn confirm_summary(&self, _ctx: &ToolCtx) -> Option<String> {
+        Some(format!(
+            "MCP server `{}`, tool `{}`:\n{}",
+            self.tool.slot.config.name,
+            self.tool.tool,
+            serde_json::to_string_pretty(&self.arguments).unwrap_or_default()
+        ))
+    }
+
+    async fn call(self: Box<Self>, ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
+        self.tool.invoke(self.arguments, &ctx).await
+    }
+}
+
+/// Tells the server a request is cancelled, waiting at most a second: a
+/// server that does not read its input must not hold the call up.
+async fn tell_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
+    let notice = CancelledNotificationParam::new(Some(id), Some(reason.into()));
+    let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(notice)).await;
+}

@@ -1,0 +1,429 @@
+//! One configured server: connecting, listing tools, supervising the
+//! connection and restarting it when it drops.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use process_wrap::tokio::CommandWrap;
+#[cfg(unix)]
+use process_wrap::tokio::ProcessGroup;
+use rmcp::handler::client::progress::ProgressDispatcher;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ServerConfig, ServerTransport};
+use crate::settings::HubSettings;
+
+/// Where a server stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    /// Connecting for the first time.
+    Starting,
+    /// Connected; its tools are offered.
+    Ready,
+    /// The connection dropped and is being re-established.
+    Restarting {
+        /// Reconnection attempt, from 1.
+        attempt: u32,
+        /// Why the connection dropped.
+        reason: String,
+    },
+    /// It could not be started (or restarted); the reason includes the tail
+    /// of its stderr for stdio servers.
+    Failed {
+        /// What went wrong.
+        reason: String,
+    },
+    /// Disabled in its configuration.
+    Disabled,
+    /// The hub was shut down.
+    Stopped,
+}
+
+impl ServerState {
+    /// Still on its way to `Ready` or `Failed`.
+    pub fn is_settling(&self) -> bool {
+        matches!(self, Self::Starting | Self::Restarting { .. })
+    }
+}
+
+/// The client side of one connection: progress routing and list-changed
+/// notifications.
+#[derive(Clone, Default)]
+pub(crate) struct Handler {
+    pub(crate) progress: ProgressDispatcher,
+    tools_changed: Arc<Notify>,
+    client_name: Arc<str>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        // No sampling, elicitation or roots: kinet does not implement them,
+        // and servers change their tools when a client claims them.
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(self.client_name.to_string(), env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
+    }
+}
+
+/// A live connection.
+#[derive(Clone)]
+pub(crate) struct Connection {
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) handler: Handler,
+}
+
+/// Shared state of one server, read by tools and the status API.
+pub(crate) struct ServerSlot {
+    pub(crate) config: ServerConfig,
+    pub(crate) state: Mutex<ServerState>,
+    pub(crate) tools: Mutex<Vec<Tool>>,
+    pub(crate) connection: Mutex<Option<Connection>>,
+    pub(crate) pid: Mutex<Option<u32>>,
+    pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+const STDERR_LINES: usize = 50;
+
+/// Longest stderr line kept, in characters.
+const STDERR_LINE_CHARS: usize = 1000;
+
+/// A connection up this long resets the restart budget.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+
+impl ServerSlot {
+    pub(crate) fn new(config: ServerConfig) -> Self {
+        let state = if config.enabled {
+            ServerState::Starting
+        } else {
+            ServerState::Disabled
+        };
+        Self {
+            config,
+            state: Mutex::new(state),
+            tools: Mutex::new(Vec::new()),
+            connection: Mutex::new(None),
+            pid: Mutex::new(None),
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
+        }
+    }
+
+    pub(crate) fn state(&self) -> ServerState {
+        self.state
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or(ServerState::Failed {
+                reason: "state lock poisoned".into(),
+            })
+    }
+
+    pub(crate) fn connection(&self) -> Option<Connection> {
+        self.connection.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn stderr_tail(&self, lines: usize) -> String {
+        let tail = self.stderr.lock().map(|t| t.clone()).unwrap_or_default();
+        let skip = tail.len().saturating_sub(lines);
+        tail.into_iter().skip(skip).collect::<Vec<_>>().join("\n")
+    }
+
+    fn with_stderr(&self, reason: String) -> String {
+        let tail = self.stderr_tail(10);
+        if tail.is_empty() {
+            reason
+        } else {
+            format!("{reason}; stderr ends with:\n{tail}")
+        }
+    }
+}
+
+/// Watches one server for the hub's lifetime.
+pub(crate) async fn supervise(
+    slot: Arc<ServerSlot>,
+    settings: HubSettings,
+    changed: watch::Sender<u64>,
+    shutdown: CancellationToken,
+) {
+    let bump = || changed.send_modify(|generation| *generation += 1);
+    let set_state = |state: ServerState| {
+        if let Ok(mut current) = slot.state.lock() {
+            *current = state;
+        }
+        bump();
+    };
+    let startup_timeout = slot
+        .config
+        .startup_timeout
+        .unwrap_or(settings.startup_timeout);
+    let mut failures: u32 = 0;
+    let mut was_ready = false;
+    loop {
+        let attempt = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            attempt = tokio::time::timeout(startup_timeout, connect(&slot, &settings)) => attempt,
+        };
+        let (service, handler) = match attempt {
+            Ok(Ok(connected)) => connected,
+            failed => {
+                let reason = match failed {
+                    Ok(Err(reason)) => reason,
+                    _ => format!(
+                        "it did not finish starting within {:.1} s",
+                        startup_timeout.as_secs_f64()
+                    ),
+                };
+                // Let the stderr reader catch the child's last words.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                kill_group(&slot);
+                if !was_ready || failures >= settings.max_restarts {
+                    set_state(ServerState::Failed {
+                        reason: slot.with_stderr(reason),
+                    });
+                    return;
+                }
+                failures += 1;
+                set_state(ServerState::Restarting {
+                    attempt: failures,
+                    reason,
+                });
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep(settings.backoff(failures)) => continue,
+                }
+            }
+        };
+        let peer = service.peer().clone();
+        let connection = Connection {
+            peer: peer.clone(),
+            handler: handler.clone(),
+        };
+        let listed = match tokio::time::timeout(startup_timeout, list_tools(&peer)).await {
+            Ok(listed) => listed,
+            Err(_) => Err(format!(
+                "it did not answer tools/list within {:.1} s",
+                startup_timeout.as_secs_f64()
+            )),
+        };
+        match listed {
+            Ok(tools) => {
+                if let Ok(mut slot_tools) = slot.tools.lock() {
+                    *slot_tools = tools;
+                }
+            }
+            Err(reason) => {
+                let _ = service.cancel().await;
+                kill_group(&slot);
+                set_state(ServerState::Failed {
+                    reason: slot.with_stderr(format!("tools/list failed: {reason}")),
+                });
+                return;
+            }
+        }
+        if let Ok(mut current) = slot.connection.lock() {
+            *current = Some(connection);
+        }
+        was_ready = true;
+        let connected_at = tokio::time::Instant::now();
+        set_state(ServerState::Ready);
+
+        // Connected: refresh on list_changed until the connection drops or
+        // the hub shuts down.
+        let cancel = service.cancellation_token();
+        let mut waiting = std::pin::pin!(service.waiting());
+        let reason = loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => {
+                    cancel.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
+                    kill_group(&slot);
+                    set_state(ServerState::Stopped);
+                    if let Ok(mut current) = slot.connection.lock() {
+                        *current = None;
+                    }
+                    return;
+                }
+                _ = handler.tools_changed.notified() => {
+                    let refreshed = tokio::time::timeout(startup_timeout, list_tools(&peer)).await;
+                    if let Ok(Ok(tools)) = refreshed
+                        && let Ok(mut slot_tools) = slot.tools.lock()
+                    {
+                        *slot_tools = tools;
+                    }
+                    bump();
+                }
+                quit = &mut waiting => break format!("the connection closed ({quit:?})"),
+            }
+        };
+        if let Ok(mut current) = slot.connection.lock() {
+            *current = None;
+        }
+        kill_group(&slot);
+        // A connection that lasted a while earns a fresh restart budget; one
+        // that dies right after starting does not (no endless crash loop).
+        if connected_at.elapsed() >= STABLE_AFTER {
+            failures = 0;
+        }
+        failures += 1;
+        if failures > settings.max_restarts {
+            set_state(ServerState::Failed {
+                reason: slot.with_stderr(format!(
+                    "{reason}; gave up after {} restarts",
+                    settings.max_restarts
+                )),
+            });
+            return;
+        }
+        set_state(ServerState::Restarting {
+            attempt: failures,
+            reason: slot.with_stderr(reason),
+        });
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(settings.backoff(failures)) => {}
+        }
+    }
+    kill_group(&slot);
+    set_state(ServerState::Stopped);
+}
+
+type Connected = (RunningService<RoleClient, Handler>, Handler);
+
+/// Starts the transport and runs `initialize`.
+async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected, String> {
+    let handler = Handler {
+        client_name: Arc::from(settings.client_name.as_str()),
+        ..Handler::default()
+    };
+    match &slot.config.transport {
+        ServerTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            #[allow(unused_mut)]
+            let mut wrap = CommandWrap::from(cmd);
+            #[cfg(unix)]
+            wrap.wrap(ProcessGroup::leader());
+            let (transport, stderr) = TokioChildProcess::builder(wrap)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+            if let Ok(mut pid) = slot.pid.lock() {
+                *pid = transport.id();
+            }
+            if let Ok(mut tail) = slot.stderr.lock() {
+                tail.clear();
+            }
+            if let Some(stderr) = stderr {
+                let tail = Arc::clone(&slot.stderr);
+                let name = slot.config.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(server = %name, "{line}");
+                        if let Ok(mut tail) = tail.lock() {
+                            if tail.len() == STDERR_LINES {
+                                tail.pop_front();
+                            }
+                            tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+                        }
+                    }
+                });
+            }
+            let service = handler
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))?;
+            Ok((service, handler))
+        }
+        ServerTransport::Http {
+            url,
+            headers,
+            bearer_token,
+        } => {
+            let mut custom = HashMap::new();
+            for (name, value) in headers {
+                let name = http::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("invalid header name `{name}`"))?;
+                let value = http::HeaderValue::from_str(value)
+                    .map_err(|_| format!("invalid value for header `{name}`"))?;
+                custom.insert(name, value);
+            }
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
+            if let Some(token) = bearer_token {
+                config = config.auth_header(token.clone());
+            }
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let service = handler
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed at {url}: {e}"))?;
+            Ok((service, handler))
+        }
+    }
+}
+
+/// `tools/list`, following cursors (at most 100 pages).
+pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, String> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..100 {
+        let page = peer
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .map_err(|e| e.to_string())?;
+        tools.extend(page.tools);
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    Ok(tools)
+}
+
+/// Kills a stdio server's whole process group.
+pub(crate) fn kill_group(slot: &ServerSlot) {
+    let pid = slot.pid.lock().ok().and_then(|mut pid| pid.take());
+    #[cfg(unix)]
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    #[cfg(not(unix))]
+    let _ = pid;
+}
