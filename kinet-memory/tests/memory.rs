@@ -563,3 +563,58 @@ async fn an_agent_remembers_across_runs_through_tools_and_hooks() {
         Some("cargo build --release")
     );
 }
+
+/// Records when each call enters and leaves the tool, holding it 50 ms so
+/// that calls which may overlap do.
+#[derive(Default)]
+struct Spans(std::sync::Mutex<Vec<(String, std::time::Instant, std::time::Instant)>>);
+
+#[async_trait::async_trait]
+impl kinet_core::layer::ToolLayer for Spans {
+    async fn call(
+        &self,
+        call: kinet_core::layer::Invocation,
+        next: kinet_core::layer::Next<'_>,
+    ) -> Result<kinet_core::ToolOutput, kinet_core::ToolError> {
+        let id = call.ctx().call_id().to_owned();
+        let entered = std::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let result = next.run(call).await;
+        self.0
+            .lock()
+            .unwrap()
+            .push((id, entered, std::time::Instant::now()));
+        result
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_memory_replace_calls_in_one_turn_never_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir.path().join("agent.db"), None).await;
+    store.set_block("user_profile", "stage one").await.unwrap();
+    let replace = |old: &str, new: &str| {
+        json!({"label": "user_profile", "old": old, "new": new})
+    };
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .tool_call("a", "memory_replace", replace("stage one", "stage two"))
+            .tool_call("b", "memory_replace", replace("stage two", "stage three")),
+        ScriptedTurn::text("done"),
+    ]);
+    let spans = Arc::new(Spans::default());
+    let agent = Agent::builder(provider)
+        .toolset(MemoryPack::new(store.clone(), "run").toolset())
+        .layer_arc(spans.clone())
+        .build();
+    let outcome = agent.run_to_completion("update").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    // Both ran, without approval, in call order.
+    let blocks = store.blocks().await.unwrap();
+    let profile = blocks.iter().find(|b| b.label == "user_profile").unwrap();
+    assert_eq!(profile.value, "stage three");
+    let spans = spans.0.lock().unwrap().clone();
+    let (a, b) = (&spans[0], &spans[1]);
+    assert_eq!((a.0.as_str(), b.0.as_str()), ("a", "b"));
+    assert!(a.2 <= b.1, "the two memory_replace calls overlapped");
+}

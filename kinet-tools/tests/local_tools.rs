@@ -880,3 +880,64 @@ async fn grep_stops_inside_a_file_at_the_entry_limit_and_glob_takes_absolute_pat
     );
     assert_eq!(out, "src/a.rs");
 }
+
+/// Records when each call enters and leaves the tool, holding it 50 ms so
+/// that calls which may overlap do.
+#[derive(Default)]
+struct Spans(std::sync::Mutex<Vec<(String, std::time::Instant, std::time::Instant)>>);
+
+#[async_trait::async_trait]
+impl kinet_core::layer::ToolLayer for Spans {
+    async fn call(
+        &self,
+        call: kinet_core::layer::Invocation,
+        next: kinet_core::layer::Next<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let id = call.ctx().call_id().to_owned();
+        let entered = std::time::Instant::now();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let result = next.run(call).await;
+        self.0
+            .lock()
+            .unwrap()
+            .push((id, entered, std::time::Instant::now()));
+        result
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todo_writes_never_overlap_and_reads_do() {
+    let ws = workspace();
+    std::fs::write(ws.root.join("a.txt"), "a\n").unwrap();
+    let todos = |content: &str| {
+        json!({"todos": [{"content": content, "status": "in_progress"}]})
+    };
+    let mut turn = ScriptedTurn::new()
+        .tool_call("t1", "todo_write", todos("first"))
+        .tool_call("t2", "todo_write", todos("second"));
+    for i in 0..5 {
+        turn = turn.tool_call(format!("r{i}"), "read_file", json!({"path": "a.txt"}));
+    }
+    let provider = ScriptedProvider::new([turn, ScriptedTurn::text("ok")]);
+    let spans = Arc::new(Spans::default());
+    let pack = kinet_tools::LocalPack::new();
+    let agent = Agent::builder(provider)
+        .toolset(pack.toolset())
+        .cwd(&ws.root)
+        .workspace_root(&ws.root)
+        .layer_arc(spans.clone())
+        .build();
+    let outcome = agent.run_to_completion("go").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let spans = spans.0.lock().unwrap().clone();
+    let span = |id: &str| spans.iter().find(|s| s.0 == id).cloned().unwrap();
+    let (t1, t2) = (span("t1"), span("t2"));
+    assert!(t1.2 <= t2.1, "the two todo_write calls overlapped");
+    // No approval was needed, and the second list won.
+    assert_eq!(pack.todos.items()[0].content, "second");
+    // The five reads all started before any of them ended.
+    let reads: Vec<_> = (0..5).map(|i| span(&format!("r{i}"))).collect();
+    let last_start = reads.iter().map(|r| r.1).max().unwrap();
+    let first_end = reads.iter().map(|r| r.2).min().unwrap();
+    assert!(last_start < first_end, "the reads ran one after another");
+}
