@@ -153,7 +153,10 @@ async fn a_provider_on_the_public_kit_streams_a_tool_turn() {
             json!({"call": {"id": "b", "name": "weather", "args": {"city": "Lima"}}}),
             json!({"done": "tools", "tokens": 7}),
         ]),
-        sse(&[json!({"say": "Cold in Oslo."}), json!({"done": "stop", "tokens": 3})]),
+        sse(&[
+            json!({"say": "Cold in Oslo."}),
+            json!({"done": "stop", "tokens": 3}),
+        ]),
     ])
     .await;
     let provider = TinyProvider::new(format!("{}/v1/tiny", server.url)).unwrap();
@@ -165,7 +168,10 @@ async fn a_provider_on_the_public_kit_streams_a_tool_turn() {
     let requests = server.requests();
     // The 503 was retried by the kit's client.
     assert_eq!(requests.len(), 3);
-    assert_eq!(requests[0].headers.get("x-tiny-key").map(String::as_str), Some("secret"));
+    assert_eq!(
+        requests[0].headers.get("x-tiny-key").map(String::as_str),
+        Some("secret")
+    );
     let last = &requests[2].body["messages"];
     assert_eq!(last[2], json!({"tool_result": "a", "text": "Oslo: 4 °C"}));
     assert_eq!(last[3], json!({"tool_result": "b", "text": "Lima: 4 °C"}));

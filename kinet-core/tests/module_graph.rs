@@ -21,8 +21,17 @@ fn edges() -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     let module_of = |path: &Path| {
-        let first = path.strip_prefix(&src).unwrap().components().next().unwrap();
-        first.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned()
+        let first = path
+            .strip_prefix(&src)
+            .unwrap()
+            .components()
+            .next()
+            .unwrap();
+        first
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned()
     };
     let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -43,7 +52,11 @@ fn edges() -> BTreeMap<String, BTreeSet<String>> {
                         .map(|n| n.trim().split("::").next().unwrap_or_default())
                         .collect()
                 } else {
-                    vec![rest.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap()]
+                    vec![
+                        rest.split(|c: char| !c.is_alphanumeric() && c != '_')
+                            .next()
+                            .unwrap(),
+                    ]
                 };
                 for name in names {
                     if name != module && modules.contains(name) {

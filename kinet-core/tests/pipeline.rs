@@ -1,5 +1,6 @@
 //! The call pipeline: before-tool hooks, the doom-loop guard, scheduling
 //! keys, the shipped layers, and the direct call path.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
@@ -15,8 +16,7 @@ use kinet_core::pipeline::Pipeline;
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::{Scheduling, ToolErrorKind};
 use kinet_core::{
-    Agent, ApprovalPolicy, RunStop, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput,
-    Toolset,
+    Agent, ApprovalPolicy, RunStop, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset,
 };
 use serde_json::json;
 
@@ -25,9 +25,11 @@ fn sleep(id: &str, tool: &str, label: &str, ms: u64) -> (String, String, serde_j
 }
 
 fn turn(calls: &[(String, String, serde_json::Value)]) -> ScriptedTurn {
-    calls.iter().fold(ScriptedTurn::new(), |turn, (id, tool, args)| {
-        turn.tool_call(id, tool, args.clone())
-    })
+    calls
+        .iter()
+        .fold(ScriptedTurn::new(), |turn, (id, tool, args)| {
+            turn.tool_call(id, tool, args.clone())
+        })
 }
 
 /// Shares state with its siblings: no approval, one at a time.
@@ -166,14 +168,21 @@ async fn before_tool_hooks_deny_rewrite_and_end_the_run() {
     let (denied, is_error) = result_text(&outcome, "c1");
     assert!(is_error && denied.contains("not allowed"), "{denied}");
     assert_eq!(result_text(&outcome, "c2"), ("short done".into(), false));
-    assert!(started.elapsed() < Duration::from_secs(1), "the rewrite was not used");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the rewrite was not used"
+    );
     assert_eq!(result_text(&outcome, "c3").0, "fine done");
     match &outcome.stop {
         RunStop::Halted { reason } => assert_eq!(reason, "the house closes"),
         other => panic!("expected a halt, got {other:?}"),
     }
     assert!(result_text(&outcome, "c4").1);
-    assert!(result_text(&outcome, "c5").0.contains("a hook ended the run"));
+    assert!(
+        result_text(&outcome, "c5")
+            .0
+            .contains("a hook ended the run")
+    );
     assert_eq!(timeline.labels(), ["short", "fine"]);
 }
 
@@ -203,14 +212,17 @@ async fn the_doom_loop_guard_answers_the_third_identical_call() {
         .messages
         .iter()
         .filter_map(|m| match m {
-            kinet_core::Message::Tool { content, is_error, .. } => {
-                Some((content[0].as_text().unwrap().to_owned(), *is_error))
-            }
+            kinet_core::Message::Tool {
+                content, is_error, ..
+            } => Some((content[0].as_text().unwrap().to_owned(), *is_error)),
             _ => None,
         })
         .collect();
     assert!(!results[1].1);
-    assert!(results[2].1 && results[2].0.contains("call 3 in a row"), "{results:?}");
+    assert!(
+        results[2].1 && results[2].0.contains("call 3 in a row"),
+        "{results:?}"
+    );
     assert!(results[3].1 && results[3].0.contains("call 4 in a row"));
     assert_eq!(results[4], ("other done".into(), false));
 }
@@ -229,7 +241,10 @@ async fn the_timeout_layer_sets_the_deadline_and_stops_the_call() {
     let started = tokio::time::Instant::now();
     let outcome = agent.run_to_completion("go").await;
     let (text, is_error) = result_text(&outcome, "c1");
-    assert!(is_error && text.contains("did not finish within 2.0 s"), "{text}");
+    assert!(
+        is_error && text.contains("did not finish within 2.0 s"),
+        "{text}"
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
@@ -334,7 +349,10 @@ async fn retries_only_idempotent_tools_after_transient_failures() {
             assert_eq!(record.result.unwrap().text, "worked");
             assert_eq!(calls.load(Ordering::SeqCst), 3);
         } else {
-            assert_eq!(record.result.unwrap_err().kind(), ToolErrorKind::Unavailable);
+            assert_eq!(
+                record.result.unwrap_err().kind(),
+                ToolErrorKind::Unavailable
+            );
             assert_eq!(calls.load(Ordering::SeqCst), 1);
         }
     }
@@ -374,7 +392,10 @@ async fn a_direct_call_is_confirmed_truncated_and_reported() {
         )
         .await;
     while let Ok(event) = receiver.try_recv() {
-        events.lock().unwrap().push(format!("{event:?}").chars().take(30).collect::<String>());
+        events
+            .lock()
+            .unwrap()
+            .push(format!("{event:?}").chars().take(30).collect::<String>());
     }
     assert_eq!(asked.asked().len(), 1, "the mutating call was confirmed");
     assert_eq!(record.result.unwrap().text.chars().count(), 20_000);

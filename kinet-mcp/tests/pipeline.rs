@@ -1,6 +1,12 @@
 //! Tools served over MCP run through the agent's pipeline: confined to the
 //! server's roots, stopped by its timeout, seen by the agent's layers, and
 //! advertised with their annotations.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -148,9 +154,7 @@ async fn served_tools_are_confined_timed_out_counted_and_annotated() {
         "escape/secret.txt",
     ];
     let output = tokio::process::Command::new(&python)
-        .arg(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_pipeline.py"),
-        )
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_pipeline.py"))
         .arg(&url)
         .args(paths)
         .output()
@@ -184,7 +188,10 @@ async fn served_tools_are_confined_timed_out_counted_and_annotated() {
             text.contains("outside the workspace root"),
             "{refused}: {text}"
         );
-        assert!(!text.contains("top secret") && !text.contains("root:"), "{text}");
+        assert!(
+            !text.contains("top secret") && !text.contains("root:"),
+            "{text}"
+        );
     }
     let slow = &report["slow"];
     assert_eq!(slow["error"], true, "{report}");

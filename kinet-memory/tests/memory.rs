@@ -593,9 +593,7 @@ async fn two_memory_replace_calls_in_one_turn_never_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir.path().join("agent.db"), None).await;
     store.set_block("user_profile", "stage one").await.unwrap();
-    let replace = |old: &str, new: &str| {
-        json!({"label": "user_profile", "old": old, "new": new})
-    };
+    let replace = |old: &str, new: &str| json!({"label": "user_profile", "old": old, "new": new});
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
             .tool_call("a", "memory_replace", replace("stage one", "stage two"))

@@ -909,9 +909,7 @@ impl kinet_core::layer::ToolLayer for Spans {
 async fn todo_writes_never_overlap_and_reads_do() {
     let ws = workspace();
     std::fs::write(ws.root.join("a.txt"), "a\n").unwrap();
-    let todos = |content: &str| {
-        json!({"todos": [{"content": content, "status": "in_progress"}]})
-    };
+    let todos = |content: &str| json!({"todos": [{"content": content, "status": "in_progress"}]});
     let mut turn = ScriptedTurn::new()
         .tool_call("t1", "todo_write", todos("first"))
         .tool_call("t2", "todo_write", todos("second"));
