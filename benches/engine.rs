@@ -117,6 +117,24 @@ impl Tool for Sleep {
 const TURNS: usize = 1000;
 const CALLS_PER_TURN: usize = 5;
 
+/// Counts calls: the cheapest real layer.
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicU64);
+
+#[async_trait]
+impl kinet::core::layer::ToolLayer for Counting {
+    async fn call(
+        &self,
+        call: kinet::core::layer::Invocation,
+        next: kinet::core::layer::Next<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        next.run(call).await
+    }
+}
+
+/// The loop-overhead agent with the pipeline and two layers: a call
+/// counter and a concurrency limit (as a host would add).
 fn overhead_agent() -> Agent {
     let mut turns: Vec<ScriptedTurn> = (0..TURNS)
         .map(|t| {
@@ -128,6 +146,8 @@ fn overhead_agent() -> Agent {
     turns.push(ScriptedTurn::text("done"));
     Agent::builder(ScriptedProvider::new(turns))
         .tool(Noop)
+        .layer(Counting::default())
+        .layer(kinet::core::layer::ConcurrencyLimitLayer::new(64))
         .max_turns(u32::try_from(TURNS + 1).unwrap())
         .build()
 }
@@ -176,7 +196,7 @@ fn summary(rt: &tokio::runtime::Runtime) {
     let run = median(times);
     allocations.sort();
     println!(
-        "summary loop_overhead: {} turns x {} calls in {:.2} ms (median of 15) = {:.2} µs per tool call; {:.0} allocations per tool call",
+        "summary loop_overhead (pipeline + 2 layers): {} turns x {} calls in {:.2} ms (median of 15) = {:.2} µs per tool call; {:.0} allocations per tool call",
         TURNS,
         CALLS_PER_TURN,
         run.as_secs_f64() * 1e3,
