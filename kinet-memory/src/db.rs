@@ -77,17 +77,43 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
 }
 
 /// Opens (creating if needed) and migrates up to `version`.
+///
+/// While another process is creating the file or switching it to WAL,
+/// SQLite can answer "database is locked" at once, without waiting for the
+/// busy timeout (it refuses to wait where waiting could deadlock); such
+/// opens are tried again for up to 10 s.
 pub(crate) fn open_at(path: &Path, version: usize) -> Result<Connection, MemoryError> {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match try_open(path, version) {
+            Err(error) if is_busy(&error) && started.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(200));
+            }
+            result => return result.map_err(|e| MemoryError::open(path, e)),
+        }
+    }
+}
+
+fn try_open(path: &Path, version: usize) -> rusqlite::Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|e| MemoryError::open(path, e))?;
-    configure(&conn).map_err(|e| MemoryError::open(path, e))?;
-    migrate(&conn, version).map_err(|e| MemoryError::open(path, e))?;
+    )?;
+    configure(&conn)?;
+    migrate(&conn, version)?;
     Ok(conn)
+}
+
+/// Whether SQLite said the file is busy or locked by another connection.
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 fn migrate(conn: &Connection, target: usize) -> rusqlite::Result<()> {

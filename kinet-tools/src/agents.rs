@@ -55,8 +55,10 @@ impl Tool for DispatchAgentTool {
         DISPATCH_DESCRIPTION
     }
 
+    // The sub-agent's own mutating calls are denied, so it only reads; its
+    // model may be remote.
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only()
+        kinet_core::ToolAnnotations::read_only().open_world(true)
     }
 
     async fn call(&self, args: DispatchAgentArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
@@ -386,9 +388,17 @@ impl Tool for SpawnTeam {
          search but not change anything. Talk to them with team_send or team_broadcast; end \
          them with team_close."
     }
-    // The sub-agent's own mutating calls are denied, so it only reads.
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only().open_world(true)
+        kinet_core::ToolAnnotations::local_write()
+    }
+    // The team is the agent's own: no approval. One team call at a time,
+    // alone in its turn; not keyed, because a keyed lock is shared with the
+    // members' own runs and a member calling a team tool would wait on it.
+    fn mutating(&self, _: &Self::Args) -> bool {
+        false
+    }
+    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
+        kinet_core::tool::Scheduling::Exclusive
     }
     async fn call(&self, args: SpawnTeamArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         if args.members.is_empty() {
@@ -428,12 +438,14 @@ impl Tool for TeamBroadcast {
     fn annotations(&self) -> kinet_core::ToolAnnotations {
         kinet_core::ToolAnnotations::local_write()
     }
-    // The team is the agent's own: no approval, one team call at a time.
+    // The team is the agent's own: no approval. One team call at a time,
+    // alone in its turn; not keyed, because a keyed lock is shared with the
+    // members' own runs and a member calling a team tool would wait on it.
     fn mutating(&self, _: &Self::Args) -> bool {
         false
     }
     fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::keyed("team")
+        kinet_core::tool::Scheduling::Exclusive
     }
     async fn call(&self, args: TeamBroadcastArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let names: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
@@ -464,12 +476,14 @@ impl Tool for TeamSend {
     fn annotations(&self) -> kinet_core::ToolAnnotations {
         kinet_core::ToolAnnotations::local_write()
     }
-    // The team is the agent's own: no approval, one team call at a time.
+    // The team is the agent's own: no approval. One team call at a time,
+    // alone in its turn; not keyed, because a keyed lock is shared with the
+    // members' own runs and a member calling a team tool would wait on it.
     fn mutating(&self, _: &Self::Args) -> bool {
         false
     }
     fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::keyed("team")
+        kinet_core::tool::Scheduling::Exclusive
     }
     async fn call(&self, args: TeamSendArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let known: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
@@ -510,12 +524,14 @@ impl Tool for TeamClose {
     fn annotations(&self) -> kinet_core::ToolAnnotations {
         kinet_core::ToolAnnotations::local_write()
     }
-    // The team is the agent's own: no approval, one team call at a time.
+    // The team is the agent's own: no approval. One team call at a time,
+    // alone in its turn; not keyed, because a keyed lock is shared with the
+    // members' own runs and a member calling a team tool would wait on it.
     fn mutating(&self, _: &Self::Args) -> bool {
         false
     }
     fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::keyed("team")
+        kinet_core::tool::Scheduling::Exclusive
     }
     async fn call(&self, _: TeamCloseArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let closed = self.0.team.close();

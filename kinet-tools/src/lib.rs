@@ -1,31 +1,32 @@
 //! Tool packs for kinet agents.
 //!
-//! The local pack, each tool behind a cargo feature (all on by default):
+//! Each pack is a struct with `.toolset()`: [`LocalPack`] (the local
+//! tools, sharing the file tracker and the todo list), [`WebPack`],
+//! [`agents::TeamPack`]; [`default_tools`] is `LocalPack::new().toolset()`.
+//! The tools live in modules named after their feature (all on by default):
 //!
-//! | tool | feature | read-only |
-//! |---|---|---|
-//! | [`ShellTool`] `shell` | `shell` | no |
-//! | [`ReadFileTool`] `read_file` | `files` | yes |
-//! | [`WriteFileTool`] `write_file` | `files` | no |
-//! | [`EditFileTool`] `edit_file` | `files` | no |
-//! | [`GrepTool`] `grep` | `search` | yes |
-//! | [`GlobTool`] `glob` | `search` | yes |
-//! | [`GitDiffTool`] `git_diff` | `git` | yes |
-//! | [`TodoWriteTool`] `todo_write` | `todo` | yes (changes only the agent's list) |
-//! | [`DispatchAgentTool`] `dispatch_agent` | `agents` | yes (the sub-agent cannot mutate) |
-//! | [`TeamPack`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | yes |
-//! | [`LoadSkillTool`] `load_skill` (+ [`SkillsHook`]) | `skills` | yes |
-//! | [`WebFetchTool`] `web_fetch`, [`WebSearchTool`] `web_search` | `web` | yes |
+//! | tool | feature | asks approval | runs beside other calls |
+//! |---|---|---|---|
+//! | [`shell::ShellTool`] `shell` | `shell` | yes | no (alone) |
+//! | [`files::ReadFileTool`] `read_file` | `files` | no | yes |
+//! | [`files::WriteFileTool`] `write_file`, [`files::EditFileTool`] `edit_file` | `files` | yes | no (alone) |
+//! | [`search::GrepTool`] `grep`, [`search::GlobTool`] `glob` | `search` | no | yes |
+//! | [`git::GitDiffTool`] `git_diff` | `git` | no | yes |
+//! | [`todo::TodoWriteTool`] `todo_write` | `todo` | no (the agent's own list) | one at a time (key `todo`) |
+//! | [`agents::DispatchAgentTool`] `dispatch_agent` | `agents` | no (the sub-agent cannot mutate) | yes |
+//! | [`agents::TeamPack`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | no | no (alone) |
+//! | [`skills::LoadSkillTool`] `load_skill` (+ [`skills::SkillsHook`]) | `skills` | no | yes |
+//! | [`web::WebFetchTool`] `web_fetch`, [`web::WebSearchTool`] `web_search` | `web` | no | yes |
 //!
 //! Vendor integrations in [`integrations`] (off by default, not in
 //! [`default_tools`]; each needs the vendor's credentials):
 //!
-//! | tool | feature | read-only |
+//! | tool | feature | asks approval |
 //! |---|---|---|
-//! | `video_gen` (MiniMax text-to-video) | `integrations-minimax` | no |
-//! | `feishu_send_file` (Feishu / Lark) | `integrations-feishu` | no |
-//! | `wecom_send_file` | `integrations-wecom` | no |
-//! | `wecom_approval_list`, `wecom_approval_detail` | `integrations-wecom` | yes |
+//! | `video_gen` (MiniMax text-to-video) | `integrations-minimax` | yes |
+//! | `feishu_send_file` (Feishu / Lark) | `integrations-feishu` | yes |
+//! | `wecom_send_file` | `integrations-wecom` | yes |
+//! | `wecom_approval_list`, `wecom_approval_detail` | `integrations-wecom` | no |
 //!
 //! File tools resolve paths against the context's working directory and
 //! refuse paths outside its workspace roots (`..` and symlinks included).
