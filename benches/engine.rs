@@ -119,10 +119,10 @@ const CALLS_PER_TURN: usize = 5;
 
 /// Counts calls: the cheapest real layer.
 #[derive(Default)]
-struct Counting(std::sync::atomic::AtomicU64);
+struct CallCounter(std::sync::atomic::AtomicU64);
 
 #[async_trait]
-impl kinet::core::layer::ToolLayer for Counting {
+impl kinet::core::layer::ToolLayer for CallCounter {
     async fn call(
         &self,
         call: kinet::core::layer::Invocation,
@@ -133,9 +133,9 @@ impl kinet::core::layer::ToolLayer for Counting {
     }
 }
 
-/// The loop-overhead agent with the pipeline and two layers: a call
-/// counter and a concurrency limit (as a host would add).
-fn overhead_agent() -> Agent {
+/// The loop-overhead agent, with two layers (a call counter and a
+/// concurrency limit, as a host would add) or none.
+fn overhead_agent(layers: bool) -> Agent {
     let mut turns: Vec<ScriptedTurn> = (0..TURNS)
         .map(|t| {
             (0..CALLS_PER_TURN).fold(ScriptedTurn::new(), |turn, c| {
@@ -144,12 +144,17 @@ fn overhead_agent() -> Agent {
         })
         .collect();
     turns.push(ScriptedTurn::text("done"));
-    Agent::builder(ScriptedProvider::new(turns))
+    let builder = Agent::builder(ScriptedProvider::new(turns))
         .tool(Noop)
-        .layer(Counting::default())
-        .layer(kinet::core::layer::ConcurrencyLimitLayer::new(64))
-        .max_turns(u32::try_from(TURNS + 1).unwrap())
-        .build()
+        .max_turns(u32::try_from(TURNS + 1).unwrap());
+    if layers {
+        builder
+            .layer(CallCounter::default())
+            .layer(kinet::core::layer::ConcurrencyLimitLayer::new(64))
+            .build()
+    } else {
+        builder.build()
+    }
 }
 
 fn concurrency_agent(name: &'static str, read_only: bool) -> Agent {
@@ -178,31 +183,36 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// Plain-number summary printed before criterion's own output.
 fn summary(rt: &tokio::runtime::Runtime) {
     let calls = (TURNS * CALLS_PER_TURN) as f64;
-    let mut times = Vec::new();
-    let mut allocations = Vec::new();
-    for _ in 0..15 {
-        let agent = overhead_agent();
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
-        let start = Instant::now();
-        let outcome = rt.block_on(agent.run_to_completion("go"));
-        times.push(start.elapsed());
-        allocations.push(ALLOCATIONS.load(Ordering::Relaxed) - before);
-        assert!(outcome.stop.is_completed());
-        assert_eq!(
-            outcome.conversation.messages.len(),
-            1 + TURNS * 7 - TURNS + 1
+    for (label, layers) in [
+        ("pipeline, no layers", false),
+        ("pipeline + 2 layers", true),
+    ] {
+        let mut times = Vec::new();
+        let mut allocations = Vec::new();
+        for _ in 0..15 {
+            let agent = overhead_agent(layers);
+            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let start = Instant::now();
+            let outcome = rt.block_on(agent.run_to_completion("go"));
+            times.push(start.elapsed());
+            allocations.push(ALLOCATIONS.load(Ordering::Relaxed) - before);
+            assert!(outcome.stop.is_completed());
+            assert_eq!(
+                outcome.conversation.messages.len(),
+                1 + TURNS * 7 - TURNS + 1
+            );
+        }
+        let run = median(times);
+        allocations.sort();
+        println!(
+            "summary loop_overhead ({label}): {} turns x {} calls in {:.2} ms (median of 15) = {:.2} µs per tool call; {:.0} allocations per tool call",
+            TURNS,
+            CALLS_PER_TURN,
+            run.as_secs_f64() * 1e3,
+            run.as_secs_f64() * 1e6 / calls,
+            allocations[allocations.len() / 2] as f64 / calls,
         );
     }
-    let run = median(times);
-    allocations.sort();
-    println!(
-        "summary loop_overhead (pipeline + 2 layers): {} turns x {} calls in {:.2} ms (median of 15) = {:.2} µs per tool call; {:.0} allocations per tool call",
-        TURNS,
-        CALLS_PER_TURN,
-        run.as_secs_f64() * 1e3,
-        run.as_secs_f64() * 1e6 / calls,
-        allocations[allocations.len() / 2] as f64 / calls,
-    );
     for (label, name, read_only) in [
         ("5 read-only x 100 ms", "look", true),
         ("5 mutating x 100 ms", "change", false),
@@ -233,7 +243,7 @@ fn benches(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let agent = overhead_agent();
+                let agent = overhead_agent(true);
                 let start = Instant::now();
                 let outcome = rt.block_on(agent.run_to_completion("go"));
                 total += start.elapsed();

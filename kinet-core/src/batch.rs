@@ -11,6 +11,7 @@
 //! event and one result message, whether it ran, failed, was denied, or never
 //! ran because the run stopped.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
@@ -42,7 +43,8 @@ const CANCEL_GRACE: Duration = Duration::from_millis(200);
 struct Batch<'a> {
     pipeline: &'a Pipeline,
     tools: &'a ToolSnapshot,
-    calls: Vec<ToolCall>,
+    /// The calls, copied only when a hook rewrites one.
+    calls: Vec<Cow<'a, ToolCall>>,
     base: &'a ToolCtx,
     results: Vec<Option<Message>>,
     stop: Option<RunStop>,
@@ -69,7 +71,7 @@ pub(crate) async fn run(
     let mut batch = Batch {
         pipeline,
         tools,
-        calls: calls.to_vec(),
+        calls: calls.iter().map(Cow::Borrowed).collect(),
         base,
         results: calls.iter().map(|_| None).collect(),
         stop: None,

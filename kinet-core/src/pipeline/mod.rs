@@ -184,7 +184,7 @@ impl Pipeline {
             arguments: call.arguments.clone(),
         });
         let started = tokio::time::Instant::now();
-        let mut call = call;
+        let mut call = std::borrow::Cow::Owned(call);
         let (result, stop) = match self.parse(tools, &call) {
             Err(error) => (Err(error), None),
             Ok(mut prepared) => {

@@ -1,6 +1,7 @@
 //! The stages of the pipeline, in the order a call meets them.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -146,7 +147,7 @@ impl Pipeline {
     pub(crate) async fn before_tool(
         &self,
         tools: &ToolSnapshot,
-        call: &mut ToolCall,
+        call: &mut Cow<'_, ToolCall>,
         prepared: &mut Prepared,
         base: &ToolCtx,
     ) -> Gate {
@@ -163,7 +164,7 @@ impl Pipeline {
                 }
                 Ok(BeforeTool::EndRun(reason)) => return Gate::Stop(RunStop::Halted { reason }),
                 Ok(BeforeTool::ReplaceArguments(arguments)) => {
-                    call.arguments = arguments.to_string();
+                    call.to_mut().arguments = arguments.to_string();
                     match self.parse(tools, call) {
                         Ok(reparsed) => *prepared = reparsed,
                         Err(error) => return Gate::Refuse(error),
@@ -208,11 +209,18 @@ impl Pipeline {
             None => None,
         };
         let name = ctx.tool_name().to_owned();
+        // The timeout layer only where there is a limit to enforce.
+        let timeout: &[Arc<dyn crate::layer::ToolLayer>] =
+            if self.inner.tool_timeout.is_none() && entry.tool.timeout().is_none() {
+                &[]
+            } else {
+                &self.inner.timeout
+            };
         let stack = [
             &self.inner.layers[..],
             &toolset_layers[..],
             &entry.layers[..],
-            &self.inner.timeout[..],
+            timeout,
         ];
         let invocation = Invocation::new(entry.tool, arguments, call, ctx);
         guarded(Next::new(stack).run(invocation))
