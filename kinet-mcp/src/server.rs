@@ -11,7 +11,7 @@ use futures::StreamExt;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use kinet_core::message::{ContentPart, ToolCall};
 use kinet_core::pipeline::Pipeline;
-use kinet_core::tool::{DynTool, ToolSnapshot};
+use kinet_core::tool::{DynTool, EventSink, ToolSnapshot};
 use kinet_core::{
     Agent, AgentEvent, ApprovalPolicy, ConfirmDecision, ConfirmHandler, Conversation, Message,
     RunStop, Tool, Toolset,
@@ -483,7 +483,7 @@ impl Session {
                 result
             }
             RunStop::Cancelled => error_result("the run was cancelled"),
-            other => error_result(format!("the run failed: {other:?}")),
+            other => error_result(format!("the agent's run {other}")),
         }
     }
 
@@ -514,7 +514,33 @@ impl Session {
             name: name.to_owned(),
             arguments: Value::Object(arguments).to_string(),
         };
-        let record = shared.pipeline.call(&shared.tools, call, &base).await;
+        // Progress the tool reports reaches a client that asked for it.
+        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let base = base.with_events(EventSink::new(sender));
+        let progress_token = context.meta.get_progress_token();
+        let mut step = 0.0;
+        let mut forward = async |event: AgentEvent| {
+            if let (Some(token), AgentEvent::ToolProgress { text, .. }) = (&progress_token, event) {
+                step += 1.0;
+                let _ = context
+                    .peer
+                    .notify_progress(
+                        ProgressNotificationParam::new(token.clone(), step).with_message(text),
+                    )
+                    .await;
+            }
+        };
+        let running = shared.pipeline.call(&shared.tools, call, &base);
+        let mut running = std::pin::pin!(running);
+        let record = loop {
+            tokio::select! {
+                record = &mut running => break record,
+                Some(event) = events.recv() => forward(event).await,
+            }
+        };
+        while let Ok(event) = events.try_recv() {
+            forward(event).await;
+        }
         let Message::Tool { content, .. } = record.message else {
             return error_result("the tool returned no result");
         };

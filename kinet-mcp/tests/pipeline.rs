@@ -8,6 +8,8 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,26 +65,6 @@ impl Tool for Slow {
     }
 }
 
-fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("KINET_PYTHON").ok(),
-        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
-        Some("python3".to_owned()),
-    ];
-    let found = candidates.into_iter().flatten().find(|python| {
-        std::process::Command::new(python)
-            .args(["-c", "import mcp.client.streamable_http"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        eprintln!(
-            "\n!!! SKIPPING: the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/run does)\n"
-        );
-    }
-    found
-}
-
 /// A served root with a file, a symlink leading out, and a secret beside it.
 fn workspace() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -116,7 +98,9 @@ fn agent(served: &Path, seen: Arc<Seen>) -> Agent {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_tools_are_confined_timed_out_counted_and_annotated() {
-    let Some(python) = python() else { return };
+    let Some(python) = common::python() else {
+        return;
+    };
     let (_dir, base) = workspace();
     let served = base.join("served");
     let seen = Arc::new(Seen::default());
@@ -154,7 +138,7 @@ async fn served_tools_are_confined_timed_out_counted_and_annotated() {
         "escape/secret.txt",
     ];
     let output = tokio::process::Command::new(&python)
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/py_pipeline.py"))
+        .arg(common::peers().join("py_pipeline.py"))
         .arg(&url)
         .args(paths)
         .output()
@@ -214,4 +198,65 @@ async fn served_tools_are_confined_timed_out_counted_and_annotated() {
         served_calls,
         ["read_file", "read_file", "read_file", "read_file", "slow"]
     );
+}
+
+/// Reports two progress lines, then answers.
+struct Chatty;
+
+#[async_trait::async_trait]
+impl Tool for Chatty {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "chatty"
+    }
+    fn description(&self) -> &str {
+        "Reports progress."
+    }
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
+    }
+    async fn call(&self, _: NoArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        ctx.progress("step 1");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        ctx.progress("step 2");
+        Ok(ToolOutput::text("finished"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_tools_progress_reaches_the_client() {
+    let (_dir, base) = workspace();
+    let server = McpServer::builder(Agent::builder(ScriptedProvider::new([])).build())
+        .cwd(base.join("served"))
+        .expose_tool(Chatty)
+        .build();
+    let handle = server
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let hub = kinet_mcp::McpHub::start(
+        vec![kinet_mcp::ServerConfig::http(
+            "remote",
+            format!("http://{}/mcp", handle.local_addr()),
+        )],
+        kinet_mcp::HubSettings::default(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = ToolCtx::new(&base).with_events(kinet_core::tool::EventSink::new(sender));
+    let pipeline = kinet_core::pipeline::Pipeline::new();
+    let record = hub
+        .call_with(&pipeline, &ctx, "remote", "chatty", json!({}))
+        .await;
+    assert_eq!(record.result.unwrap().text, "finished");
+    let mut progress = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        if let kinet_core::AgentEvent::ToolProgress { text, .. } = event {
+            progress.push(text);
+        }
+    }
+    assert_eq!(progress.len(), 2, "{progress:?}");
+    assert!(progress[0].contains("step 1") && progress[1].contains("step 2"));
+    hub.shutdown().await;
+    handle.shutdown().await;
 }

@@ -7,6 +7,8 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,33 +104,9 @@ fn example_binary() -> PathBuf {
         .join("examples/echo_server")
 }
 
-fn peers() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
-}
-
-fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("KINET_PYTHON").ok(),
-        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
-        Some("python3".to_owned()),
-    ];
-    let found = candidates.into_iter().flatten().find(|python| {
-        std::process::Command::new(python)
-            .args(["-c", "import mcp.client.streamable_http"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if found.is_none() {
-        eprintln!(
-            "\n!!! SKIPPING: the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/run does)\n"
-        );
-    }
-    found
-}
-
 fn run_python(python: &str, args: &[&str]) -> serde_json::Value {
     let output = std::process::Command::new(python)
-        .arg(peers().join("py_client.py"))
+        .arg(common::peers().join("py_client.py"))
         .args(args)
         .output()
         .unwrap();
@@ -143,7 +121,9 @@ fn run_python(python: &str, args: &[&str]) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_client_lists_and_calls_over_stdio_and_http() {
-    let Some(python) = python() else { return };
+    let Some(python) = common::python() else {
+        return;
+    };
     let expect = |result: serde_json::Value| {
         assert_eq!(
             result["first"], "echo: hello from python (1 messages)",
@@ -187,7 +167,7 @@ async fn the_python_sdk_client_lists_and_calls_over_stdio_and_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_inspector_cli_lists_and_calls() {
-    let cli = peers().join("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js");
+    let cli = common::peers().join("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js");
     if !cli.exists() {
         eprintln!(
             "\n!!! SKIPPING: the MCP Inspector is not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/run does)\n"

@@ -95,6 +95,24 @@ impl Tool for DispatchAgentTool {
     }
 }
 
+/// What the four team tools say about themselves. The team is the agent's
+/// own: no approval. One team call at a time, alone in its turn; not keyed,
+/// because a keyed lock is shared with the members' own runs and a member
+/// calling a team tool would wait on it.
+macro_rules! team_tool_traits {
+    () => {
+        fn annotations(&self) -> kinet_core::ToolAnnotations {
+            kinet_core::ToolAnnotations::local_write()
+        }
+        fn mutating(&self, _: &Self::Args) -> bool {
+            false
+        }
+        fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
+            kinet_core::tool::Scheduling::Exclusive
+        }
+    };
+}
+
 /// One member's state, as the host sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberStatus {
@@ -209,7 +227,7 @@ impl Team {
                     RunStop::Completed | RunStop::MaxTurns => {
                         Ok(outcome.final_text().unwrap_or_default())
                     }
-                    other => Err(format!("{other:?}")),
+                    other => Err(format!("its run {other}")),
                 };
                 conversation = outcome.conversation;
                 if let Ok(mut state) = task_state.lock() {
@@ -388,18 +406,7 @@ impl Tool for SpawnTeam {
          search but not change anything. Talk to them with team_send or team_broadcast; end \
          them with team_close."
     }
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::local_write()
-    }
-    // The team is the agent's own: no approval. One team call at a time,
-    // alone in its turn; not keyed, because a keyed lock is shared with the
-    // members' own runs and a member calling a team tool would wait on it.
-    fn mutating(&self, _: &Self::Args) -> bool {
-        false
-    }
-    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::Exclusive
-    }
+    team_tool_traits!();
     async fn call(&self, args: SpawnTeamArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         if args.members.is_empty() {
             return Err(ToolError::invalid_arguments("give at least one member"));
@@ -435,18 +442,7 @@ impl Tool for TeamBroadcast {
     fn description(&self) -> &str {
         "Sends one message to every team member at once and returns all their replies."
     }
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::local_write()
-    }
-    // The team is the agent's own: no approval. One team call at a time,
-    // alone in its turn; not keyed, because a keyed lock is shared with the
-    // members' own runs and a member calling a team tool would wait on it.
-    fn mutating(&self, _: &Self::Args) -> bool {
-        false
-    }
-    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::Exclusive
-    }
+    team_tool_traits!();
     async fn call(&self, args: TeamBroadcastArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let names: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
         if names.is_empty() {
@@ -473,18 +469,7 @@ impl Tool for TeamSend {
     fn description(&self) -> &str {
         "Sends a message to one team member and returns its reply."
     }
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::local_write()
-    }
-    // The team is the agent's own: no approval. One team call at a time,
-    // alone in its turn; not keyed, because a keyed lock is shared with the
-    // members' own runs and a member calling a team tool would wait on it.
-    fn mutating(&self, _: &Self::Args) -> bool {
-        false
-    }
-    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::Exclusive
-    }
+    team_tool_traits!();
     async fn call(&self, args: TeamSendArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let known: Vec<String> = self.0.team.status().into_iter().map(|m| m.name).collect();
         if !known.contains(&args.member) {
@@ -521,18 +506,7 @@ impl Tool for TeamClose {
     fn description(&self) -> &str {
         "Ends every team member."
     }
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::local_write()
-    }
-    // The team is the agent's own: no approval. One team call at a time,
-    // alone in its turn; not keyed, because a keyed lock is shared with the
-    // members' own runs and a member calling a team tool would wait on it.
-    fn mutating(&self, _: &Self::Args) -> bool {
-        false
-    }
-    fn scheduling(&self, _: &Self::Args) -> kinet_core::tool::Scheduling {
-        kinet_core::tool::Scheduling::Exclusive
-    }
+    team_tool_traits!();
     async fn call(&self, _: TeamCloseArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let closed = self.0.team.close();
         Ok(ToolOutput::text(format!(

@@ -109,9 +109,7 @@ impl SubAgentSpawner for EngineSpawner {
                 Err(ToolError::failed(format!("the sub-agent failed: {error}")))
             }
             #[allow(unreachable_patterns)]
-            other => Err(ToolError::failed(format!(
-                "the sub-agent stopped: {other:?}"
-            ))),
+            other => Err(ToolError::failed(format!("the sub-agent {other}"))),
         }
     }
 

@@ -38,6 +38,19 @@ pub enum RunStop {
     Failed(AgentError),
 }
 
+impl fmt::Display for RunStop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Completed => f.write_str("completed"),
+            Self::MaxTurns => f.write_str("stopped at its turn limit"),
+            Self::Cancelled => f.write_str("cancelled"),
+            Self::Aborted { tool } => write!(f, "aborted by the user at a `{tool}` call"),
+            Self::Halted { reason } => write!(f, "ended by a hook: {reason}"),
+            Self::Failed(error) => write!(f, "failed: {error}"),
+        }
+    }
+}
+
 impl RunStop {
     /// True for [`RunStop::Completed`].
     pub fn is_completed(&self) -> bool {

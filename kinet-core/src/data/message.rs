@@ -42,6 +42,7 @@ impl ImagePart {
 /// One piece of message content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ContentPart {
     /// Plain text.
     Text {

@@ -74,6 +74,7 @@ impl Usage {
 /// Why the model stopped generating.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// A natural end of the answer.
     EndTurn,
@@ -92,6 +93,7 @@ pub enum StopReason {
 /// Tool calls arrive as a `ToolCallStart` followed by argument deltas with
 /// the same `index`; the engine assembles them.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum StreamEvent {
     /// Answer text.
     TextDelta(String),

@@ -1,0 +1,30 @@
+//! Helpers shared by the server-side tests.
+#![allow(dead_code, unreachable_pub, clippy::print_stderr)]
+
+use std::path::PathBuf;
+
+/// The folder of the pinned npm and Python peers.
+pub fn peers() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
+}
+
+/// A Python with the official MCP SDK, or `None` after a loud message.
+pub fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("KINET_PYTHON").ok(),
+        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
+        Some("python3".to_owned()),
+    ];
+    let found = candidates.into_iter().flatten().find(|python| {
+        std::process::Command::new(python)
+            .args(["-c", "import mcp.client.streamable_http"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        eprintln!(
+            "\n!!! SKIPPING: the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/run does)\n"
+        );
+    }
+    found
+}
