@@ -1,6 +1,6 @@
-//! Model backends: the [`Provider`](crate::Provider) trait, what goes to a
+//! Model backends: the [`Provider`] trait, what goes to a
 //! model and comes back, and (with the `openai` / `anthropic` features) the
-//! shipped providers and the [`kit`](provider::kit) they are built from.
+//! shipped providers and the `kit` they are built from.
 
 pub use crate::backend::{Provider, ProviderStream};
 pub use crate::data::model::{

@@ -127,7 +127,7 @@ pub trait DynTool: Send + Sync + 'static {
     }
     /// Parses raw JSON arguments into a call ready to run. An empty string is
     /// read as `{}`. Arguments that do not fit the schema give
-    /// [`ToolErrorKind::InvalidArguments`].
+    /// [`ToolErrorKind::InvalidArguments`](crate::tool::ToolErrorKind::InvalidArguments).
     fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError>;
 }
 

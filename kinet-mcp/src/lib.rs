@@ -12,6 +12,19 @@
 //! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
 //!   chosen tools) to other MCP clients over stdio or streamable HTTP.
 //!
+//! Every MCP tool call runs through a kinet-core call pipeline: the hub's
+//! tools are ordinary tools of the agent's pipeline (their server's
+//! `readOnlyHint` and other hints become their annotations, their timeout
+//! bounds the call's deadline), [`McpHub::call`] runs a direct call through
+//! one, and served tools run through the agent's pipeline (its hooks and
+//! layers) with the server's own working directory, roots (by default the
+//! working directory: paths outside are refused), approval policy (by
+//! default only calls that change nothing run) and timeout.
+//!
+//! Modules: `config` (discovery), `supervisor` (one client connection,
+//! restarted when it drops), `remote_tool` (an MCP tool as a kinet tool),
+//! `hub`, `settings`, `server` (kinet as an MCP server).
+//!
 //! Built on the official Rust SDK, `rmcp`.
 
 mod config;

@@ -11,7 +11,7 @@ use super::message::ImagePart;
 /// What a tool call produced: text, optional images, optional JSON.
 ///
 /// The host receives it whole; the model sees `text` truncated by the
-/// agent's [`TruncationPolicy`], plus the images.
+/// agent's [`TruncationPolicy`](crate::tool::TruncationPolicy), plus the images.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolOutput {
     /// The text the model reads.
