@@ -168,12 +168,16 @@ pub(crate) async fn supervise(
     changed: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
-    let bump = || changed.send_modify(|generation| *generation += 1);
+    // The state and the generation change together, under the watch's
+    // lock: a reader that sees the new state always sees the new
+    // generation, so the hub never serves a tool list cached before it.
     let set_state = |state: ServerState| {
-        if let Ok(mut current) = slot.state.lock() {
-            *current = state;
-        }
-        bump();
+        changed.send_modify(|generation| {
+            if let Ok(mut current) = slot.state.lock() {
+                *current = state;
+            }
+            *generation += 1;
+        });
     };
     let startup_timeout = slot
         .config
@@ -268,12 +272,14 @@ pub(crate) async fn supervise(
                 }
                 _ = handler.tools_changed.notified() => {
                     let refreshed = tokio::time::timeout(startup_timeout, list_tools(&peer)).await;
-                    if let Ok(Ok(tools)) = refreshed
-                        && let Ok(mut slot_tools) = slot.tools.lock()
-                    {
-                        *slot_tools = tools;
-                    }
-                    bump();
+                    changed.send_modify(|generation| {
+                        if let Ok(Ok(tools)) = refreshed
+                            && let Ok(mut slot_tools) = slot.tools.lock()
+                        {
+                            *slot_tools = tools;
+                        }
+                        *generation += 1;
+                    });
                 }
                 quit = &mut waiting => break format!("the connection closed ({quit:?})"),
             }
