@@ -1,0 +1,315 @@
+//! `McpServer`: a kinet agent (and chosen tools) served over MCP.
+
+mod session;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kinet_core::pipeline::Pipeline;
+use kinet_core::tool::{DynTool, ToolSnapshot};
+use kinet_core::{Agent, ApprovalPolicy, Tool, Toolset};
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// Serving failed to start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Binding to anything but loopback needs a bearer token.
+    #[error(
+        "binding to {0} exposes the agent to the network: set a bearer token, or bind to 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+    /// The socket could not be bound, or the transport failed.
+    #[error("cannot serve: {0}")]
+    Io(String),
+}
+
+struct Shared {
+    agent: Agent,
+    tools: Arc<ToolSnapshot>,
+    pipeline: Pipeline,
+    cwd: PathBuf,
+    roots: Vec<PathBuf>,
+    runs: Arc<Semaphore>,
+    max_runs: usize,
+    name: String,
+    calls: AtomicU64,
+}
+
+/// Builds an [`McpServer`]. Every setter documents its default.
+pub struct McpServerBuilder {
+    agent: Agent,
+    tools: Toolset,
+    max_runs: usize,
+    name: String,
+    cwd: Option<PathBuf>,
+    roots: Vec<PathBuf>,
+    policy: ApprovalPolicy,
+    tool_timeout: Option<Duration>,
+}
+
+impl McpServerBuilder {
+    /// Also serves this tool directly: its schema and annotations become
+    /// the MCP tool's, and clients' calls run through the agent's pipeline
+    /// (its hooks and layers) with this server's working directory, roots,
+    /// policy and timeout. Default: only `agent` and `reply`.
+    pub fn expose_tool(mut self, tool: impl Tool) -> Self {
+        self.tools.add(tool);
+        self
+    }
+
+    /// Serves a tool in its dynamic form.
+    pub fn expose_dyn(mut self, tool: Arc<dyn DynTool>) -> Self {
+        self.tools.add_dyn(tool);
+        self
+    }
+
+    /// The working directory served tools resolve paths against. Default:
+    /// the process's current directory.
+    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Adds a root served tools are confined to (relative roots are taken
+    /// from the working directory). Default: the working directory alone;
+    /// paths outside the roots are refused.
+    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.roots.push(root.into());
+        self
+    }
+
+    /// Which client calls of served tools run: calls that are not mutating
+    /// always run (unless a rule denies them); mutating ones are asked
+    /// about (through MCP elicitation when the client supports it,
+    /// otherwise the agent's confirmation handler), run, or are refused as
+    /// the policy says. Default: [`ApprovalPolicy::deny_all`] — clients
+    /// change nothing through served tools.
+    pub fn tool_policy(mut self, policy: ApprovalPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// A time limit for each call of a served tool. Default: the agent's
+    /// tool timeout (and each tool's own).
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = Some(timeout);
+        self
+    }
+
+    /// How many agent runs may be in progress at once (over all sessions);
+    /// more get a "busy" error. Default 4.
+    pub fn max_concurrent_runs(mut self, runs: usize) -> Self {
+        self.max_runs = runs.max(1);
+        self
+    }
+
+    /// The server name clients see. Default `kinet`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Finishes the server.
+    pub fn build(self) -> McpServer {
+        let cwd = self
+            .cwd
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let roots = if self.roots.is_empty() {
+            vec![cwd.clone()]
+        } else {
+            self.roots.iter().map(|root| cwd.join(root)).collect()
+        };
+        let mut pipeline = self.agent.pipeline().clone().with_policy(self.policy);
+        if let Some(timeout) = self.tool_timeout {
+            pipeline = pipeline.with_tool_timeout(Some(timeout));
+        }
+        McpServer {
+            shared: Arc::new(Shared {
+                tools: Arc::new(self.tools.static_tools().clone()),
+                agent: self.agent,
+                pipeline,
+                cwd,
+                roots,
+                runs: Arc::new(Semaphore::new(self.max_runs)),
+                max_runs: self.max_runs,
+                name: self.name,
+                calls: AtomicU64::new(1),
+            }),
+        }
+    }
+}
+
+/// Serves a kinet agent over MCP: an `agent` tool (a prompt, optionally a
+/// conversation id to continue and a working directory) that runs the agent
+/// to completion and returns its answer and a conversation id, a `reply`
+/// tool to continue a conversation, and optionally the host's own tools.
+/// Tool calls of a run are reported as progress notifications; a client's
+/// `notifications/cancelled` cancels the run. Each session has its own
+/// conversations.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), kinet_mcp::ServeError> {
+/// use kinet_core::Agent;
+/// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+/// use kinet_mcp::McpServer;
+///
+/// let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("hi")])).build();
+/// let server = McpServer::builder(agent).build();
+/// let handle = server.serve_http("127.0.0.1:0".parse().unwrap(), None).await?;
+/// println!("serving on http://{}/mcp", handle.local_addr());
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running HTTP server.
+#[derive(Debug)]
+pub struct HttpServerHandle {
+    local_addr: SocketAddr,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HttpServerHandle {
+    /// Where it listens.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops accepting and ends the sessions.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.task.await;
+    }
+}
+
+impl McpServer {
+    /// Starts building a server for `agent`.
+    pub fn builder(agent: Agent) -> McpServerBuilder {
+        McpServerBuilder {
+            agent,
+            tools: Toolset::new(),
+            max_runs: 4,
+            name: "kinet".into(),
+            cwd: None,
+            roots: Vec::new(),
+            policy: ApprovalPolicy::deny_all(),
+            tool_timeout: None,
+        }
+    }
+
+    fn session(&self) -> Session {
+        Session {
+            shared: Arc::clone(&self.shared),
+            conversations: Arc::new(Mutex::new(HashMap::new())),
+            counter: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Serves one client on stdin/stdout until it disconnects.
+    pub async fn serve_stdio(&self) -> Result<(), ServeError> {
+        let service = self
+            .session()
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Serves streamable HTTP at `http://<addr>/mcp`, each client session
+    /// with its own conversations. Binding to anything but loopback
+    /// requires `bearer_token`; when a token is set, requests without it
+    /// (or with another) get 401.
+    pub async fn serve_http(
+        &self,
+        addr: SocketAddr,
+        bearer_token: Option<String>,
+    ) -> Result<HttpServerHandle, ServeError> {
+        if !addr.ip().is_loopback() && bearer_token.is_none() {
+            return Err(ServeError::TokenRequired(addr));
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServeError::Io(format!("{addr}: {e}")))?;
+        let local_addr = listener
+            .local_addr()
+            .map_err(|e| ServeError::Io(e.to_string()))?;
+        let shutdown = CancellationToken::new();
+        let mut config = StreamableHttpServerConfig::default();
+        config.cancellation_token = shutdown.child_token();
+        if !addr.ip().is_loopback() {
+            // Reachable under any name; the bearer token guards it.
+            config = config.disable_allowed_hosts();
+        }
+        let server = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(server.session()),
+            Arc::new(LocalSessionManager::default()),
+            config,
+        );
+        let token = bearer_token.map(Arc::<str>::from);
+        let router =
+            axum::Router::new()
+                .nest_service("/mcp", service)
+                .layer(axum::middleware::from_fn(
+                    move |request: axum::extract::Request, next: axum::middleware::Next| {
+                        let token = token.clone();
+                        async move {
+                            if let Some(token) = token {
+                                let given = request
+                                    .headers()
+                                    .get(http::header::AUTHORIZATION)
+                                    .and_then(|v| v.to_str().ok())
+                                    .and_then(|v| v.strip_prefix("Bearer "));
+                                if given != Some(&*token) {
+                                    return axum::response::IntoResponse::into_response((
+                                        http::StatusCode::UNAUTHORIZED,
+                                        [(http::header::WWW_AUTHENTICATE, "Bearer")],
+                                        "a valid bearer token is required",
+                                    ));
+                                }
+                            }
+                            next.run(request).await
+                        }
+                    },
+                ));
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(HttpServerHandle {
+            local_addr,
+            shutdown,
+            task,
+        })
+    }
+}
+
+use session::Session;
