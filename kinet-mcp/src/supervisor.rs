@@ -284,29 +284,42 @@ pub(crate) async fn supervise(
                 quit = &mut waiting => break format!("the connection closed ({quit:?})"),
             }
         };
-        if let Ok(mut current) = slot.connection.lock() {
-            *current = None;
-        }
-        kill_group(&slot);
         // A connection that lasted a while earns a fresh restart budget; one
         // that dies right after starting does not (no endless crash loop).
         if connected_at.elapsed() >= STABLE_AFTER {
             failures = 0;
         }
         failures += 1;
-        if failures > settings.max_restarts {
-            set_state(ServerState::Failed {
+        let gave_up = failures > settings.max_restarts;
+        let next = if gave_up {
+            ServerState::Failed {
                 reason: slot.with_stderr(format!(
                     "{reason}; gave up after {} restarts",
                     settings.max_restarts
                 )),
-            });
+            }
+        } else {
+            ServerState::Restarting {
+                attempt: failures,
+                reason: slot.with_stderr(reason),
+            }
+        };
+        // Leave `Ready` and drop the connection in one step, before anything
+        // else a reader could see (the process group going away): a server
+        // reported ready always has a connection.
+        changed.send_modify(|generation| {
+            if let Ok(mut current) = slot.connection.lock() {
+                *current = None;
+            }
+            if let Ok(mut current) = slot.state.lock() {
+                *current = next;
+            }
+            *generation += 1;
+        });
+        kill_group(&slot);
+        if gave_up {
             return;
         }
-        set_state(ServerState::Restarting {
-            attempt: failures,
-            reason: slot.with_stderr(reason),
-        });
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(settings.backoff(failures)) => {}

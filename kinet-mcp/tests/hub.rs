@@ -266,7 +266,7 @@ async fn a_killed_server_is_restarted_and_the_next_call_works() {
     let echo = hub
         .call("everything", "echo", json!({"message": "again"}))
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{e}: {:?}", hub.status()));
     assert_eq!(echo.text, "Echo: again");
     hub.shutdown().await;
 }
