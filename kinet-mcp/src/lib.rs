@@ -31,6 +31,7 @@ mod config;
 mod content;
 mod hub;
 mod naming;
+mod progress;
 mod remote_tool;
 mod server;
 mod settings;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::{FutureExt, StreamExt};
 use kinet_core::tool::{DynTool, PreparedCall, ToolErrorKind};
 use kinet_core::{ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use rmcp::ServiceError;
@@ -86,8 +85,7 @@ impl McpTool {
         let mut progress = connection
             .handler
             .progress
-            .subscribe(handle.progress_token.clone())
-            .await;
+            .subscribe(handle.progress_token.clone());
         let mut response = std::pin::pin!(handle.await_response());
         let mut deadline = std::pin::pin!(deadline);
         let result = loop {
@@ -102,16 +100,19 @@ impl McpTool {
                     tell_cancelled(&peer, id, "cancelled by the client").await;
                     return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
                 }
-                update = progress.next() => if let Some(update) = update {
+                Some(update) = progress.next() => {
                     report_progress(ctx, update);
                 },
             }
         };
-        // Progress sent just before the result may still be on its way
-        // through the notification handler.
-        tokio::task::yield_now().await;
-        while let Some(Some(update)) = progress.next().now_or_never() {
-            report_progress(ctx, update);
+        // Progress sent just before the result may still be on its way:
+        // the connection hands notifications to tasks of their own, queued
+        // before the result reached us. Let them run.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+            while let Some(update) = progress.try_next() {
+                report_progress(ctx, update);
+            }
         }
         match result {
             Ok(ServerResult::CallToolResult(result)) => normalize_result(server, result),

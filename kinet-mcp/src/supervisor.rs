@@ -9,7 +9,6 @@ use std::time::Duration;
 use process_wrap::tokio::CommandWrap;
 #[cfg(unix)]
 use process_wrap::tokio::ProcessGroup;
-use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
 };
@@ -61,7 +60,7 @@ impl ServerState {
 /// notifications.
 #[derive(Clone, Default)]
 pub(crate) struct Handler {
-    pub(crate) progress: ProgressDispatcher,
+    pub(crate) progress: crate::progress::ProgressRouter,
     tools_changed: Arc<Notify>,
     client_name: Arc<str>,
 }
@@ -86,7 +85,7 @@ impl ClientHandler for Handler {
         params: rmcp::model::ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.progress.handle_notification(params).await;
+        self.progress.deliver(params);
     }
 }
 

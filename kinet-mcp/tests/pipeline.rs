@@ -200,7 +200,9 @@ async fn served_tools_are_confined_timed_out_counted_and_annotated() {
     );
 }
 
-/// Reports two progress lines, then answers.
+/// Reports two progress lines, then answers a moment later: the client
+/// handles notifications in tasks of their own, so a notification sent
+/// right before the result may be handled after it.
 struct Chatty;
 
 #[async_trait::async_trait]
@@ -219,6 +221,7 @@ impl Tool for Chatty {
         ctx.progress("step 1");
         tokio::time::sleep(Duration::from_millis(20)).await;
         ctx.progress("step 2");
+        tokio::time::sleep(Duration::from_millis(300)).await;
         Ok(ToolOutput::text("finished"))
     }
 }
