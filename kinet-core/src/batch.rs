@@ -29,15 +29,11 @@ use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
+use crate::layer::CANCEL_GRACE;
 use crate::pipeline::{Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::toolset::ToolSnapshot;
 
 type ToolResult = Result<ToolOutput, ToolError>;
-
-/// How long calls in flight get to stop on their own (they see their
-/// cancellation token) before their tasks are aborted, after the run is
-/// cancelled or a sibling failed fatally.
-const CANCEL_GRACE: Duration = Duration::from_millis(200);
 
 /// The state of one turn's batch.
 struct Batch<'a> {
@@ -205,8 +201,9 @@ impl Batch<'_> {
                     grace_until = Some(Instant::now() + CANCEL_GRACE);
                     continue;
                 }
-                _ = tokio::time::sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => None,
+                // Calls that finished are collected before the grace ends.
                 next = running.next() => next,
+                _ = tokio::time::sleep_until(grace_until.unwrap_or_else(Instant::now)), if grace_until.is_some() => None,
             };
             let Some((index, joined)) = next else { break };
             in_flight.retain(|&i| i != index);

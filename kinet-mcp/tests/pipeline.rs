@@ -263,3 +263,49 @@ async fn a_served_tools_progress_reaches_the_client() {
     hub.shutdown().await;
     handle.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_sub_agent_is_confined_to_the_servers_roots() {
+    let (_dir, base) = workspace();
+    // The agent itself has no roots; the server does.
+    let provider = ScriptedProvider::new([
+        // The sub-agent's turns.
+        ScriptedTurn::new().tool_call("s1", "read_file", json!({"path": "/etc/passwd"})),
+        ScriptedTurn::text("could not read it").expect(
+            kinet_core::testing::Expectation::ToolResultContains {
+                call_id: "s1".into(),
+                text: "outside the workspace root".into(),
+            },
+        ),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool(ReadFileTool::new(Arc::new(FileTracker::default())))
+        .build();
+    let server = McpServer::builder(agent)
+        .cwd(base.join("served"))
+        .expose_tool(DispatchAgentTool)
+        .build();
+    let handle = server
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let hub = kinet_mcp::McpHub::start(
+        vec![kinet_mcp::ServerConfig::http(
+            "remote",
+            format!("http://{}/mcp", handle.local_addr()),
+        )],
+        kinet_mcp::HubSettings::default(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let answer = hub
+        .call(
+            "remote",
+            "dispatch_agent",
+            json!({"prompt": "read /etc/passwd"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "could not read it");
+    hub.shutdown().await;
+    handle.shutdown().await;
+}

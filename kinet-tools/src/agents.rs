@@ -422,7 +422,7 @@ impl Tool for SpawnTeam {
                     member.name
                 )));
             }
-            let agent = spawner.member_agent(member.engine.as_deref(), Some(&member.role))?;
+            let agent = spawner.member_agent(member.engine.as_deref(), Some(&member.role), ctx)?;
             self.0.team.add(member.name.clone(), member.role, agent)?;
             names.push(member.name);
         }

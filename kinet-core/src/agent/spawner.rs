@@ -27,10 +27,13 @@ impl EngineSpawner {
     }
 
     /// The configuration a child runs with.
+    /// The configuration a child runs with: working directory and roots are
+    /// the calling context's (a served call's roots bind its sub-agents too).
     fn child_config(
         &self,
         engine: Option<&str>,
         system_prompt: Option<&str>,
+        parent: &ToolCtx,
     ) -> Result<AgentConfig, ToolError> {
         let base = match engine {
             None => &self.parent,
@@ -55,6 +58,8 @@ impl EngineSpawner {
         if let Some(system) = system_prompt {
             config.run_mut().system_prompt = system.to_owned();
         }
+        config.cwd = parent.cwd().to_path_buf();
+        config.roots = parent.roots().to_vec();
         Ok(config)
     }
 }
@@ -67,7 +72,7 @@ impl SubAgentSpawner for EngineSpawner {
         parent: &ToolCtx,
     ) -> Result<SubAgentReport, ToolError> {
         let child = Agent {
-            config: Arc::new(self.child_config(request.engine.as_deref(), None)?),
+            config: Arc::new(self.child_config(request.engine.as_deref(), None, parent)?),
         };
         let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
         let forward = parent.events().tagged(agent_id.as_str());
@@ -117,9 +122,10 @@ impl SubAgentSpawner for EngineSpawner {
         &self,
         engine: Option<&str>,
         system_prompt: Option<&str>,
+        parent: &ToolCtx,
     ) -> Result<Arc<dyn AgentHandle>, ToolError> {
         Ok(Arc::new(Agent {
-            config: Arc::new(self.child_config(engine, system_prompt)?),
+            config: Arc::new(self.child_config(engine, system_prompt, parent)?),
         }))
     }
 }

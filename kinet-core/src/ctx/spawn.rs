@@ -39,7 +39,8 @@ pub struct SubAgentReport {
 /// calls denied, and events forwarded to the parent tagged with the child's id.
 #[async_trait]
 pub trait SubAgentSpawner: Send + Sync {
-    /// Runs a sub-agent to completion.
+    /// Runs a sub-agent to completion, in the working directory and roots of
+    /// `parent` and cancelled with it.
     async fn run(
         &self,
         request: SubAgentRequest,
@@ -47,14 +48,16 @@ pub trait SubAgentSpawner: Send + Sync {
     ) -> Result<SubAgentReport, ToolError>;
 
     /// A persistent agent for a team member: read-only, on the named engine
-    /// (or the parent's settings), with its own system prompt when given.
-    /// The default refuses: a custom spawner opts in.
+    /// (or the parent's settings), with its own system prompt when given,
+    /// in the working directory and roots of `parent`. The default refuses:
+    /// a custom spawner opts in.
     fn member_agent(
         &self,
         engine: Option<&str>,
         system_prompt: Option<&str>,
+        parent: &ToolCtx,
     ) -> Result<std::sync::Arc<dyn AgentHandle>, ToolError> {
-        let _ = (engine, system_prompt);
+        let _ = (engine, system_prompt, parent);
         Err(ToolError::failed(
             "this agent's sub-agent spawner cannot create team members",
         ))

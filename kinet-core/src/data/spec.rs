@@ -115,8 +115,11 @@ impl ToolAnnotations {
 /// same time except that calls sharing a [`Keyed`](Self::Keyed) key run one
 /// at a time, in call order. A key is also held across runs that share the
 /// agent's pipeline (sub-agents, team members, served tools), so two runs
-/// never touch the same state at once. Results always go back in call
-/// order.
+/// never touch the same state at once; the wait for a key does not count
+/// against the call's timeout, and a cancelled call stops waiting. Do not
+/// key a tool that runs agents which may call tools of the same key (they
+/// would wait for their caller): make it [`Exclusive`](Self::Exclusive).
+/// Results always go back in call order.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Scheduling {

@@ -49,6 +49,7 @@ use crate::tooldef::{DynTool, PreparedCall};
 pub use limit::ConcurrencyLimitLayer;
 pub use rate::RateLimitLayer;
 pub use retry::RetryLayer;
+pub(crate) use timeout::CANCEL_GRACE;
 pub use timeout::TimeoutLayer;
 
 /// A tool call on its way through the layers: the tool, the arguments it

@@ -54,12 +54,11 @@ impl TimeoutLayer {
 impl ToolLayer for TimeoutLayer {
     async fn call(&self, mut call: Invocation, next: Next<'_>) -> Result<ToolOutput, ToolError> {
         let limit = match (self.limit, call.tool().timeout()) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) | (None, Some(a)) => a,
-            (None, None) => return next.run(call).await,
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let now = Instant::now();
-        let ours = now.checked_add(limit);
+        let ours = limit.and_then(|limit| now.checked_add(limit));
         let deadline = match (call.ctx().deadline(), ours) {
             (Some(outer), Some(ours)) => Some(outer.min(ours)),
             (outer, ours) => outer.or(ours),
@@ -77,12 +76,16 @@ impl ToolLayer for TimeoutLayer {
             _ = tokio::time::sleep_until(deadline) => {}
         }
         cancel.cancel();
-        if let Ok(result) = tokio::time::timeout(CANCEL_GRACE, &mut running).await
-            && let Err(error) = &result
-            && error.kind() == crate::data::output::ToolErrorKind::Timeout
-        {
-            // The tool reported its own timeout: its message says more.
-            return result;
+        if let Ok(result) = tokio::time::timeout(CANCEL_GRACE, &mut running).await {
+            match &result {
+                // It finished after all: what it did is what happened.
+                Ok(_) => return result,
+                // The tool reported its own timeout: its message says more.
+                Err(error) if error.kind() == crate::data::output::ToolErrorKind::Timeout => {
+                    return result;
+                }
+                Err(_) => {}
+            }
         }
         let allowed = deadline.saturating_duration_since(now);
         Err(ToolError::timeout(format!(

@@ -200,7 +200,7 @@ impl Pipeline {
                     Gate::Run => {
                         let cancel = base.cancellation().child_token();
                         let ctx = call_ctx(base, &call, cancel);
-                        (self.execute(prepared, ctx).await, None)
+                        (self.execute_cancellable(prepared, ctx).await, None)
                     }
                     Gate::Refuse(error) => (Err(error), None),
                     Gate::Stop(stop) => (Err(not_run(&stop)), Some(stop)),

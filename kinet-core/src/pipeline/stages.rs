@@ -20,7 +20,7 @@ use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::BeforeTool;
-use crate::layer::{Invocation, Next};
+use crate::layer::{CANCEL_GRACE, Invocation, Next};
 use crate::tooldef::PreparedCall;
 use crate::toolset::{Entry, Layers, ToolSnapshot};
 
@@ -210,12 +210,14 @@ impl Pipeline {
         };
         let name = ctx.tool_name().to_owned();
         // The timeout layer only where there is a limit to enforce.
-        let timeout: &[Arc<dyn crate::layer::ToolLayer>] =
-            if self.inner.tool_timeout.is_none() && entry.tool.timeout().is_none() {
-                &[]
-            } else {
-                &self.inner.timeout
-            };
+        let timeout: &[Arc<dyn crate::layer::ToolLayer>] = if self.inner.tool_timeout.is_none()
+            && entry.tool.timeout().is_none()
+            && ctx.deadline().is_none()
+        {
+            &[]
+        } else {
+            &self.inner.timeout
+        };
         let stack = [
             &self.inner.layers[..],
             &toolset_layers[..],
@@ -231,6 +233,23 @@ impl Pipeline {
                     format!("tool `{name}` panicked: {panic}"),
                 ))
             })
+    }
+
+    /// [`execute`](Self::execute) for a call on its own: once its context
+    /// is cancelled, the call gets the grace period to stop, then is
+    /// dropped, so it has no later effect. (The scheduler does the same for
+    /// a turn's calls, which run in tasks of their own.)
+    pub(crate) async fn execute_cancellable(&self, prepared: Prepared, ctx: ToolCtx) -> ToolResult {
+        let cancel = ctx.cancellation().clone();
+        let running = self.execute(prepared, ctx);
+        let mut running = std::pin::pin!(running);
+        tokio::select! {
+            result = &mut running => return result,
+            _ = cancel.cancelled() => {}
+        }
+        tokio::time::timeout(CANCEL_GRACE, &mut running)
+            .await
+            .unwrap_or_else(|_| Err(not_run(&RunStop::Cancelled)))
     }
 
     /// Stages 6 to 8: after-tool hooks (skipped once the run is cancelled),
