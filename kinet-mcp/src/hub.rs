@@ -136,7 +136,10 @@ impl McpHub {
 
     /// Every server's name, source, state and tools.
     pub fn status(&self) -> Vec<ServerStatus> {
-        let tools = self.named_tools();
+        // Read under the generation's lock: a supervisor changes a server's
+        // state under it, so state, tools and pid are read as of one moment.
+        let generation = self.inner.changed.borrow();
+        let tools = self.named_tools_at(*generation);
         self.inner
             .slots
             .iter()
@@ -200,6 +203,11 @@ impl McpHub {
     /// until the next state or tool-list change.
     fn named_tools(&self) -> Vec<Arc<McpTool>> {
         let generation = *self.inner.changed.borrow();
+        self.named_tools_at(generation)
+    }
+
+    /// [`named_tools`](Self::named_tools) as of `generation`.
+    fn named_tools_at(&self, generation: u64) -> Vec<Arc<McpTool>> {
         if let Ok(cache) = self.inner.tool_cache.lock()
             && let Some((cached, tools)) = cache.as_ref()
             && *cached == generation
