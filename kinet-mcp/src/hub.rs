@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kinet_core::confirm::ApprovalPolicy;
 use kinet_core::message::ToolCall;
 use kinet_core::pipeline::{CallRecord, Pipeline};
-use kinet_core::tool::{DynTool, ToolSource};
+use kinet_core::tool::{DynTool, ToolSnapshot, ToolSource};
 use kinet_core::{ToolCtx, ToolError, ToolOutput, Toolset};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -45,7 +45,9 @@ struct HubInner {
     shutdown: CancellationToken,
     /// The named tools as of a change generation (rebuilt only when a
     /// server's state or tool list changes).
-    tool_cache: std::sync::Mutex<Option<(u64, Vec<Arc<McpTool>>)>>,
+    tool_cache: std::sync::Mutex<Option<Arc<NamedTools>>>,
+    /// The pipeline and context of the host's direct calls (`call`).
+    direct: (Pipeline, ToolCtx),
 }
 
 impl Drop for HubInner {
@@ -125,6 +127,10 @@ impl McpHub {
                 changed,
                 shutdown,
                 tool_cache: std::sync::Mutex::new(None),
+                direct: (
+                    Pipeline::new().with_policy(ApprovalPolicy::never()),
+                    ToolCtx::new(std::env::current_dir().unwrap_or_else(|_| ".".into())),
+                ),
             }),
         }
     }
@@ -139,7 +145,7 @@ impl McpHub {
         // Read under the generation's lock: a supervisor changes a server's
         // state under it, so state, tools and pid are read as of one moment.
         let generation = self.inner.changed.borrow();
-        let tools = self.named_tools_at(*generation);
+        let named = self.named_tools_at(*generation);
         self.inner
             .slots
             .iter()
@@ -147,7 +153,8 @@ impl McpHub {
                 name: slot.config.name.clone(),
                 source: slot.config.source.clone(),
                 state: slot.state(),
-                tools: tools
+                tools: named
+                    .tools
                     .iter()
                     .filter(|t| Arc::ptr_eq(&t.slot, slot))
                     .map(|t| t.name.clone())
@@ -201,24 +208,33 @@ impl McpHub {
 
     /// The tools of the ready servers, with their qualified names; cached
     /// until the next state or tool-list change.
-    fn named_tools(&self) -> Vec<Arc<McpTool>> {
+    fn named_tools(&self) -> Arc<NamedTools> {
         let generation = *self.inner.changed.borrow();
         self.named_tools_at(generation)
     }
 
     /// [`named_tools`](Self::named_tools) as of `generation`.
-    fn named_tools_at(&self, generation: u64) -> Vec<Arc<McpTool>> {
+    fn named_tools_at(&self, generation: u64) -> Arc<NamedTools> {
         if let Ok(cache) = self.inner.tool_cache.lock()
-            && let Some((cached, tools)) = cache.as_ref()
-            && *cached == generation
+            && let Some(named) = cache.as_ref()
+            && named.generation == generation
         {
-            return tools.clone();
+            return Arc::clone(named);
         }
         let tools = self.build_named_tools();
-        if let Ok(mut cache) = self.inner.tool_cache.lock() {
-            *cache = Some((generation, tools.clone()));
+        let mut toolset = Toolset::new();
+        for tool in &tools {
+            toolset.add_dyn(Arc::clone(tool) as Arc<dyn DynTool>);
         }
-        tools
+        let named = Arc::new(NamedTools {
+            generation,
+            tools,
+            snapshot: Arc::new(toolset.static_tools().clone()),
+        });
+        if let Ok(mut cache) = self.inner.tool_cache.lock() {
+            *cache = Some(Arc::clone(&named));
+        }
+        named
     }
 
     fn build_named_tools(&self) -> Vec<Arc<McpTool>> {
@@ -271,9 +287,8 @@ impl McpHub {
         tool: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolError> {
-        let pipeline = Pipeline::new().with_policy(ApprovalPolicy::never());
-        let base = ToolCtx::new(std::env::current_dir().unwrap_or_else(|_| ".".into()));
-        self.call_with(&pipeline, &base, server, tool, arguments)
+        let (pipeline, base) = &self.inner.direct;
+        self.call_with(pipeline, base, server, tool, arguments)
             .await
             .result
     }
@@ -288,20 +303,14 @@ impl McpHub {
         tool: &str,
         arguments: Value,
     ) -> CallRecord {
-        let found = self
-            .named_tools()
-            .into_iter()
-            .find(|t| t.slot.config.name == server && t.tool == tool);
-        let mut tools = Toolset::new();
-        let name = match found {
-            Some(found) => {
-                let name = found.name.clone();
-                tools.add_dyn(found);
-                name
-            }
+        let named = self.named_tools();
+        let name = named
+            .tools
+            .iter()
+            .find(|t| t.slot.config.name == server && t.tool == tool)
+            .map(|found| found.name.clone())
             // The pipeline reports the unknown tool.
-            None => format!("mcp__{server}__{tool}"),
-        };
+            .unwrap_or_else(|| format!("mcp__{server}__{tool}"));
         let arguments = match arguments {
             Value::Null => "{}".to_owned(),
             other => other.to_string(),
@@ -311,8 +320,16 @@ impl McpHub {
             name,
             arguments,
         };
-        pipeline.call(&*tools.snapshot().await, call, base).await
+        pipeline.call(&named.snapshot, call, base).await
     }
+}
+
+/// The named tools of one generation, and the same as a snapshot for
+/// direct calls.
+struct NamedTools {
+    generation: u64,
+    tools: Vec<Arc<McpTool>>,
+    snapshot: Arc<ToolSnapshot>,
 }
 
 /// Numbers the host's direct calls.
@@ -327,8 +344,9 @@ impl ToolSource for McpHub {
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
         self.wait_until(ready_by).await;
         self.named_tools()
-            .into_iter()
-            .map(|tool| tool as Arc<dyn DynTool>)
+            .tools
+            .iter()
+            .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>)
             .collect()
     }
 }

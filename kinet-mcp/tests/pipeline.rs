@@ -226,13 +226,9 @@ impl Tool for Chatty {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_served_tools_progress_reaches_the_client() {
-    let (_dir, base) = workspace();
-    let server = McpServer::builder(Agent::builder(ScriptedProvider::new([])).build())
-        .cwd(base.join("served"))
-        .expose_tool(Chatty)
-        .build();
+/// Serves `server` on loopback and connects kinet's own hub to it as
+/// `remote`.
+async fn connect(server: McpServer) -> (kinet_mcp::HttpServerHandle, kinet_mcp::McpHub) {
     let handle = server
         .serve_http("127.0.0.1:0".parse().unwrap(), None)
         .await
@@ -245,6 +241,17 @@ async fn a_served_tools_progress_reaches_the_client() {
         kinet_mcp::HubSettings::default(),
     );
     assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    (handle, hub)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_tools_progress_reaches_the_client() {
+    let (_dir, base) = workspace();
+    let server = McpServer::builder(Agent::builder(ScriptedProvider::new([])).build())
+        .cwd(base.join("served"))
+        .expose_tool(Chatty)
+        .build();
+    let (handle, hub) = connect(server).await;
     let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
     let ctx = ToolCtx::new(&base).with_events(kinet_core::tool::EventSink::new(sender));
     let pipeline = kinet_core::pipeline::Pipeline::new();
@@ -285,18 +292,7 @@ async fn a_served_sub_agent_is_confined_to_the_servers_roots() {
         .cwd(base.join("served"))
         .expose_tool(DispatchAgentTool)
         .build();
-    let handle = server
-        .serve_http("127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .unwrap();
-    let hub = kinet_mcp::McpHub::start(
-        vec![kinet_mcp::ServerConfig::http(
-            "remote",
-            format!("http://{}/mcp", handle.local_addr()),
-        )],
-        kinet_mcp::HubSettings::default(),
-    );
-    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let (handle, hub) = connect(server).await;
     let answer = hub
         .call(
             "remote",
