@@ -74,6 +74,7 @@ pub mod layer;
 pub mod pipeline;
 #[cfg(feature = "http")]
 mod providers;
+mod random;
 mod scripted;
 mod tooldef;
 mod toolset;

@@ -61,7 +61,7 @@ impl ToolLayer for RetryLayer {
                 _ => break,
             }
             let ctx = spare.ctx().clone();
-            let jittered = wait + wait.mul_f64(jitter(attempt) * 0.25);
+            let jittered = wait + wait.mul_f64(crate::random::unit() * 0.25);
             let resume = Instant::now() + jittered;
             if ctx.deadline().is_some_and(|deadline| resume >= deadline)
                 || unless_cancelled(&ctx, tokio::time::sleep_until(resume))
@@ -78,12 +78,4 @@ impl ToolLayer for RetryLayer {
         }
         result
     }
-}
-
-/// A number in [0, 1) that differs between attempts and processes.
-fn jitter(attempt: u32) -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(attempt);
-    (hasher.finish() % 1000) as f64 / 1000.0
 }

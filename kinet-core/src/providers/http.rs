@@ -2,7 +2,6 @@
 //! error mapping, and turning an SSE response into a `ProviderStream`.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hasher};
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -147,11 +146,7 @@ impl HttpClient {
             .initial_backoff
             .saturating_mul(1_u32 << attempt.min(16))
             .min(self.settings.max_backoff);
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        let fraction = 0.5 + (random % 1000) as f64 / 2000.0;
-        base.mul_f64(fraction)
+        base.mul_f64(0.5 + crate::random::unit() / 2.0)
     }
 }
 

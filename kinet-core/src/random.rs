@@ -1,0 +1,12 @@
+//! A little randomness for jitter, without a dependency.
+
+use std::hash::{BuildHasher, Hasher};
+
+/// A number in [0, 1) in steps of 0.001, different on every call (a fresh
+/// `RandomState` is seeded randomly).
+pub(crate) fn unit() -> f64 {
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (random % 1000) as f64 / 1000.0
+}
