@@ -2,7 +2,8 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, EventSink, Extensions, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx,
+    AgentHandle, Confinement, EventSink, Extensions, SubAgentReport, SubAgentRequest,
+    SubAgentSpawner, ToolCtx, WorkspacePath, confinement,
 };
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 pub use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};

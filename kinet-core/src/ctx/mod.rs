@@ -21,6 +21,7 @@ use crate::data::output::ToolError;
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
+pub use workspace::{Confinement, WorkspacePath, confinement};
 
 #[derive(Clone)]
 struct Shared {
@@ -164,20 +165,37 @@ impl ToolCtx {
         &self.shared.roots
     }
 
-    /// Resolves a model-supplied path against the working directory and
-    /// checks it lies inside a workspace root, following `..` and symlinks.
-    /// The path need not exist yet (for files about to be written).
+    /// Places a model-supplied path (absolute, or relative to the working
+    /// directory) inside a workspace root; its methods open it so the
+    /// kernel refuses any escape (see [`WorkspacePath`]). Fails when the
+    /// path lies outside every root. The path need not exist yet.
+    pub fn workspace_path(&self, path: &str) -> Result<WorkspacePath, ToolError> {
+        workspace::place(&self.shared.cwd, &self.shared.roots, path)
+    }
+
+    /// [`workspace_path`](Self::workspace_path) for an optional path
+    /// argument: no path means the working directory.
+    pub fn workspace_path_or_cwd(&self, path: Option<&str>) -> Result<WorkspacePath, ToolError> {
+        self.workspace_path(path.unwrap_or("."))
+    }
+
+    /// The absolute path a model-supplied path names, checked to lie
+    /// inside a workspace root, symlinks included: for showing it, or for
+    /// handing it to a program. Open files through
+    /// [`workspace_path`](Self::workspace_path) instead, which is immune to
+    /// a symlink swapped in after this check.
     pub fn resolve_path(&self, path: &str) -> Result<PathBuf, ToolError> {
-        workspace::resolve(&self.shared.cwd, &self.shared.roots, path)
+        let placed = self.workspace_path(path)?;
+        match placed.metadata() {
+            Err(error) if workspace::is_escape(&error) => Err(placed.error("use", error)),
+            _ => Ok(placed.path().to_path_buf()),
+        }
     }
 
     /// [`resolve_path`](Self::resolve_path) for an optional path argument:
     /// no path means the working directory.
     pub fn resolve_path_or_cwd(&self, path: Option<&str>) -> Result<PathBuf, ToolError> {
-        match path {
-            Some(path) => self.resolve_path(path),
-            None => Ok(self.shared.cwd.clone()),
-        }
+        self.resolve_path(path.unwrap_or("."))
     }
 
     /// Asks the confirmation handler directly (the engine already asks before

@@ -8,10 +8,12 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::atomic::atomic_write;
 use super::tracker::{FileStamp, FileTracker};
 use super::write::diff_summary;
-use super::{blocking, io_error, number_line};
+use super::{
+    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, existing, number_line, read_only,
+    stop_check,
+};
 
 /// Arguments of `edit_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -72,22 +74,90 @@ fn occurs_twice(haystack: &str, needle: &str) -> bool {
     })
 }
 
-/// The file's line ending applied to the model's text: `read_file` shows
-/// lines without `\r`, so on a CRLF file `\n` in the strings means `\r\n`.
-fn with_file_line_endings<'a>(content: &str, text: &'a str) -> std::borrow::Cow<'a, str> {
-    if content.contains("\r\n") && text.contains('\n') && !text.contains('\r') {
-        std::borrow::Cow::Owned(text.replace('\n', "\r\n"))
-    } else {
-        std::borrow::Cow::Borrowed(text)
+/// The file as the model sees it: `read_file` shows lines without their
+/// `\r`, so matching happens on the text with each `\r\n` read as `\n`.
+/// `crlf` holds the offsets (in `text`) of the `\n`s that were `\r\n`.
+struct LfView {
+    text: String,
+    crlf: Vec<usize>,
+}
+
+impl LfView {
+    fn of(content: &str) -> Self {
+        let mut text = String::with_capacity(content.len());
+        let mut crlf = Vec::new();
+        let mut rest = content;
+        while let Some(at) = memchr::memmem::find(rest.as_bytes(), b"\r\n") {
+            text.push_str(&rest[..at]);
+            crlf.push(text.len());
+            text.push('\n');
+            rest = &rest[at + 2..];
+        }
+        text.push_str(rest);
+        Self { text, crlf }
+    }
+
+    /// The offset in the file of offset `at` in the view.
+    fn original(&self, at: usize) -> usize {
+        at + self.crlf.partition_point(|&p| p < at)
+    }
+
+    fn is_crlf(&self, newline_at: usize) -> bool {
+        self.crlf.binary_search(&newline_at).is_ok()
+    }
+
+    /// The line endings of the region `[from, to)`, in order, and the
+    /// ending for lines added past them: that of the line the region ends
+    /// on (the region's last when it ends with a newline), else the file's
+    /// more common one.
+    fn endings(&self, from: usize, to: usize) -> (Vec<&'static str>, &'static str) {
+        let ending = |crlf: bool| if crlf { "\r\n" } else { "\n" };
+        let inside: Vec<&'static str> = memchr::memchr_iter(b'\n', &self.text.as_bytes()[from..to])
+            .map(|i| ending(self.is_crlf(from + i)))
+            .collect();
+        let ends_a_line = to > from && self.text.as_bytes()[to - 1] == b'\n';
+        let fallback = match (inside.last(), ends_a_line) {
+            (Some(last), true) => *last,
+            _ => match memchr::memchr(b'\n', &self.text.as_bytes()[to..]) {
+                Some(i) => ending(self.is_crlf(to + i)),
+                None => {
+                    let lines = memchr::memchr_iter(b'\n', self.text.as_bytes()).count();
+                    ending(self.crlf.len() * 2 > lines)
+                }
+            },
+        };
+        (inside, fallback)
     }
 }
 
-/// Applies the edit to `content`, or explains why it cannot.
-fn apply(
-    shown: &str,
-    content: &str,
-    args: &EditFileArgs,
-) -> Result<(String, Vec<usize>), ToolError> {
+/// `text` with its `k`-th newline written as `endings[k]` (`fallback` past
+/// the end of `endings`).
+fn with_endings(text: &str, endings: &[&str], fallback: &str) -> String {
+    let mut out = String::with_capacity(text.len() + endings.len());
+    for (k, line) in text.split('\n').enumerate() {
+        if k > 0 {
+            out.push_str(endings.get(k - 1).copied().unwrap_or(fallback));
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// The result of an edit: the new content, the file offsets of the
+/// replaced text, and where the first replacement sits in the new content
+/// (offset and length).
+#[derive(Debug)]
+struct Applied {
+    content: String,
+    found: Vec<usize>,
+    first: (usize, usize),
+}
+
+/// Applies the edit to `content`, or explains why it cannot. Strings
+/// without `\r` match the file with its line endings read as `\n`, and
+/// each replaced line keeps its own ending (mixed LF/CRLF files stay as
+/// they were).
+fn apply(shown: &str, content: &str, args: &EditFileArgs) -> Result<Applied, ToolError> {
     if args.old_string.is_empty() {
         return Err(ToolError::invalid_arguments(
             "old_string is empty; give the exact text to replace (use write_file to create a file)",
@@ -98,10 +168,19 @@ fn apply(
             "old_string and new_string are the same; there is nothing to change",
         ));
     }
-    let old = with_file_line_endings(content, &args.old_string);
-    let new = with_file_line_endings(content, &args.new_string);
-    let found = occurrences(content, &old);
-    let ambiguous = found.len() > 1 || (found.len() == 1 && occurs_twice(content, &old));
+    let exact = args.old_string.contains('\r') || args.new_string.contains('\r');
+    let view = if exact {
+        LfView {
+            text: content.to_owned(),
+            crlf: Vec::new(),
+        }
+    } else {
+        LfView::of(content)
+    };
+    let haystack = view.text.as_str();
+    let old = args.old_string.as_str();
+    let found = occurrences(haystack, old);
+    let ambiguous = found.len() > 1 || (found.len() == 1 && occurs_twice(haystack, old));
     match found.len() {
         0 => Err(ToolError::new(
             ToolErrorKind::NoUniqueMatch,
@@ -115,7 +194,7 @@ fn apply(
             let lines: Vec<String> = found
                 .iter()
                 .take(10)
-                .map(|&at| (content[..at].matches('\n').count() + 1).to_string())
+                .map(|&at| (haystack[..at].matches('\n').count() + 1).to_string())
                 .collect();
             Err(ToolError::new(
                 ToolErrorKind::NoUniqueMatch,
@@ -127,17 +206,31 @@ fn apply(
             ))
         }
         _ => {
-            let mut out = String::with_capacity(
-                content.len() + found.len() * new.len().saturating_sub(old.len()),
-            );
+            let mut out = String::with_capacity(content.len() + args.new_string.len());
             let mut last = 0;
-            for &at in &found {
-                out.push_str(&content[last..at]);
-                out.push_str(&new);
-                last = at + old.len();
+            let mut first = (0, 0);
+            for (index, &at) in found.iter().enumerate() {
+                let end = at + old.len();
+                out.push_str(&content[view.original(last)..view.original(at)]);
+                let replacement = if exact {
+                    args.new_string.clone()
+                } else {
+                    let (endings, fallback) = view.endings(at, end);
+                    with_endings(&args.new_string, &endings, fallback)
+                };
+                if index == 0 {
+                    first = (out.len(), replacement.len());
+                }
+                out.push_str(&replacement);
+                last = end;
             }
-            out.push_str(&content[last..]);
-            Ok((out, found))
+            out.push_str(&content[view.original(last)..]);
+            let found = found.iter().map(|&at| view.original(at)).collect();
+            Ok(Applied {
+                content: out,
+                found,
+                first,
+            })
         }
     }
 }
@@ -171,25 +264,32 @@ impl Tool for EditFileTool {
     }
 
     async fn confirm_summary(&self, args: &EditFileArgs, ctx: &ToolCtx) -> Option<String> {
-        let path = ctx.resolve_path(&args.path).ok()?;
-        let content = tokio::fs::read_to_string(&path).await.ok()?;
-        let shown = path.display().to_string();
-        tokio::task::spawn_blocking({
-            let args = (
-                args.old_string.clone(),
-                args.new_string.clone(),
-                args.replace_all,
-            );
-            move || {
-                let args = EditFileArgs {
-                    path: String::new(),
-                    old_string: args.0,
-                    new_string: args.1,
-                    replace_all: args.2,
-                };
-                let (new, _) = apply(&shown, &content, &args).ok()?;
-                Some(diff_summary(&shown, &content, &new, 400))
-            }
+        let place = ctx.workspace_path(&args.path).ok()?;
+        let args = EditFileArgs {
+            path: String::new(),
+            old_string: args.old_string.clone(),
+            new_string: args.new_string.clone(),
+            replace_all: args.replace_all,
+        };
+        tokio::task::spawn_blocking(move || {
+            let shown = place.path().display().to_string();
+            Some(match existing(&place, SUMMARY_READ_CAP).ok()? {
+                Existing::File { bytes, .. } => {
+                    let content = String::from_utf8(bytes).ok()?;
+                    let applied = apply(&shown, &content, &args).ok()?;
+                    diff_summary(&shown, &content, &applied.content, 400)
+                }
+                Existing::TooLarge(metadata) => format!(
+                    "edit {shown} ({} bytes; too large for a diff)\n- {}\n+ {}",
+                    metadata.len(),
+                    args.old_string,
+                    args.new_string
+                ),
+                Existing::NotRegular(what) => {
+                    format!("edit {shown}: it is {what}, so the call will be refused")
+                }
+                Existing::Missing => return None,
+            })
         })
         .await
         .ok()
@@ -197,33 +297,53 @@ impl Tool for EditFileTool {
     }
 
     async fn call(&self, args: EditFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let path = ctx.resolve_path(&args.path)?;
+        let place = ctx.workspace_path(&args.path)?;
         let tracker = Arc::clone(&self.tracker);
+        let stop = stop_check(ctx);
         blocking(move || {
+            let path = place.path().to_path_buf();
             let shown = path.display().to_string();
-            let metadata = std::fs::metadata(&path).map_err(|e| io_error(&path, "edit", e))?;
-            if metadata.is_dir() {
-                return Err(ToolError::invalid_arguments(format!(
-                    "`{shown}` is a directory; give a file path"
+            let (bytes, metadata) = match existing(&place, EDIT_READ_CAP)
+                .map_err(|e| place.error("edit", e))?
+            {
+                Existing::File { bytes, metadata } => (bytes, metadata),
+                Existing::Missing => {
+                    return Err(ToolError::not_found(format!("`{shown}` does not exist")));
+                }
+                Existing::NotRegular(what) => {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "`{shown}` is {what}; edit_file only edits regular files"
+                    )));
+                }
+                Existing::TooLarge(metadata) => {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "`{shown}` is {} bytes, over the {EDIT_READ_CAP} byte limit of edit_file",
+                        metadata.len()
+                    )));
+                }
+            };
+            tracker.check_fresh(&path, FileStamp::of(&metadata))?;
+            if read_only(&metadata) {
+                return Err(ToolError::permission_denied(format!(
+                    "`{shown}` is read-only; it was not changed"
                 )));
             }
-            tracker.check_fresh(&path, FileStamp::of(&metadata))?;
-            let bytes = std::fs::read(&path).map_err(|e| io_error(&path, "edit", e))?;
             let content = String::from_utf8(bytes).map_err(|_| {
                 ToolError::invalid_arguments(format!(
                     "`{shown}` is not valid UTF-8 text; edit_file cannot change it safely"
                 ))
             })?;
-            let (new_content, found) = apply(&shown, &content, &args)?;
-            atomic_write(&path, new_content.as_bytes()).map_err(|e| io_error(&path, "write", e))?;
-            let metadata = std::fs::metadata(&path).map_err(|e| io_error(&path, "edit", e))?;
+            let applied = apply(&shown, &content, &args)?;
+            place
+                .write_atomic(applied.content.as_bytes(), &stop)
+                .map_err(|e| place.error("write", e))?;
+            let metadata = place.metadata().map_err(|e| place.error("edit", e))?;
             tracker.record(&path, FileStamp::of(&metadata));
-            let first_at = found.first().copied().unwrap_or(0);
+            let count = applied.found.len();
             Ok(ToolOutput::text(format!(
-                "Edited `{shown}`: replaced {} occurrence{}. The file now reads:\n{}",
-                found.len(),
-                if found.len() == 1 { "" } else { "s" },
-                snippet(&new_content, first_at, args.new_string.len())
+                "Edited `{shown}`: replaced {count} occurrence{}. The file now reads:\n{}",
+                if count == 1 { "" } else { "s" },
+                snippet(&applied.content, applied.first.0, applied.first.1)
             )))
         })
         .await
@@ -254,19 +374,47 @@ mod tests {
             "{}",
             err.message()
         );
-        let (new, found) = apply("f", text, &args("= 1", "= 3", true)).unwrap();
-        assert_eq!(found.len(), 2);
-        assert_eq!(new, "let a = 3;\nlet b = 3;\nlet c = 2;\n");
+        let applied = apply("f", text, &args("= 1", "= 3", true)).unwrap();
+        assert_eq!(applied.found.len(), 2);
+        assert_eq!(applied.content, "let a = 3;\nlet b = 3;\nlet c = 2;\n");
         let err = apply("f", text, &args("let d", "x", false)).unwrap_err();
         assert!(err.message().contains("was not found"));
         assert!(apply("f", text, &args("", "x", false)).is_err());
         assert!(apply("f", text, &args("a", "a", false)).is_err());
-        let (new, _) = apply("f", text, &args("let c = 2;", "let c = 20;", false)).unwrap();
-        assert!(new.ends_with("let c = 20;\n"));
+        let applied = apply("f", text, &args("let c = 2;", "let c = 20;", false)).unwrap();
+        assert!(applied.content.ends_with("let c = 20;\n"));
         // Overlapping occurrences are ambiguous too.
         assert!(apply("f", "}\n}\n}", &args("}\n}", "}", false)).is_err());
         // CRLF files take LF strings from the model.
-        let (new, _) = apply("f", "a\r\nb\r\nc\r\n", &args("a\nb", "x\ny", false)).unwrap();
-        assert_eq!(new, "x\r\ny\r\nc\r\n");
+        let applied = apply("f", "a\r\nb\r\nc\r\n", &args("a\nb", "x\ny", false)).unwrap();
+        assert_eq!(applied.content, "x\r\ny\r\nc\r\n");
+    }
+
+    #[test]
+    fn crlf_with_multibyte_text_does_not_panic() {
+        let content = "alpha\r\nbeta\r\n";
+        let applied = apply("f", content, &args("alpha\nbeta", "alpha\n日本", false)).unwrap();
+        assert_eq!(applied.content, "alpha\r\n日本\r\n");
+        let (at, len) = applied.first;
+        assert_eq!(&applied.content[at..at + len], "alpha\r\n日本");
+        assert!(snippet(&applied.content, at, len).contains("日本"));
+    }
+
+    #[test]
+    fn mixed_endings_keep_each_lines_own() {
+        // One CRLF line among LF lines: a multi-line edit copied from
+        // read_file (which shows no `\r`) still matches.
+        let content = "one\ntwo\r\nthree\nfour\n";
+        let applied = apply("f", content, &args("two\nthree", "TWO\nTHREE", false)).unwrap();
+        assert_eq!(applied.content, "one\nTWO\r\nTHREE\nfour\n");
+        // Added lines take the ending of the region's last line.
+        let applied = apply("f", content, &args("one\ntwo", "1\n2\n2b", false)).unwrap();
+        assert_eq!(applied.content, "1\n2\r\n2b\r\nthree\nfour\n");
+        // A single-line edit on a CRLF line that adds a line uses that line's ending.
+        let applied = apply("f", content, &args("two", "two\nhalf", false)).unwrap();
+        assert_eq!(applied.content, "one\ntwo\r\nhalf\r\nthree\nfour\n");
+        // Text with `\r` is matched as given.
+        let applied = apply("f", content, &args("two\r\n", "2\r\n", false)).unwrap();
+        assert_eq!(applied.content, "one\n2\r\nthree\nfour\n");
     }
 }

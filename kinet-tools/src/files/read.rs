@@ -1,17 +1,17 @@
 //! `read_file`: line-numbered text, images as image parts.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use kinet_core::message::ImagePart;
+use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::tracker::{FileStamp, FileTracker};
-use super::{blocking, io_error, number_line};
+use super::{blocking, number_line};
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -85,19 +85,25 @@ the text when editing.
 than 2000 characters are cut.
 - For a large file, pass offset (1-based line number) and limit to read a range, or \
 search it with grep first. Files over 512 KB must be read in ranges.
-- Images (PNG, JPEG, GIF, WebP) are returned as images you can see.
+- Images (PNG, JPEG, GIF, WebP, recognised by their content) are returned as images \
+you can see.
 - Binary files and directories are refused; use glob to list a directory.
 - Read a file before editing it with edit_file.";
 
-fn image_type(path: &Path) -> Option<&'static str> {
-    let extension = path.extension()?.to_str()?.to_ascii_lowercase();
-    Some(match extension.as_str() {
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        _ => return None,
-    })
+/// The image type of a file by its first bytes (its name says nothing: a
+/// text file called `notes.png` is text).
+fn image_type(head: &[u8]) -> Option<&'static str> {
+    if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
 }
 
 #[async_trait]
@@ -117,7 +123,12 @@ impl Tool for ReadFileTool {
     }
 
     async fn call(&self, args: ReadFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let path = ctx.resolve_path(&args.path)?;
+        if args.limit == Some(0) {
+            return Err(ToolError::invalid_arguments(
+                "limit is 0; give the number of lines to read (at least 1), or leave it out",
+            ));
+        }
+        let path = ctx.workspace_path(&args.path)?;
         let limits = self.limits.clone();
         let tracker = Arc::clone(&self.tracker);
         blocking(move || read(&path, &args, &limits, &tracker)).await
@@ -125,13 +136,18 @@ impl Tool for ReadFileTool {
 }
 
 fn read(
-    path: &PathBuf,
+    place: &WorkspacePath,
     args: &ReadFileArgs,
     limits: &ReadLimits,
     tracker: &FileTracker,
 ) -> Result<ToolOutput, ToolError> {
+    let path = place.path();
     let shown = path.display();
-    let metadata = std::fs::metadata(path).map_err(|e| io_error(path, "read", e))?;
+    let fail = |e| place.error("read", e);
+    // One open, and everything after it on that descriptor: what is
+    // checked is what is read.
+    let file = place.open_read().map_err(fail)?;
+    let metadata = file.metadata().map_err(fail)?;
     if metadata.is_dir() {
         return Err(ToolError::invalid_arguments(format!(
             "`{shown}` is a directory, not a file; use glob to list its files"
@@ -143,7 +159,9 @@ fn read(
             "`{shown}` is not a regular file (a pipe, socket or device); it cannot be read"
         )));
     }
-    if let Some(media_type) = image_type(path) {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let head = reader.fill_buf().map_err(fail)?;
+    if let Some(media_type) = image_type(head) {
         if metadata.len() > limits.max_image_bytes {
             return Err(ToolError::invalid_arguments(format!(
                 "the image `{shown}` is {} bytes, over the {} byte limit",
@@ -151,7 +169,12 @@ fn read(
                 limits.max_image_bytes
             )));
         }
-        let bytes = std::fs::read(path).map_err(|e| io_error(path, "read", e))?;
+        let mut bytes = Vec::new();
+        reader
+            .take(limits.max_image_bytes)
+            .read_to_end(&mut bytes)
+            .map_err(fail)?;
+        tracker.record(path, FileStamp::of(&metadata));
         return Ok(ToolOutput::text(format!(
             "Image `{shown}` ({} bytes, {media_type}).",
             bytes.len()
@@ -170,10 +193,8 @@ fn read(
     let start = args.offset.unwrap_or(1).max(1);
     let count = args.limit.unwrap_or(limits.default_lines).max(1);
 
-    let file = std::fs::File::open(path).map_err(|e| io_error(path, "read", e))?;
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
     // A NUL byte near the start marks a binary file.
-    let head = reader.fill_buf().map_err(|e| io_error(path, "read", e))?;
+    let head = reader.fill_buf().map_err(fail)?;
     let sniff = &head[..head.len().min(8192)];
     if sniff.contains(&0) {
         return Err(ToolError::invalid_arguments(format!(
@@ -192,8 +213,8 @@ fn read(
     let mut cut_lines = 0usize;
     let mut more = false;
     loop {
-        let (read, dropped) = read_line_capped(&mut reader, &mut line, line_byte_cap)
-            .map_err(|e| io_error(path, "read", e))?;
+        let (read, dropped) =
+            read_line_capped(&mut reader, &mut line, line_byte_cap).map_err(fail)?;
         if read == 0 {
             break;
         }
@@ -207,6 +228,10 @@ fn read(
         }
         let text = match std::str::from_utf8(&line) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
+            // The cap cut a character in two: the line is fine, only cut.
+            Err(error) if dropped && error.error_len().is_none() => std::borrow::Cow::Owned(
+                String::from_utf8_lossy(&line[..error.valid_up_to()]).into_owned(),
+            ),
             Err(_) => {
                 lossy = true;
                 String::from_utf8_lossy(&line)

@@ -7,9 +7,8 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::atomic::atomic_write;
 use super::tracker::{FileStamp, FileTracker};
-use super::{blocking, io_error};
+use super::{Existing, SUMMARY_READ_CAP, blocking, existing, read_only, stop_check};
 
 /// Arguments of `write_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -23,15 +22,32 @@ pub struct WriteFileArgs {
 /// Creates or replaces a file atomically (temporary file + rename), keeping
 /// the permissions of a replaced file and creating parent directories. The
 /// confirmation shows a diff against the current content.
+///
+/// Refused: directories, FIFOs, sockets and devices (never opened for
+/// reading, so a FIFO cannot hang the call), files whose mode forbids
+/// writing, and, by default, an existing file the agent has not read in
+/// this session ([`overwrite_unread`](Self::overwrite_unread) allows it).
+/// A call cancelled or out of time before the rename changes nothing.
 #[derive(Debug, Clone)]
 pub struct WriteFileTool {
     tracker: Arc<FileTracker>,
+    overwrite_unread: bool,
 }
 
 impl WriteFileTool {
     /// A tool recording writes in `tracker`.
     pub fn new(tracker: Arc<FileTracker>) -> Self {
-        Self { tracker }
+        Self {
+            tracker,
+            overwrite_unread: false,
+        }
+    }
+
+    /// Lets the model replace an existing file it has not read (default:
+    /// refused, so a file is never replaced blind).
+    pub fn overwrite_unread(mut self, allow: bool) -> Self {
+        self.overwrite_unread = allow;
+        self
     }
 }
 
@@ -40,8 +56,8 @@ Writes a file to the local filesystem, replacing it if it exists and creating \
 parent directories as needed.
 - Give the complete content: the file is replaced whole, atomically.
 - To change part of an existing file, prefer edit_file, which sends only the change.
-- If the file exists and you have read it, it must not have changed on disk since; \
-read it again if told so.";
+- To replace an existing file, read it with read_file first; it must not have changed \
+on disk since.";
 
 /// A unified diff of `old` → `new`, at most `max_lines` lines.
 pub(crate) fn diff_summary(path: &str, old: &str, new: &str, max_lines: usize) -> String {
@@ -87,49 +103,76 @@ impl Tool for WriteFileTool {
     }
 
     async fn confirm_summary(&self, args: &WriteFileArgs, ctx: &ToolCtx) -> Option<String> {
-        let path = ctx.resolve_path(&args.path).ok()?;
-        let shown = path.display().to_string();
+        let place = ctx.workspace_path(&args.path).ok()?;
         let content = args.content.clone();
-        tokio::task::spawn_blocking(move || match std::fs::read(&path) {
-            Ok(old) => {
-                let old = String::from_utf8_lossy(&old);
-                format!(
-                    "overwrite {shown}\n{}",
-                    diff_summary(&shown, &old, &content, 400)
-                )
+        tokio::task::spawn_blocking(move || {
+            let shown = place.path().display().to_string();
+            match existing(&place, SUMMARY_READ_CAP) {
+                Ok(Existing::File { bytes, .. }) => {
+                    let old = String::from_utf8_lossy(&bytes);
+                    format!(
+                        "overwrite {shown}\n{}",
+                        diff_summary(&shown, &old, &content, 400)
+                    )
+                }
+                Ok(Existing::TooLarge(metadata)) => format!(
+                    "overwrite {shown} ({} bytes now, {} bytes after; too large for a diff)",
+                    metadata.len(),
+                    content.len()
+                ),
+                Ok(Existing::NotRegular(what)) => {
+                    format!("write {shown}: it is {what}, so the call will be refused")
+                }
+                Ok(Existing::Missing) | Err(_) => format!(
+                    "create {shown} ({} lines, {} bytes)\n{}",
+                    content.lines().count(),
+                    content.len(),
+                    diff_summary(&shown, "", &content, 400)
+                ),
             }
-            Err(_) => format!(
-                "create {shown} ({} lines, {} bytes)\n{}",
-                content.lines().count(),
-                content.len(),
-                diff_summary(&shown, "", &content, 400)
-            ),
         })
         .await
         .ok()
     }
 
     async fn call(&self, args: WriteFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let path = ctx.resolve_path(&args.path)?;
+        let place = ctx.workspace_path(&args.path)?;
         let tracker = Arc::clone(&self.tracker);
+        let overwrite_unread = self.overwrite_unread;
+        let stop = stop_check(ctx);
         blocking(move || {
+            let path = place.path().to_path_buf();
             let shown = path.display().to_string();
-            let existing = std::fs::metadata(&path).ok();
-            if let Some(metadata) = &existing {
-                if metadata.is_dir() {
+            let before = match existing(&place, 0).map_err(|e| place.error("write", e))? {
+                Existing::Missing => None,
+                Existing::NotRegular(what) => {
                     return Err(ToolError::invalid_arguments(format!(
-                        "`{shown}` is a directory; give a file path"
+                        "`{shown}` is {what}; write_file only writes regular files"
+                    )));
+                }
+                Existing::File { metadata, .. } | Existing::TooLarge(metadata) => Some(metadata),
+            };
+            if let Some(metadata) = &before {
+                if read_only(metadata) {
+                    return Err(ToolError::permission_denied(format!(
+                        "`{shown}` is read-only; it was not changed"
                     )));
                 }
                 if tracker.was_read(&path) {
                     tracker.check_fresh(&path, FileStamp::of(metadata))?;
+                } else if !overwrite_unread {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "`{shown}` already exists and you have not read it; read it with read_file \
+                         first (or use edit_file to change part of it)"
+                    )));
                 }
             }
-            atomic_write(&path, args.content.as_bytes())
-                .map_err(|e| io_error(&path, "write", e))?;
-            let metadata = std::fs::metadata(&path).map_err(|e| io_error(&path, "write", e))?;
+            place
+                .write_atomic(args.content.as_bytes(), &stop)
+                .map_err(|e| place.error("write", e))?;
+            let metadata = place.metadata().map_err(|e| place.error("write", e))?;
             tracker.record(&path, FileStamp::of(&metadata));
-            let verb = if existing.is_some() {
+            let verb = if before.is_some() {
                 "Overwrote"
             } else {
                 "Created"

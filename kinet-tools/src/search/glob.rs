@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use ignore::WalkState;
+use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -82,7 +83,7 @@ impl Tool for GlobTool {
     }
 
     async fn call(&self, args: GlobArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let root = ctx.resolve_path_or_cwd(args.path.as_deref())?;
+        let root = ctx.workspace_path_or_cwd(args.path.as_deref())?;
         let cwd = ctx.cwd().to_path_buf();
         let config = self.config.clone();
         let cancel = ctx.cancellation().clone();
@@ -95,11 +96,12 @@ impl Tool for GlobTool {
 /// Finds matching files (blocking).
 pub(crate) fn glob(
     pattern: &str,
-    root: &Path,
+    place: &WorkspacePath,
     cwd: &Path,
     config: &GlobConfig,
     cancel: &kinet_core::tool::CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
+    let root = place.path();
     // Patterns are relative to the search directory: accept an absolute
     // pattern under it, and a leading `./`.
     let root_prefix = format!("{}/", root.display());
@@ -112,7 +114,11 @@ pub(crate) fn glob(
         .build()
         .map_err(|e| ToolError::invalid_arguments(format!("invalid glob `{pattern}`: {e}")))?
         .compile_matcher();
-    if !root.is_dir() {
+    if !place
+        .metadata()
+        .map_err(|e| place.error("list", e))?
+        .is_dir()
+    {
         return Err(ToolError::not_found(format!(
             "`{}` is not a directory",
             root.display()
@@ -163,6 +169,24 @@ pub(crate) fn glob(
     }
     found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
+    // What is shown was checked to be inside the root by the kernel (a
+    // directory swapped for a symlink mid-walk could have listed another
+    // one's names).
+    let mut outside = 0usize;
+    let found: Vec<_> = found
+        .into_iter()
+        .filter(|(_, path)| {
+            let inside = path
+                .strip_prefix(root)
+                .ok()
+                .and_then(|below| place.join(below).ok())
+                .is_some_and(|entry| entry.metadata().is_ok_and(|m| m.is_file()));
+            outside += usize::from(!inside);
+            inside
+        })
+        .take(config.max_results)
+        .collect();
+    let total = total - outside;
     let mut text = if total == 0 {
         format!(
             "No files match `{pattern}` (patterns are relative to `{}`; hidden and .gitignored files are skipped).",
@@ -176,10 +200,10 @@ pub(crate) fn glob(
             .collect::<Vec<_>>()
             .join("\n")
     };
-    if total > config.max_results {
+    if total > found.len() {
         text.push_str(&format!(
             "\n[{} more files not shown ({total} in all); use a narrower pattern or path]",
-            total - config.max_results
+            total - found.len()
         ));
     }
     Ok(ToolOutput::text(text).with_structured(serde_json::json!({ "total": total })))

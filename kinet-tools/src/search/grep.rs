@@ -1,12 +1,14 @@
 //! `grep`: ripgrep's engine in process (grep-searcher, grep-regex, ignore).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use ignore::WalkState;
+use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -81,6 +83,9 @@ pub struct GrepConfig {
     pub max_entries: usize,
     /// Search threads. Default: the number of CPUs (ripgrep's choice, capped at 12).
     pub threads: usize,
+    /// The largest file searched with `multiline` (which holds a file in
+    /// memory whole); larger ones are skipped with a note. Default 16 MiB.
+    pub max_multiline_file_bytes: u64,
 }
 
 impl Default for GrepConfig {
@@ -91,6 +96,7 @@ impl Default for GrepConfig {
             threads: std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .min(12),
+            max_multiline_file_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -203,20 +209,36 @@ struct Search {
     searcher: SearcherBuilder,
     mode: OutputMode,
     max_chars: usize,
-    collected: std::sync::atomic::AtomicUsize,
+    collected: AtomicUsize,
     limit: usize,
+    multiline: bool,
+    max_multiline_bytes: u64,
+    /// Files skipped for being over `max_multiline_bytes`.
+    skipped_large: AtomicUsize,
 }
 
 impl Search {
-    fn file(&self, searcher: &mut Searcher, path: &Path) -> Option<FileHits> {
+    /// Searches one file, opened through the workspace confinement (a
+    /// directory swapped for a symlink mid-walk leads nowhere outside).
+    fn file(&self, searcher: &mut Searcher, place: &WorkspacePath) -> Option<FileHits> {
+        if self.collected.load(Ordering::Relaxed) >= self.limit {
+            return None;
+        }
+        // Unreadable files are skipped, as ripgrep does.
+        let file = place.open_read().ok()?;
+        let metadata = file.metadata().ok()?;
+        if !metadata.is_file() {
+            return None;
+        }
+        if self.multiline && metadata.len() > self.max_multiline_bytes {
+            self.skipped_large.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
         let mut hits = FileHits {
-            path: path.to_path_buf(),
+            path: place.path().to_path_buf(),
             lines: Vec::new(),
             count: 0,
         };
-        if self.collected.load(std::sync::atomic::Ordering::Relaxed) >= self.limit {
-            return None;
-        }
         let mut sink = Collector {
             hits: &mut hits,
             mode: self.mode,
@@ -224,8 +246,7 @@ impl Search {
             collected: &self.collected,
             limit: self.limit,
         };
-        // Unreadable files are skipped, as ripgrep does.
-        searcher.search_path(&self.matcher, path, &mut sink).ok()?;
+        searcher.search_file(&self.matcher, &file, &mut sink).ok()?;
         (hits.count > 0).then_some(hits)
     }
 }
@@ -259,8 +280,11 @@ fn build_search(args: &GrepArgs, config: &GrepConfig) -> Result<Search, ToolErro
         searcher,
         mode: args.output_mode,
         max_chars: config.max_line_chars,
-        collected: std::sync::atomic::AtomicUsize::new(0),
+        collected: AtomicUsize::new(0),
         limit: config.max_entries,
+        multiline: args.multiline,
+        max_multiline_bytes: config.max_multiline_file_bytes,
+        skipped_large: AtomicUsize::new(0),
     })
 }
 
@@ -281,7 +305,7 @@ impl Tool for GrepTool {
     }
 
     async fn call(&self, args: GrepArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let root = ctx.resolve_path_or_cwd(args.path.as_deref())?;
+        let root = ctx.workspace_path_or_cwd(args.path.as_deref())?;
         let cwd = ctx.cwd().to_path_buf();
         let config = self.config.clone();
         let cancel = ctx.cancellation().clone();
@@ -294,17 +318,17 @@ impl Tool for GrepTool {
 /// Runs a search and formats the result (blocking).
 pub(crate) fn grep(
     args: &GrepArgs,
-    root: &Path,
+    place: &WorkspacePath,
     cwd: &Path,
     config: &GrepConfig,
     cancel: &kinet_core::tool::CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
     let search = build_search(args, config)?;
-    let metadata = std::fs::metadata(root)
-        .map_err(|_| ToolError::not_found(format!("`{}` does not exist", root.display())))?;
+    let metadata = place.metadata().map_err(|e| place.error("search", e))?;
+    let root = place.path();
     let mut files: Vec<FileHits> = if metadata.is_file() {
         let mut searcher = search.searcher.build();
-        search.file(&mut searcher, root).into_iter().collect()
+        search.file(&mut searcher, place).into_iter().collect()
     } else {
         let walk = walker(
             root,
@@ -327,12 +351,18 @@ pub(crate) fn grep(
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return WalkState::Continue;
                 }
-                if let Some(hits) = search.file(&mut searcher, entry.path())
+                let Ok(below) = entry.path().strip_prefix(root) else {
+                    return WalkState::Continue;
+                };
+                let Ok(entry_place) = place.join(below) else {
+                    return WalkState::Continue;
+                };
+                if let Some(hits) = search.file(&mut searcher, &entry_place)
                     && let Ok(mut found) = found.lock()
                 {
                     found.push(hits);
                 }
-                if search.collected.load(std::sync::atomic::Ordering::Relaxed) >= search.limit {
+                if search.collected.load(Ordering::Relaxed) >= search.limit {
                     return WalkState::Quit;
                 }
                 WalkState::Continue
@@ -350,7 +380,16 @@ pub(crate) fn grep(
         ));
     }
     files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-    Ok(format_results(args, &files, cwd, config))
+    let mut output = format_results(args, &files, cwd, config);
+    let skipped = search.skipped_large.load(Ordering::Relaxed);
+    if skipped > 0 {
+        output.text.push_str(&format!(
+            "\n[{skipped} file(s) over {} MiB were not searched: multiline search holds a file in \
+             memory; search them without multiline, or read them in ranges]",
+            config.max_multiline_file_bytes / (1024 * 1024)
+        ));
+    }
+    Ok(output)
 }
 
 fn format_results(
