@@ -75,6 +75,7 @@ pub mod pipeline;
 #[cfg(feature = "http")]
 mod providers;
 mod random;
+pub mod sandbox;
 mod scripted;
 mod tooldef;
 mod toolset;

@@ -1,18 +1,17 @@
-//! `shell`: runs a command line in its own process group.
+//! `shell`: runs a command line, contained so that every process it starts
+//! ends with the call, and optionally sandboxed.
 
 use std::collections::VecDeque;
-use std::io::Read;
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use kinet_core::sandbox::{Containment, Launch, SandboxPolicy};
 use kinet_core::tool::ToolErrorKind;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 /// Arguments of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -25,6 +24,11 @@ pub struct ShellArgs {
     /// Directory to run in (default: the working directory).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run outside the sandbox (writes anywhere, network on). Only for a
+    /// command the sandbox stopped that the task really needs; the user is
+    /// asked first. Ignored when there is no sandbox.
+    #[serde(default)]
+    pub unsandboxed: bool,
 }
 
 /// Limits of the shell tool. Every field documents its default.
@@ -63,6 +67,10 @@ pub struct ShellReport {
     pub exit_code: Option<i32>,
     /// It ran out of time and was killed.
     pub timed_out: bool,
+    /// It ran in the sandbox.
+    pub sandboxed: bool,
+    /// How its processes were held together.
+    pub containment: Containment,
     /// The run was cancelled and it was killed.
     pub cancelled: bool,
     /// How long it ran.
@@ -71,16 +79,27 @@ pub struct ShellReport {
 
 type AfterCommand = Arc<dyn Fn(&ShellReport) + Send + Sync>;
 
-/// Runs a command line: `sh -c` in its own process group with stdin closed,
-/// stdout and stderr merged in arrival order, output streamed to the host as
-/// progress events and capped in memory (head and tail kept), the exit code
-/// appended. On timeout or cancellation the whole process group is killed;
-/// when the command exits, background processes it left are stopped too.
-/// Mutating: the host is asked before each command.
+/// Runs a command line: `sh -c` with stdin closed, stdout and stderr merged
+/// in arrival order, output streamed to the host as progress events and
+/// capped in memory (head and tail kept), the exit code appended.
+///
+/// **Containment.** On Linux the command is PID 1 of its own PID namespace:
+/// when it exits, times out or is cancelled, the kernel ends every process
+/// it started, `setsid` daemons included, and no host thread is left
+/// reading its output. Elsewhere (or where namespaces are refused) it gets
+/// a process group, which a `setsid` daemon can leave; see
+/// [`kinet_core::sandbox`].
+///
+/// **Approval.** Without a sandbox every command is mutating: the host is
+/// asked under an asking policy. With [`sandboxed`](Self::sandboxed), a
+/// command runs in the sandbox without asking, and only a call with
+/// `unsandboxed: true` asks. When the kernel cannot enforce the sandbox,
+/// every command asks again and the summary says why.
 #[derive(Clone)]
 pub struct ShellTool {
     config: ShellConfig,
     after_command: Option<AfterCommand>,
+    sandbox: Option<SandboxPolicy>,
 }
 
 impl std::fmt::Debug for ShellTool {
@@ -88,6 +107,7 @@ impl std::fmt::Debug for ShellTool {
         f.debug_struct("ShellTool")
             .field("config", &self.config)
             .field("after_command", &self.after_command.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -104,6 +124,26 @@ impl ShellTool {
         Self {
             config,
             after_command: None,
+            sandbox: None,
+        }
+    }
+
+    /// Runs commands in this sandbox (default: none), without asking (see
+    /// the type's docs).
+    pub fn sandboxed(mut self, policy: SandboxPolicy) -> Self {
+        self.sandbox = Some(policy);
+        self
+    }
+
+    /// The sandbox a call runs in, or why it runs without one.
+    fn sandbox_for(&self, args: &ShellArgs) -> Result<Option<&SandboxPolicy>, String> {
+        match &self.sandbox {
+            None => Ok(None),
+            Some(_) if args.unsandboxed => Err("the call asked to run outside the sandbox".into()),
+            Some(policy) => match kinet_core::sandbox::support().sandbox_unavailable(policy) {
+                Some(why) => Err(why),
+                None => Ok(Some(policy)),
+            },
         }
     }
 
@@ -125,7 +165,7 @@ followed by the exit code.
 interactive programs fail: pass flags such as `-y` or `--no-pager`.
 - Default time limit 120 s (timeout_ms, at most 600000). On timeout the command and all \
 its child processes are killed.
-- Background processes (`cmd &`) are stopped when the command ends.
+- Every process the command starts (background `cmd &`, daemons) is stopped when it ends.
 - Long output is shortened in the middle; prefer flags that limit output, or redirect to \
 a file and read parts of it.
 - Prefer read_file, grep, glob and edit_file over cat, grep, find and sed.";
@@ -142,9 +182,21 @@ impl Tool for ShellTool {
         DESCRIPTION
     }
 
+    fn mutating(&self, args: &ShellArgs) -> bool {
+        !matches!(self.sandbox_for(args), Ok(Some(_)))
+    }
+
     async fn confirm_summary(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<String> {
-        let dir = ctx.resolve_path_or_cwd(args.cwd.as_deref()).ok()?;
-        Some(format!("$ {}\n(in {})", args.command, dir.display()))
+        let dir = ctx.workspace_path_or_cwd(args.cwd.as_deref()).ok()?;
+        let note = match self.sandbox_for(args) {
+            Err(why) => format!("\n(not sandboxed: {why})"),
+            Ok(_) => String::new(),
+        };
+        Some(format!(
+            "$ {}\n(in {}){note}",
+            args.command,
+            dir.path().display()
+        ))
     }
 
     /// The pipeline's deadline sits just past the longest command the
@@ -158,12 +210,37 @@ impl Tool for ShellTool {
         if args.command.trim().is_empty() {
             return Err(ToolError::invalid_arguments("the command is empty"));
         }
-        let dir = ctx.resolve_path_or_cwd(args.cwd.as_deref())?;
-        if !dir.is_dir() {
-            return Err(ToolError::not_found(format!(
-                "the directory `{}` does not exist",
-                dir.display()
-            )));
+        let place = ctx.workspace_path_or_cwd(args.cwd.as_deref())?;
+        // Opened now and entered with fchdir in the child: a symlink
+        // swapped in after this cannot move the command elsewhere.
+        let dir = {
+            let place = place.clone();
+            tokio::task::spawn_blocking(move || place.open_dir())
+                .await
+                .map_err(|e| ToolError::failed(format!("opening the directory failed: {e}")))?
+        }
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => {
+                ToolError::not_found(format!(
+                    "the directory `{}` does not exist",
+                    place.path().display()
+                ))
+            }
+            _ => place.error("run a command in", e),
+        })?;
+        let mut launch = Launch::new().cwd(dir);
+        let mut unsandboxed_note = None;
+        match self.sandbox_for(&args) {
+            Ok(Some(policy)) => {
+                let roots = if ctx.roots().is_empty() {
+                    vec![ctx.cwd().to_path_buf()]
+                } else {
+                    ctx.roots().iter().map(|r| ctx.cwd().join(r)).collect()
+                };
+                launch = launch.sandbox(policy.clone(), roots);
+            }
+            Ok(None) => {}
+            Err(why) => unsandboxed_note = Some(why),
         }
         let mut timeout = args
             .timeout_ms
@@ -176,7 +253,7 @@ impl Tool for ShellTool {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(Duration::from_millis(300)));
         }
-        let run = run_command(&args.command, dir, timeout, &self.config, ctx).await?;
+        let run = run_command(&args.command, launch, timeout, &self.config, ctx).await?;
         if let Some(callback) = &self.after_command {
             callback(&run.report);
         }
@@ -184,10 +261,14 @@ impl Tool for ShellTool {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
         }
+        if let Some(why) = unsandboxed_note.filter(|_| self.sandbox.is_some()) {
+            text.push_str(&format!("[ran without the sandbox: {why}]\n"));
+        }
         let report = &run.report;
         let structured = serde_json::json!({
             "exit_code": report.exit_code,
             "timed_out": report.timed_out,
+            "sandboxed": report.sandboxed,
             "elapsed_ms": u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
         });
         if report.cancelled {
@@ -292,17 +373,17 @@ struct Finished {
 }
 
 #[cfg(unix)]
-fn command_for(line: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new("sh");
+fn command_for(line: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
     command.arg("-c").arg(line);
-    command.process_group(0);
     command
 }
 
 #[cfg(windows)]
-fn command_for(line: &str) -> tokio::process::Command {
+fn command_for(line: &str) -> std::process::Command {
+    use std::os::windows::process::CommandExt;
     const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
-    let mut command = tokio::process::Command::new("cmd.exe");
+    let mut command = std::process::Command::new("cmd.exe");
     command.arg("/c").arg(line);
     command.creation_flags(CREATE_NEW_PROCESS_GROUP);
     command
@@ -318,7 +399,9 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Kills the process group led by `pid` (the whole tree on Windows).
+/// Kills the process group led by `pid` (the whole tree on Windows). With
+/// a PID namespace this ends the supervisor and PID 1, and with it every
+/// process in the namespace.
 fn kill_group(pid: Option<u32>) {
     let Some(pid) = pid else { return };
     #[cfg(unix)]
@@ -339,9 +422,64 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
+/// The read end of the command's output pipe, read without a thread of
+/// its own on Unix (nothing is left blocked when the call ends).
+struct OutputPipe {
+    #[cfg(unix)]
+    pipe: tokio::net::unix::pipe::Receiver,
+    #[cfg(unix)]
+    buf: Vec<u8>,
+    #[cfg(windows)]
+    chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
+}
+
+impl OutputPipe {
+    fn new(reader: std::io::PipeReader) -> std::io::Result<Self> {
+        #[cfg(unix)]
+        {
+            let fd = std::os::fd::OwnedFd::from(reader);
+            Ok(Self {
+                pipe: tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?,
+                buf: vec![0u8; 64 * 1024],
+            })
+        }
+        #[cfg(windows)]
+        {
+            use std::io::Read;
+            let mut reader = reader;
+            let (sender, chunks) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                while let Ok(n) = reader.read(&mut buf) {
+                    if n == 0 || sender.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+            });
+            Ok(Self { chunks })
+        }
+    }
+
+    /// The next chunk, or `None` at the end (or on a read error).
+    async fn next(&mut self) -> Option<Vec<u8>> {
+        #[cfg(unix)]
+        {
+            use tokio::io::AsyncReadExt;
+            match self.pipe.read(&mut self.buf).await {
+                Ok(0) | Err(_) => None,
+                Ok(n) => Some(self.buf[..n].to_vec()),
+            }
+        }
+        #[cfg(windows)]
+        {
+            self.chunks.recv().await
+        }
+    }
+}
+
 async fn run_command(
     line: &str,
-    dir: PathBuf,
+    launch: Launch,
     timeout: Duration,
     config: &ShellConfig,
     ctx: &ToolCtx,
@@ -349,36 +487,26 @@ async fn run_command(
     let started = Instant::now();
     let spawn_error = |e: std::io::Error| ToolError::failed(format!("cannot start `{line}`: {e}"));
     // One pipe for both streams keeps their order.
-    let (mut reader, writer) = std::io::pipe().map_err(spawn_error)?;
+    let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     let writer_err = writer.try_clone().map_err(spawn_error)?;
     let mut command = command_for(line);
     command
-        .current_dir(&dir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
-        .stderr(Stdio::from(writer_err))
-        .kill_on_drop(true);
+        .stderr(Stdio::from(writer_err));
+    let sandboxed = launch.is_sandboxed();
+    let containment = launch
+        .prepare(&mut command)
+        .map_err(|e| ToolError::failed(format!("cannot start `{line}`: {e}")))?;
+    let mut command = tokio::process::Command::from(command);
+    command.kill_on_drop(true);
     let mut child = command.spawn().map_err(spawn_error)?;
     // Close our copies of the write end, or the reader never sees EOF.
     drop(command);
     let pid = child.id();
     // If this future is dropped (the run aborted), still stop the group.
     let mut group = GroupGuard(pid);
-
-    let (sender, mut chunks) = mpsc::channel::<Vec<u8>>(64);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match reader.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if sender.blocking_send(buf[..n].to_vec()).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
+    let mut pipe = OutputPipe::new(reader).map_err(spawn_error)?;
 
     let mut output = CappedOutput::new(config.max_output_bytes);
     let mut pending = Vec::new();
@@ -409,7 +537,7 @@ async fn run_command(
     let mut eof = false;
     loop {
         tokio::select! {
-            chunk = chunks.recv(), if !eof => match chunk {
+            chunk = pipe.next(), if !eof => match chunk {
                 Some(chunk) => on_chunk(&chunk, &mut output),
                 // The command closed its output but may still be running
                 // (`exec >log 2>&1; make`): keep waiting for it.
@@ -417,13 +545,14 @@ async fn run_command(
             },
             exited = child.wait(), if status.is_none() => {
                 status = Some(exited.map_err(|e| ToolError::failed(format!("waiting for `{line}` failed: {e}")))?);
-                // Keep reading what is already in the pipe (and what
-                // background children write) for a moment, then stop.
+                // Keep reading what is already in the pipe (and, without a
+                // PID namespace, what background children write) for a
+                // moment, then stop.
                 let drain = tokio::time::sleep(config.drain_after_exit);
                 tokio::pin!(drain);
                 while !eof {
                     tokio::select! {
-                        chunk = chunks.recv() => match chunk {
+                        chunk = pipe.next() => match chunk {
                             Some(chunk) => on_chunk(&chunk, &mut output),
                             None => eof = true,
                         },
@@ -442,8 +571,8 @@ async fn run_command(
             }
         }
     }
-    // Stop everything left in the group: the command itself on timeout or
-    // cancellation, background children otherwise.
+    // Stop everything left: the command itself on timeout or cancellation,
+    // background children otherwise.
     kill_group(pid);
     group.0 = None;
     let status = match status {
@@ -453,10 +582,20 @@ async fn run_command(
             .ok()
             .and_then(Result::ok),
     };
-    // Whatever is still buffered in the channel.
-    while let Ok(chunk) = chunks.try_recv() {
-        on_chunk(&chunk, &mut output);
+    // What the killed processes had written before they died; the pipe is
+    // dropped after a short wait either way.
+    let tail = tokio::time::sleep(Duration::from_millis(50));
+    tokio::pin!(tail);
+    while !eof {
+        tokio::select! {
+            chunk = pipe.next() => match chunk {
+                Some(chunk) => on_chunk(&chunk, &mut output),
+                None => eof = true,
+            },
+            _ = &mut tail => break,
+        }
     }
+    drop(pipe);
     let (exit_code, signal) = match status {
         Some(status) => (status.code(), signal_of(&status)),
         None => (None, None),
@@ -471,6 +610,8 @@ async fn run_command(
                 exit_code
             },
             timed_out,
+            sandboxed,
+            containment,
             cancelled,
             elapsed: started.elapsed(),
         },

@@ -76,6 +76,30 @@ async fn shell_merges_streams_in_order_and_reports_the_exit_code() {
     assert_eq!(out, format!("{}\n[exit code: 0]", ws.root.display()));
 }
 
+/// Live processes (zombies count as gone) whose command line contains
+/// `marker`: pids inside a command's PID namespace mean nothing out here.
+fn processes_with(marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.contains(marker) && alive(pid)).then_some(pid)
+        })
+        .collect()
+}
+
+/// Waits up to 2 s for the processes with `marker` to be gone.
+async fn gone(marker: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !processes_with(marker).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    processes_with(marker).is_empty()
+}
+
 fn alive(pid: i32) -> bool {
     // Zombies count as gone.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -86,14 +110,13 @@ fn alive(pid: i32) -> bool {
 #[tokio::test]
 async fn a_timeout_kills_the_whole_process_group_including_grandchildren() {
     let ws = workspace();
-    let pid_file = ws.root.join("grandchild.pid");
     let started = Instant::now();
     let err = error(
         call(
             &ShellTool::default(),
             &ws.ctx,
             json!({
-                "command": format!("sleep 100 & echo $! > {}; echo started; wait", pid_file.display()),
+                "command": "sleep 100.101 & echo started; wait",
                 "timeout_ms": 500
             }),
         )
@@ -111,40 +134,24 @@ async fn a_timeout_kills_the_whole_process_group_including_grandchildren() {
         "{}",
         err.message()
     );
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while alive(pid) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(!alive(pid), "the grandchild sleep {pid} survived");
+    assert!(gone("100.101").await, "the grandchild sleep survived");
 }
 
 #[tokio::test]
 async fn background_children_are_stopped_when_the_command_exits() {
     let ws = workspace();
-    let pid_file = ws.root.join("bg.pid");
     let started = Instant::now();
     let out = text(
         call(
             &ShellTool::default(),
             &ws.ctx,
-            json!({"command": format!("sleep 100 & echo $! > {}; echo done", pid_file.display())}),
+            json!({"command": "sleep 100.102 & echo done"}),
         )
         .await,
     );
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(out, "done\n[exit code: 0]");
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!alive(pid));
+    assert!(gone("100.102").await);
 }
 
 #[tokio::test]
@@ -177,11 +184,10 @@ async fn fifty_megabytes_of_output_are_capped_in_memory() {
 #[tokio::test]
 async fn cancellation_kills_the_command_and_progress_is_streamed() {
     let ws = workspace();
-    let pid_file = ws.root.join("cancel.pid");
     let provider = ScriptedProvider::new([ScriptedTurn::new().tool_call(
         "s",
         "shell",
-        json!({"command": format!("echo $$ > {}; for i in 1 2 3; do echo tick $i; done; sleep 100", pid_file.display())}),
+        json!({"command": "for i in 1 2 3; do echo tick $i; done; sleep 100.103"}),
     )]);
     let reports: Arc<Mutex<Vec<ShellReport>>> = Arc::default();
     let seen = Arc::clone(&reports);
@@ -206,13 +212,7 @@ async fn cancellation_kills_the_command_and_progress_is_streamed() {
         .unwrap();
     assert!(matches!(outcome.stop, kinet_core::RunStop::Cancelled));
     assert!(progress.contains("tick 1\ntick 2\ntick 3"));
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!alive(pid), "the shell {pid} survived cancellation");
+    assert!(gone("100.103").await, "the command survived cancellation");
     let reports = reports.lock().unwrap();
     assert!(reports.len() == 1 && reports[0].cancelled, "{reports:?}");
 }

@@ -1,0 +1,381 @@
+//! Namespaces and Landlock through raw system calls.
+//!
+//! The code run between `fork` and `exec` (the `pre_exec` closure) may only
+//! make system calls: everything it needs (the ruleset, the uid map text,
+//! the directory) is prepared in the parent, and the closure only reads it.
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use super::{Containment, Launch, SandboxError, SandboxPolicy, Support};
+
+// Landlock's ABI (linux/landlock.h); the libc crate does not carry it.
+const CREATE_RULESET_VERSION: u32 = 1;
+const RULE_PATH_BENEATH: libc::c_int = 1;
+
+const FS_EXECUTE: u64 = 1 << 0;
+const FS_WRITE_FILE: u64 = 1 << 1;
+const FS_READ_FILE: u64 = 1 << 2;
+const FS_READ_DIR: u64 = 1 << 3;
+const FS_REMOVE_DIR: u64 = 1 << 4;
+const FS_REMOVE_FILE: u64 = 1 << 5;
+const FS_MAKE_CHAR: u64 = 1 << 6;
+const FS_MAKE_DIR: u64 = 1 << 7;
+const FS_MAKE_REG: u64 = 1 << 8;
+const FS_MAKE_SOCK: u64 = 1 << 9;
+const FS_MAKE_FIFO: u64 = 1 << 10;
+const FS_MAKE_BLOCK: u64 = 1 << 11;
+const FS_MAKE_SYM: u64 = 1 << 12;
+const FS_REFER: u64 = 1 << 13;
+const FS_TRUNCATE: u64 = 1 << 14;
+const NET_BIND_TCP: u64 = 1 << 0;
+const NET_CONNECT_TCP: u64 = 1 << 1;
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The Landlock ABI version, or `None` when Landlock is off or absent.
+fn landlock_abi() -> Option<u32> {
+    // SAFETY: the documented version query: no attribute, size 0.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(abi).ok().filter(|&abi| abi >= 1)
+}
+
+/// The write rights this ABI knows: all of them are handled (denied unless
+/// a rule allows them); reading and executing are not handled.
+fn write_rights(abi: u32) -> u64 {
+    let mut rights = FS_WRITE_FILE
+        | FS_REMOVE_DIR
+        | FS_REMOVE_FILE
+        | FS_MAKE_CHAR
+        | FS_MAKE_DIR
+        | FS_MAKE_REG
+        | FS_MAKE_SOCK
+        | FS_MAKE_FIFO
+        | FS_MAKE_BLOCK
+        | FS_MAKE_SYM;
+    if abi >= 2 {
+        rights |= FS_REFER;
+    }
+    if abi >= 3 {
+        rights |= FS_TRUNCATE;
+    }
+    rights
+}
+
+/// Builds the ruleset in the parent; the child only applies it.
+fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io::Result<OwnedFd> {
+    let handled_fs = write_rights(abi);
+    let handled_net = if !policy.network && abi >= 4 {
+        NET_BIND_TCP | NET_CONNECT_TCP
+    } else {
+        0
+    };
+    let attr = RulesetAttr {
+        handled_access_fs: handled_fs,
+        handled_access_net: handled_net,
+    };
+    let size = if abi >= 4 {
+        std::mem::size_of::<RulesetAttr>()
+    } else {
+        std::mem::size_of::<u64>()
+    };
+    // SAFETY: `attr` is a valid ruleset attribute of at least `size` bytes.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size,
+            0u32,
+        )
+    };
+    let fd = i32::try_from(fd).map_err(|_| io::Error::other("bad ruleset descriptor"))?;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
+    let file_rights = FS_WRITE_FILE | if abi >= 3 { FS_TRUNCATE } else { 0 };
+    let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"].map(PathBuf::from);
+    for path in policy.writable_dirs(roots).iter().chain(&devices) {
+        // Missing directories (no /dev/shm, say) are skipped.
+        let Ok(target) = std::fs::File::open(path) else {
+            continue;
+        };
+        let Ok(metadata) = target.metadata() else {
+            continue;
+        };
+        let allowed = if metadata.is_dir() {
+            handled_fs
+        } else {
+            file_rights
+        };
+        let rule = PathBeneathAttr {
+            allowed_access: allowed,
+            parent_fd: target.as_raw_fd(),
+        };
+        // SAFETY: `rule` is a valid path-beneath rule with an open fd.
+        let added = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &rule as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if added != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let _ = (FS_EXECUTE, FS_READ_FILE, FS_READ_DIR);
+    Ok(ruleset)
+}
+
+pub(super) fn support() -> Support {
+    static SUPPORT: OnceLock<Support> = OnceLock::new();
+    *SUPPORT.get_or_init(|| Support {
+        landlock_abi: landlock_abi(),
+        namespaces: probe_namespaces(),
+    })
+}
+
+/// Whether a contained command really starts here: namespaces can be
+/// refused by sysctls, seccomp or security modules, so try one.
+fn probe_namespaces() -> bool {
+    let mut command = std::process::Command::new("/bin/sh");
+    command
+        .args(["-c", "exit 0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let setup = Setup {
+        cwd: None,
+        namespaces: namespace_flags(true),
+        maps: Maps::new(),
+        ruleset: None,
+        host: std::process::id(),
+    };
+    // SAFETY: see `Setup::run`.
+    unsafe { command.pre_exec(move || setup.run()) };
+    command.status().is_ok_and(|status| status.success())
+}
+
+fn namespace_flags(network_off: bool) -> libc::c_int {
+    let mut flags = libc::CLONE_NEWPID;
+    if network_off {
+        flags |= libc::CLONE_NEWNET;
+    }
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    flags
+}
+
+/// The uid and gid map lines, formatted before the fork.
+struct Maps {
+    uid: Vec<u8>,
+    gid: Vec<u8>,
+}
+
+impl Maps {
+    fn new() -> Self {
+        // SAFETY: getuid and getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        Self {
+            uid: format!("{uid} {uid} 1\n").into_bytes(),
+            gid: format!("{gid} {gid} 1\n").into_bytes(),
+        }
+    }
+}
+
+/// Everything the child needs, prepared in the parent.
+struct Setup {
+    cwd: Option<std::fs::File>,
+    namespaces: libc::c_int,
+    maps: Maps,
+    ruleset: Option<OwnedFd>,
+    host: u32,
+}
+
+fn check(result: libc::c_int) -> io::Result<()> {
+    if result < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Writes `data` to `path` with plain system calls.
+fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
+    // SAFETY: a NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+    check(fd)?;
+    // SAFETY: `data` is valid for `data.len()` bytes.
+    let written = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+    // SAFETY: `fd` is ours.
+    unsafe { libc::close(fd) };
+    if written < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Setup {
+    /// Runs in the forked child before `exec`: system calls only.
+    fn run(&self) -> io::Result<()> {
+        if let Some(dir) = &self.cwd {
+            // SAFETY: an open directory descriptor.
+            check(unsafe { libc::fchdir(dir.as_raw_fd()) })?;
+        }
+        if self.namespaces != 0 {
+            // SAFETY: plain system call.
+            check(unsafe { libc::unshare(self.namespaces) })?;
+            if self.namespaces & libc::CLONE_NEWUSER != 0 {
+                write_proc(c"/proc/self/setgroups", b"deny")?;
+                write_proc(c"/proc/self/uid_map", &self.maps.uid)?;
+                write_proc(c"/proc/self/gid_map", &self.maps.gid)?;
+            }
+            // This process becomes the supervisor: it dies with the host
+            // (set after unshare, which clears the setting).
+            // SAFETY: plain system calls.
+            unsafe {
+                check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))?;
+                if libc::getppid() != self.host as libc::pid_t {
+                    libc::_exit(137);
+                }
+            }
+            // SAFETY: a fork-like clone with no shared memory or stack.
+            let pid = unsafe {
+                libc::syscall(
+                    libc::SYS_clone,
+                    libc::SIGCHLD as libc::c_ulong,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                )
+            };
+            if pid < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if pid > 0 {
+                supervise(pid as libc::pid_t);
+            }
+            // PID 1 of the new namespace: it dies with the supervisor, and
+            // when it ends the kernel ends every process in the namespace.
+            // SAFETY: plain system call.
+            check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
+        }
+        if let Some(ruleset) = &self.ruleset {
+            // SAFETY: plain system calls on a ruleset descriptor we own.
+            unsafe {
+                check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+                let restricted =
+                    libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32);
+                if restricted != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The supervisor: closes every descriptor (so the output pipe and the
+/// spawn's error pipe belong to the command alone), waits for PID 1 and
+/// exits the way it did.
+fn supervise(pid: libc::pid_t) -> ! {
+    // SAFETY: system calls only; `_exit` never returns.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+            for fd in 0..4096 {
+                libc::close(fd);
+            }
+        }
+        let mut status: libc::c_int = 0;
+        loop {
+            let waited = libc::waitpid(pid, &mut status, 0);
+            if waited == pid {
+                break;
+            }
+            if waited < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(127);
+            }
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        let signal = libc::WTERMSIG(status);
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+        libc::_exit(128 + signal);
+    }
+}
+
+pub(super) fn prepare(
+    launch: Launch,
+    command: &mut std::process::Command,
+) -> Result<Containment, SandboxError> {
+    let support = support();
+    let mut network_off = false;
+    let ruleset = match &launch.sandbox {
+        Some((policy, roots)) => {
+            if let Some(why) = support.sandbox_unavailable(policy) {
+                return Err(SandboxError::Unavailable(why));
+            }
+            network_off = !policy.network;
+            let abi = support.landlock_abi.unwrap_or(1);
+            Some(ruleset(policy, roots, abi)?)
+        }
+        None => None,
+    };
+    let contained = launch.contain && support.namespaces;
+    // Without namespaces, the network can only be off through Landlock's
+    // TCP rules (checked above).
+    let namespaces = if contained || (network_off && support.namespaces) {
+        namespace_flags(network_off)
+    } else {
+        0
+    };
+    // The group lets one kill reach the supervisor and PID 1 (or, without
+    // a namespace, the command and its children).
+    command.process_group(0);
+    let setup = Setup {
+        cwd: launch.cwd,
+        namespaces,
+        maps: Maps::new(),
+        ruleset,
+        host: std::process::id(),
+    };
+    // SAFETY: `Setup::run` makes system calls only (no allocation, no
+    // locks), as code between fork and exec must.
+    unsafe { command.pre_exec(move || setup.run()) };
+    Ok(if namespaces != 0 {
+        Containment::PidNamespace
+    } else {
+        Containment::ProcessGroup
+    })
+}

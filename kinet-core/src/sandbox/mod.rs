@@ -1,0 +1,243 @@
+//! Starting programs for tools: contained, so every process a command
+//! starts ends with its call, and optionally sandboxed, so the kernel keeps
+//! its writes inside the workspace and its network off.
+//!
+//! Used by the shell tool; anything else that runs programs for the model
+//! (an MCP stdio server, a browser) can use the same [`Launch`].
+//!
+//! # What the kernel enforces (Linux)
+//!
+//! - **Containment.** The command runs as PID 1 of a new PID namespace
+//!   (through an unprivileged user namespace when not root). When it exits
+//!   or is killed, the kernel kills every process left in the namespace:
+//!   `setsid` and double-forked daemons included. A small supervisor process
+//!   sits between the host and the namespace and dies with the host
+//!   (`PR_SET_PDEATHSIG`), taking the namespace with it. Where namespaces are
+//!   not allowed, the command gets its own process group instead, which a
+//!   `setsid` daemon can leave: [`Containment::ProcessGroup`].
+//! - **Writes.** Landlock allows writes only beneath the policy's
+//!   directories (the workspace roots, the temp directories, `/dev/null`);
+//!   reading and running programs stay allowed everywhere.
+//! - **Network.** Off by default: a new network namespace with nothing in
+//!   it (not even a working loopback), plus Landlock's TCP rules where the
+//!   kernel has them (ABI 4+).
+//!
+//! Other systems get process-group containment and no sandbox;
+//! [`support`] says what this machine has.
+
+#[cfg(target_os = "linux")]
+mod linux;
+
+use std::path::PathBuf;
+
+/// What a sandboxed command may do. Reading is always allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    writable_roots: bool,
+    writable: Vec<PathBuf>,
+    temp: bool,
+    network: bool,
+}
+
+impl Default for SandboxPolicy {
+    fn default() -> Self {
+        Self::workspace_write()
+    }
+}
+
+impl SandboxPolicy {
+    /// Writes allowed in the call's workspace roots (its cwd when there are
+    /// none) and the temp directories; network off.
+    pub fn workspace_write() -> Self {
+        Self {
+            writable_roots: true,
+            writable: Vec::new(),
+            temp: true,
+            network: false,
+        }
+    }
+
+    /// Writes allowed nowhere but `/dev/null`; network off.
+    pub fn read_only() -> Self {
+        Self {
+            writable_roots: false,
+            writable: Vec::new(),
+            temp: false,
+            network: false,
+        }
+    }
+
+    /// Also allows writes beneath `dir` (a cache, a build directory).
+    pub fn writable(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.writable.push(dir.into());
+        self
+    }
+
+    /// Allows the network (default: off).
+    pub fn allow_network(mut self, allow: bool) -> Self {
+        self.network = allow;
+        self
+    }
+
+    /// Whether the network is allowed.
+    pub fn network(&self) -> bool {
+        self.network
+    }
+
+    /// The directories writes are allowed beneath, for a call with these
+    /// workspace roots.
+    pub fn writable_dirs(&self, roots: &[PathBuf]) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if self.writable_roots {
+            dirs.extend(roots.iter().cloned());
+        }
+        if self.temp {
+            dirs.push(std::env::temp_dir());
+            dirs.push(PathBuf::from("/tmp"));
+            dirs.push(PathBuf::from("/var/tmp"));
+            dirs.push(PathBuf::from("/dev/shm"));
+        }
+        dirs.extend(self.writable.iter().cloned());
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    }
+}
+
+/// What this machine can enforce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Support {
+    /// The Landlock ABI version, when the kernel has Landlock enabled.
+    pub landlock_abi: Option<u32>,
+    /// Whether new PID and network namespaces can be made (as root, or
+    /// through an unprivileged user namespace).
+    pub namespaces: bool,
+}
+
+impl Support {
+    /// Why a sandbox cannot be enforced here, when it cannot.
+    pub fn sandbox_unavailable(&self, policy: &SandboxPolicy) -> Option<String> {
+        if self.landlock_abi.is_none() {
+            return Some(
+                "this kernel has no Landlock (Linux 5.13+ with Landlock enabled), so writes cannot be confined"
+                    .into(),
+            );
+        }
+        if !policy.network && !self.namespaces && self.landlock_abi < Some(4) {
+            return Some(
+                "this system allows no network namespace and its Landlock cannot block TCP (ABI 4+), so the network cannot be turned off"
+                    .into(),
+            );
+        }
+        None
+    }
+}
+
+/// What this machine can enforce, probed once.
+pub fn support() -> Support {
+    #[cfg(target_os = "linux")]
+    {
+        linux::support()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Support {
+            landlock_abi: None,
+            namespaces: false,
+        }
+    }
+}
+
+/// How a command's processes are held together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Containment {
+    /// A PID namespace: every process ends with the call.
+    PidNamespace,
+    /// A process group: killed together, but a `setsid` daemon can leave.
+    ProcessGroup,
+}
+
+/// Why a command could not be prepared.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SandboxError {
+    /// The sandbox cannot be enforced on this machine.
+    #[error("the sandbox is not available: {0}")]
+    Unavailable(String),
+    /// Setting up the sandbox failed.
+    #[error("cannot set up the sandbox: {0}")]
+    Setup(#[from] std::io::Error),
+}
+
+/// How to start one command: in a directory opened beforehand (so a
+/// symlink swapped in after the check cannot move it), contained, and
+/// optionally sandboxed.
+#[derive(Debug, Default)]
+pub struct Launch {
+    cwd: Option<std::fs::File>,
+    sandbox: Option<(SandboxPolicy, Vec<PathBuf>)>,
+    contain: bool,
+}
+
+impl Launch {
+    /// Contained, not sandboxed, in the command's own directory.
+    pub fn new() -> Self {
+        Self {
+            cwd: None,
+            sandbox: None,
+            contain: true,
+        }
+    }
+
+    /// Runs in this directory (opened, for example, with
+    /// [`WorkspacePath::open_dir`](crate::tool::WorkspacePath::open_dir)).
+    pub fn cwd(mut self, dir: std::fs::File) -> Self {
+        self.cwd = Some(dir);
+        self
+    }
+
+    /// Sandboxes the command; `roots` are the call's workspace roots.
+    pub fn sandbox(mut self, policy: SandboxPolicy, roots: Vec<PathBuf>) -> Self {
+        self.sandbox = Some((policy, roots));
+        self
+    }
+
+    /// Whether the command will be sandboxed.
+    pub fn is_sandboxed(&self) -> bool {
+        self.sandbox.is_some()
+    }
+
+    /// Turns containment off (default: on): the command may leave daemons.
+    pub fn contain(mut self, contain: bool) -> Self {
+        self.contain = contain;
+        self
+    }
+
+    /// Sets `command` up to start this way. Kill the process group of the
+    /// started child (its pid) to stop everything; with a PID namespace,
+    /// killing the child alone is enough.
+    pub fn prepare(self, command: &mut std::process::Command) -> Result<Containment, SandboxError> {
+        #[cfg(target_os = "linux")]
+        {
+            linux::prepare(self, command)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            if let Some((policy, _)) = &self.sandbox {
+                return Err(SandboxError::Unavailable(
+                    support()
+                        .sandbox_unavailable(policy)
+                        .unwrap_or_else(|| "not on this system".into()),
+                ));
+            }
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::CommandExt;
+                command.process_group(0);
+            }
+            Ok(Containment::ProcessGroup)
+        }
+    }
+}
