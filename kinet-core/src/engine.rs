@@ -100,7 +100,7 @@ pub(crate) async fn drive(
             Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
         };
 
-        let calls = model_turn.calls;
+        let calls = unique_ids(model_turn.calls, &conversation, turn);
         model_stop = Some(model_turn.stop.clone());
         // An empty turn (only reasoning, or cut off before any output) adds
         // nothing: providers reject empty assistant messages.
@@ -162,6 +162,42 @@ pub(crate) async fn drive(
         usage,
         turns: turn,
     }
+}
+
+/// Gives every call of the turn an id no other call in the conversation
+/// has: a model can send two calls with one id, or none at all, and real
+/// providers reject the next request when ids repeat. The assistant message
+/// and the results carry the new ids, so the pairing stays valid.
+fn unique_ids(mut calls: Vec<ToolCall>, conversation: &Conversation, turn: u32) -> Vec<ToolCall> {
+    let mut taken: std::collections::HashSet<String> = conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls.iter().map(|c| c.id.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    for (index, call) in calls.iter_mut().enumerate() {
+        if !call.id.trim().is_empty() && taken.insert(call.id.clone()) {
+            continue;
+        }
+        let base = if call.id.trim().is_empty() {
+            format!("call_{turn}_{index}")
+        } else {
+            call.id.clone()
+        };
+        let mut candidate = base.clone();
+        let mut n = 1;
+        while taken.contains(&candidate) {
+            n += 1;
+            candidate = format!("{base}_{n}");
+        }
+        tracing::debug!(from = %call.id, to = %candidate, "renamed a duplicate or empty tool-call id");
+        taken.insert(candidate.clone());
+        call.id = candidate;
+    }
+    calls
 }
 
 #[derive(Default)]

@@ -24,8 +24,21 @@ pub struct GitDiffArgs {
     pub cached: bool,
 }
 
-/// Shows changes with the real `git` (`--no-color --no-ext-diff`), in the
-/// repository around the working directory. Read-only: never asks.
+/// Shows changes with the real `git`, in the repository around the working
+/// directory. Read-only: never asks.
+///
+/// **What runs.** `git` itself and nothing the repository names. A cloned
+/// repository's `.git/config` and `.gitattributes` belong to whoever made
+/// it, so every git command gets: system and global config ignored
+/// (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, config from the
+/// environment dropped); `core.fsmonitor=false`; hooks pointed at
+/// `/dev/null`; every filter driver the config defines emptied (`clean`,
+/// `smudge`, `process`) and not required; every diff driver's `textconv`
+/// and `command` emptied plus `--no-textconv --no-ext-diff`; no pager;
+/// no network (`protocol.allow=never`, no lazy fetch in partial clones, no
+/// credential helper, no prompts); no optional index writes; pathspecs
+/// taken literally. A work tree outside the workspace roots (a
+/// `core.worktree` pointing elsewhere) is refused.
 #[derive(Debug, Clone)]
 pub struct GitDiffTool {
     git: String,
@@ -63,22 +76,117 @@ struct GitOutput {
     stderr: String,
 }
 
-async fn run_git(
-    git: &str,
-    dir: &Path,
-    args: &[&str],
-    ctx: &ToolCtx,
-) -> Result<GitOutput, ToolError> {
-    let child = tokio::process::Command::new(git)
+/// Environment variables that would let the host's or the repository's
+/// settings run programs or reach config files; removed for every git run.
+const DROPPED_ENV: &[&str] = &[
+    "GIT_EXTERNAL_DIFF",
+    "GIT_DIFF_OPTS",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_EDITOR",
+    "GIT_PAGER",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_ATTR_SOURCE",
+];
+
+/// Settings that stop git from running anything the repository names.
+const SAFE_CONFIG: &[&str] = &[
+    "core.fsmonitor=false",
+    "core.hooksPath=/dev/null",
+    "core.pager=cat",
+    "core.sshCommand=",
+    "core.askPass=",
+    "credential.helper=",
+    "protocol.allow=never",
+    "diff.external=",
+];
+
+/// A git command with the hardening described on [`GitDiffTool`];
+/// `drivers` are the filter and diff driver names to empty.
+fn git_command(git: &str, dir: &Path, drivers: &Drivers, args: &[&str]) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(git);
+    for name in DROPPED_ENV {
+        command.env_remove(name);
+    }
+    command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("GIT_LITERAL_PATHSPECS", "1")
+        .env("PAGER", "cat")
+        .env("LC_ALL", "C")
+        .arg("--no-pager");
+    for setting in SAFE_CONFIG {
+        command.arg("-c").arg(setting);
+    }
+    for name in &drivers.filters {
+        for key in ["clean", "smudge", "process"] {
+            command.arg("-c").arg(format!("filter.{name}.{key}="));
+        }
+        command
+            .arg("-c")
+            .arg(format!("filter.{name}.required=false"));
+    }
+    for name in &drivers.diffs {
+        for key in ["textconv", "command"] {
+            command.arg("-c").arg(format!("diff.{name}.{key}="));
+        }
+    }
+    command
         .args(args)
         .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_PAGER", "cat")
-        .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    command
+}
+
+/// The filter and diff drivers the repository's config defines.
+#[derive(Debug, Default)]
+struct Drivers {
+    filters: Vec<String>,
+    diffs: Vec<String>,
+}
+
+impl Drivers {
+    /// Parses `git config --name-only --get-regexp` output: names such as
+    /// `filter.lfs.clean` or `diff.a.b.textconv` (the driver may contain dots).
+    fn parse(names: &str) -> Self {
+        let mut drivers = Self::default();
+        for name in names.lines() {
+            let (list, rest) = if let Some(rest) = name.strip_prefix("filter.") {
+                (&mut drivers.filters, rest)
+            } else if let Some(rest) = name.strip_prefix("diff.") {
+                (&mut drivers.diffs, rest)
+            } else {
+                continue;
+            };
+            if let Some((driver, _key)) = rest.rsplit_once('.')
+                && !list.iter().any(|known| known == driver)
+            {
+                list.push(driver.to_owned());
+            }
+        }
+        drivers
+    }
+}
+
+async fn run_git(
+    git: &str,
+    dir: &Path,
+    drivers: &Drivers,
+    args: &[&str],
+    ctx: &ToolCtx,
+) -> Result<GitOutput, ToolError> {
+    let child = git_command(git, dir, drivers, args)
         .spawn()
         .map_err(|e| ToolError::failed(format!("cannot run `{git}`: {e}; is git installed?")))?;
     // Dropping the wait on timeout or cancellation kills git (kill_on_drop).
@@ -127,14 +235,17 @@ impl Tool for GitDiffTool {
             Some(file) => Some(ctx.resolve_path(file)?),
             None => None,
         };
+        let none = Drivers::default();
         let inside = run_git(
             &self.git,
             &dir,
-            &["rev-parse", "--is-inside-work-tree"],
+            &none,
+            &["rev-parse", "--is-inside-work-tree", "--show-toplevel"],
             ctx,
         )
         .await?;
-        if inside.status != Some(0) || inside.stdout.trim() != "true" {
+        let mut lines = inside.stdout.lines();
+        if inside.status != Some(0) || lines.next() != Some("true") {
             return Err(ToolError::invalid_arguments(format!(
                 "`{}` is not inside a git repository (git said: {})",
                 dir.display(),
@@ -145,20 +256,31 @@ impl Tool for GitDiffTool {
                 }
             )));
         }
-        // Read-only for real: no textconv or fsmonitor programs from the
-        // repository's config run.
-        let mut command: Vec<String> = [
-            "-c",
-            "core.fsmonitor=false",
-            "--no-pager",
-            "diff",
-            "--no-color",
-            "--no-ext-diff",
-            "--no-textconv",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        // The work tree must lie inside the workspace: a `core.worktree`
+        // pointing elsewhere would show files from there.
+        if let Some(top) = lines.next()
+            && !ctx.roots().is_empty()
+        {
+            ctx.resolve_path(top).map_err(|e| {
+                ToolError::permission_denied(format!(
+                    "the repository's work tree `{top}` is outside the workspace ({})",
+                    e.message()
+                ))
+            })?;
+        }
+        let names = run_git(
+            &self.git,
+            &dir,
+            &none,
+            &["config", "--name-only", "--get-regexp", r"^(filter|diff)\."],
+            ctx,
+        )
+        .await?;
+        let drivers = Drivers::parse(&names.stdout);
+        let mut command: Vec<String> = ["diff", "--no-color", "--no-ext-diff", "--no-textconv"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         if args.cached {
             command.push("--cached".into());
         }
@@ -170,7 +292,7 @@ impl Tool for GitDiffTool {
             command.push(file.display().to_string());
         }
         let refs: Vec<&str> = command.iter().map(String::as_str).collect();
-        let diff = run_git(&self.git, &dir, &refs, ctx).await?;
+        let diff = run_git(&self.git, &dir, &drivers, &refs, ctx).await?;
         if diff.status != Some(0) {
             let message = &diff.stderr;
             if let Some(git_ref) = &args.git_ref
@@ -216,7 +338,7 @@ impl Tool for GitDiffTool {
             if let Some(file) = &file_arg {
                 status_args.push(file);
             }
-            let status = run_git(&self.git, &dir, &status_args, ctx).await?;
+            let status = run_git(&self.git, &dir, &drivers, &status_args, ctx).await?;
             let untracked: Vec<&str> = status
                 .stdout
                 .lines()

@@ -211,15 +211,10 @@ impl Tool for ShellTool {
             return Err(ToolError::invalid_arguments("the command is empty"));
         }
         let place = ctx.workspace_path_or_cwd(args.cwd.as_deref())?;
-        // Opened now and entered with fchdir in the child: a symlink
-        // swapped in after this cannot move the command elsewhere.
-        let dir = {
-            let place = place.clone();
-            tokio::task::spawn_blocking(move || place.open_dir())
-                .await
-                .map_err(|e| ToolError::failed(format!("opening the directory failed: {e}")))?
-        }
-        .map_err(|e| match e.kind() {
+        // Opened now (one quick system call, so inline) and entered with
+        // fchdir in the child: a symlink swapped in after this cannot move
+        // the command elsewhere.
+        let dir = place.open_dir().map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => {
                 ToolError::not_found(format!(
                     "the directory `{}` does not exist",

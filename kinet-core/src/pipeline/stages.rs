@@ -312,12 +312,18 @@ impl Pipeline {
     }
 }
 
+/// The longest a tool may take to build its confirmation summary; after
+/// it the user sees the arguments instead.
+const SUMMARY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 async fn ask(base: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> ConfirmDecision {
     let ctx = base.for_call(&call.id, &call.name);
     let summary = tokio::select! {
         biased;
         _ = ctx.cancellation().cancelled() => None,
-        summary = guarded(prepared.confirm_summary(&ctx)) => summary.ok().flatten(),
+        summary = tokio::time::timeout(SUMMARY_TIMEOUT, guarded(prepared.confirm_summary(&ctx))) => {
+            summary.ok().and_then(Result::ok).flatten()
+        }
     };
     let summary = summary.unwrap_or_else(|| pretty_arguments(&call.arguments));
     let request = ConfirmRequest {

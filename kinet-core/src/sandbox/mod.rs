@@ -73,6 +73,14 @@ impl SandboxPolicy {
         self
     }
 
+    /// Whether writes are allowed in the temp directories (`$TMPDIR`,
+    /// `/tmp`, `/var/tmp`, `/dev/shm`); default: yes for
+    /// [`workspace_write`](Self::workspace_write).
+    pub fn temp_dirs(mut self, allow: bool) -> Self {
+        self.temp = allow;
+        self
+    }
+
     /// Allows the network (default: off).
     pub fn allow_network(mut self, allow: bool) -> Self {
         self.network = allow;
