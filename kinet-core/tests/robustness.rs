@@ -279,6 +279,39 @@ async fn calls_without_ids_get_unique_ones() {
 }
 
 #[tokio::test]
+async fn duplicate_ids_are_made_unique_and_stay_paired() {
+    let timeline = Timeline::default();
+    // Two calls sharing an id in one turn, and the same id again next turn.
+    let provider = Arc::new(kinet_core::testing::ScriptedProvider::new([
+        ScriptedTurn::new()
+            .tool_call("dup", "look", json!({"label": "a", "ms": 0}))
+            .tool_call("dup", "look", json!({"label": "b", "ms": 0})),
+        ScriptedTurn::new().tool_call("dup", "look", json!({"label": "c", "ms": 0})),
+        ScriptedTurn::text("ok"),
+    ]));
+    let agent = Agent::builder_arc(provider)
+        .tool(Sleeper::new("look", true, &timeline))
+        .build();
+    let outcome = agent.run_to_completion("go").await;
+    assert_paired(&outcome);
+    let ids: Vec<String> = outcome
+        .conversation
+        .messages
+        .iter()
+        .flat_map(|m| {
+            m.tool_calls()
+                .iter()
+                .map(|c| c.id.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], "dup");
+    let unique: std::collections::BTreeSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 3, "{ids:?}");
+}
+
+#[tokio::test]
 async fn an_empty_turn_adds_no_message_and_the_stop_reason_is_reported() {
     let provider = ScriptedProvider::new([ScriptedTurn::new()
         .with_reasoning("thinking a lot")

@@ -1,0 +1,188 @@
+//! The shell sandbox, enforced by this machine's kernel: Landlock for
+//! writes, a network namespace (and Landlock TCP rules) for the network,
+//! and its approval mode.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use kinet_core::sandbox::{SandboxPolicy, support};
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use kinet_tools::shell::{ShellArgs, ShellTool};
+use serde_json::json;
+
+/// Whether this kernel can enforce the sandbox; says so loudly when not.
+fn supported(policy: &SandboxPolicy) -> bool {
+    match support().sandbox_unavailable(policy) {
+        None => true,
+        Some(why) => {
+            eprintln!("SKIPPED: the sandbox cannot be enforced here: {why}");
+            false
+        }
+    }
+}
+
+struct Dirs {
+    _guards: (tempfile::TempDir, tempfile::TempDir),
+    root: PathBuf,
+    other: PathBuf,
+}
+
+fn dirs() -> Dirs {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    Dirs {
+        root: std::fs::canonicalize(a.path()).unwrap(),
+        other: std::fs::canonicalize(b.path()).unwrap(),
+        _guards: (a, b),
+    }
+}
+
+async fn run(tool: &ShellTool, ctx: &ToolCtx, command: &str) -> Result<ToolOutput, ToolError> {
+    tool.call(
+        serde_json::from_value(json!({"command": command})).unwrap(),
+        ctx,
+    )
+    .await
+}
+
+fn text(result: Result<ToolOutput, ToolError>) -> String {
+    match result {
+        Ok(output) => output.text,
+        Err(error) => error.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn writes_stay_in_the_roots_and_temp() {
+    let policy = SandboxPolicy::workspace_write();
+    if !supported(&policy) {
+        return;
+    }
+    let d = dirs();
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let tool = ShellTool::default().sandboxed(policy);
+    let out = text(
+        run(
+            &tool,
+            &ctx,
+            "mkdir -p sub && echo in > sub/a.txt && cat sub/a.txt",
+        )
+        .await,
+    );
+    assert!(out.contains("in\n[exit code: 0]"), "{out}");
+    let temp = d.other.join("temp.txt");
+    let out = text(
+        run(
+            &tool,
+            &ctx,
+            &format!("echo t > {} && echo ok", temp.display()),
+        )
+        .await,
+    );
+    assert!(out.contains("ok"), "writing in temp: {out}");
+    assert!(temp.exists());
+
+    // Without temp, the other directory is outside every writable root.
+    let strict = ShellTool::default().sandboxed(SandboxPolicy::workspace_write().temp_dirs(false));
+    let target = d.other.join("escape.txt");
+    let out = text(run(&strict, &ctx, &format!("echo x > {}", target.display())).await);
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(!target.exists(), "the kernel let a write out of the roots");
+    // Removing and renaming outside are refused too; reading is not.
+    std::fs::write(d.other.join("keep.txt"), "kept\n").unwrap();
+    let out = text(
+        run(
+            &strict,
+            &ctx,
+            &format!("rm -f {0}/keep.txt; cat {0}/keep.txt", d.other.display()),
+        )
+        .await,
+    );
+    assert!(out.contains("kept"), "{out}");
+    let out = text(run(&strict, &ctx, "echo to-null > /dev/null && echo fine").await);
+    assert!(out.contains("fine"), "{out}");
+}
+
+#[tokio::test]
+async fn the_network_is_off_unless_allowed() {
+    let policy = SandboxPolicy::workspace_write();
+    if !supported(&policy) {
+        return;
+    }
+    let d = dirs();
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let probe =
+        format!("bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' && echo CONNECTED || echo REFUSED");
+    let sandboxed = text(
+        run(
+            &ShellTool::default().sandboxed(policy.clone()),
+            &ctx,
+            &probe,
+        )
+        .await,
+    );
+    assert!(
+        sandboxed.contains("REFUSED") && !sandboxed.contains("CONNECTED"),
+        "{sandboxed}"
+    );
+    let allowed = ShellTool::default().sandboxed(policy.allow_network(true));
+    let out = text(run(&allowed, &ctx, &probe).await);
+    assert!(out.contains("CONNECTED"), "network allowed: {out}");
+    let plain = text(run(&ShellTool::default(), &ctx, &probe).await);
+    assert!(plain.contains("CONNECTED"), "no sandbox: {plain}");
+}
+
+#[tokio::test]
+async fn git_and_cargo_work_inside() {
+    let policy = SandboxPolicy::workspace_write();
+    if !supported(&policy) {
+        return;
+    }
+    let d = dirs();
+    assert!(
+        Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&d.root)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::write(d.root.join("a.txt"), "a\n").unwrap();
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let tool = ShellTool::default().sandboxed(policy);
+    let out = text(
+        run(
+            &tool,
+            &ctx,
+            "git status --short && git add a.txt && git status --short",
+        )
+        .await,
+    );
+    assert!(
+        out.contains("?? a.txt") && out.contains("A  a.txt"),
+        "{out}"
+    );
+    assert!(out.ends_with("[exit code: 0]"), "{out}");
+    let out = text(run(&tool, &ctx, "cargo --version").await);
+    assert!(
+        out.starts_with("cargo ") && out.ends_with("[exit code: 0]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn sandboxed_commands_run_without_asking_and_unsandboxed_ones_ask() {
+    let plain = ShellTool::default();
+    let args = |v: serde_json::Value| -> ShellArgs { serde_json::from_value(v).unwrap() };
+    assert!(plain.mutating(&args(json!({"command": "ls"}))));
+    let policy = SandboxPolicy::workspace_write();
+    let tool = ShellTool::default().sandboxed(policy.clone());
+    let enforced = support().sandbox_unavailable(&policy).is_none();
+    // Where the kernel cannot enforce it, every command asks again.
+    assert_eq!(tool.mutating(&args(json!({"command": "ls"}))), !enforced);
+    assert!(tool.mutating(&args(json!({"command": "ls", "unsandboxed": true}))));
+}
