@@ -3,7 +3,13 @@
 //! - `grep` (in process) vs the `rg` binary on a large tree (the cargo
 //!   registry sources) for a literal and a regex, and on a small tree;
 //! - `glob` vs `rg --files -g` on the large tree;
-//! - `edit_file` on a 10 MB file.
+//! - `edit_file` on a 10 MB file;
+//! - `shell {"command":"true"}` per call: a process group only, contained
+//!   in a PID namespace, and sandboxed (Landlock + network namespace), vs
+//!   spawning `sh -c true` directly.
+//!
+//! The tools run with the tree as their workspace root, so every open goes
+//! through the kernel's beneath-the-root confinement.
 //!
 //! Ratios are kinet's median wall time over rg's (below 1.0: kinet faster).
 //!
@@ -24,9 +30,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kinet::core::sandbox::SandboxPolicy;
 use kinet::core::{Tool, ToolCtx};
 use kinet::tools::files::{EditFileTool, FileTracker, ReadFileTool};
 use kinet::tools::search::{GlobTool, GrepConfig, GrepTool};
+use kinet::tools::shell::{ShellConfig, ShellTool};
 use serde_json::json;
 
 const RUNS: usize = 15;
@@ -119,7 +127,7 @@ fn main() {
     match large_tree() {
         Some(tree) => {
             println!("large tree: {}", tree.display());
-            let ctx = ToolCtx::new(&tree);
+            let ctx = ToolCtx::new(&tree).with_roots(vec![tree.clone()]);
             for (label, pattern) in [
                 ("grep literal `HashMap::new`, large tree", "HashMap::new"),
                 (
@@ -170,7 +178,7 @@ fn main() {
     }
 
     let small = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("kinet-core/src");
-    let ctx = ToolCtx::new(&small);
+    let ctx = ToolCtx::new(&small).with_roots(vec![small.clone()]);
     results.push(compare(
         "grep literal `ToolError`, small tree (kinet-core/src)",
         &rt,
@@ -196,6 +204,8 @@ fn main() {
         );
     }
 
+    shell_per_call(&rt);
+
     // edit_file on a 10 MB file.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("big.rs");
@@ -211,7 +221,7 @@ fn main() {
     let tracker = FileTracker::new();
     let read = ReadFileTool::new(Arc::clone(&tracker));
     let edit = EditFileTool::new(Arc::clone(&tracker));
-    let ctx = ToolCtx::new(dir.path());
+    let ctx = ToolCtx::new(dir.path()).with_roots(vec![dir.path().to_path_buf()]);
     let mut samples = Vec::new();
     for n in 0..20 {
         let args =
@@ -234,4 +244,66 @@ fn main() {
         content.len() as f64 / 1e6,
         median(samples).as_secs_f64() * 1e3
     );
+}
+
+/// `shell {"command":"true"}` per call, three ways, against a bare spawn.
+fn shell_per_call(rt: &tokio::runtime::Runtime) {
+    const CALLS: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let ctx = ToolCtx::new(&root).with_roots(vec![root.clone()]);
+    let plain = ShellTool::new(ShellConfig {
+        contain: false,
+        ..ShellConfig::default()
+    });
+    let contained = ShellTool::default();
+    let sandboxed = ShellTool::default().sandboxed(SandboxPolicy::workspace_write());
+    let per_call = |tool: &ShellTool| {
+        let mut samples = Vec::new();
+        for _ in 0..CALLS {
+            let args = serde_json::from_value(json!({"command": "true"})).unwrap();
+            let start = Instant::now();
+            let out = rt.block_on(tool.call(args, &ctx)).unwrap();
+            samples.push(start.elapsed());
+            assert!(out.text.ends_with("[exit code: 0]"));
+        }
+        median(samples)
+    };
+    let bare = || {
+        let mut samples = Vec::new();
+        for _ in 0..CALLS {
+            let start = Instant::now();
+            let status = Command::new("sh").args(["-c", "true"]).status().unwrap();
+            samples.push(start.elapsed());
+            assert!(status.success());
+        }
+        median(samples)
+    };
+    // Warm up each, then measure in turn.
+    for tool in [&plain, &contained, &sandboxed] {
+        let args = serde_json::from_value(json!({"command": "true"})).unwrap();
+        rt.block_on(tool.call(args, &ctx)).unwrap();
+    }
+    let peer = bare();
+    let rows = [
+        ("process group only", per_call(&plain)),
+        ("contained (PID namespace)", per_call(&contained)),
+        (
+            "sandboxed (+ Landlock, network namespace)",
+            per_call(&sandboxed),
+        ),
+    ];
+    println!(
+        "\n| shell `true`, median of {CALLS} | per call | vs `sh -c true` spawned directly ({:.2} ms) | vs process group only |\n|---|---|---|---|",
+        peer.as_secs_f64() * 1e3
+    );
+    let base = rows[0].1;
+    for (label, time) in rows {
+        println!(
+            "| {label} | {:.2} ms | {:.2}x | {:.2}x |",
+            time.as_secs_f64() * 1e3,
+            time.as_secs_f64() / peer.as_secs_f64(),
+            time.as_secs_f64() / base.as_secs_f64()
+        );
+    }
 }

@@ -16,8 +16,16 @@
 //!   and the others alone, results in call order, and reports everything to
 //!   the host as [`AgentEvent`]s.
 //!
+//! - Confinement: a tool opens a model-supplied path through
+//!   [`ToolCtx::workspace_path`], which opens it beneath its workspace root
+//!   with the kernel's help (`openat2` `RESOLVE_BENEATH` on Linux): symlink
+//!   chains, swaps during the call and `/proc` magic links cannot lead
+//!   outside. Programs a tool starts go through [`sandbox::Launch`]:
+//!   contained in a PID namespace, optionally confined by Landlock with the
+//!   network off.
+//!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`],
-//! [`confirm`], [`provider`], [`message`], [`event`], [`testing`]. Modules
+//! [`confirm`], [`sandbox`], [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the
 //! scheduler, the engine and the agent.

@@ -29,7 +29,13 @@
 //! | `wecom_approval_list`, `wecom_approval_detail` | `integrations-wecom` | no |
 //!
 //! File tools resolve paths against the context's working directory and
-//! refuse paths outside its workspace roots (`..` and symlinks included).
+//! open them beneath its workspace roots through the kernel
+//! ([`kinet_core::tool::WorkspacePath`]): `..`, symlink chains of any
+//! length, symlinks swapped in during a call and `/proc` magic links cannot
+//! lead outside; grep and glob open and list through the same handle, and
+//! the shell enters its `cwd` by a directory opened that way. `git_diff`
+//! runs nothing the repository names. The shell contains every process it
+//! starts and can be sandboxed ([`shell::ShellTool::sandboxed`]).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

@@ -45,6 +45,10 @@ pub struct ShellConfig {
     /// background children still write before they are stopped. Default
     /// 250 ms.
     pub drain_after_exit: Duration,
+    /// Runs each command in its own PID namespace where the system allows
+    /// it, so every process it starts ends with the call. `false`: a
+    /// process group only, which `setsid` daemons can leave. Default `true`.
+    pub contain: bool,
 }
 
 impl Default for ShellConfig {
@@ -54,6 +58,7 @@ impl Default for ShellConfig {
             max_timeout: Duration::from_secs(600),
             max_output_bytes: 1024 * 1024,
             drain_after_exit: Duration::from_millis(250),
+            contain: true,
         }
     }
 }
@@ -223,7 +228,7 @@ impl Tool for ShellTool {
             }
             _ => place.error("run a command in", e),
         })?;
-        let mut launch = Launch::new().cwd(dir);
+        let mut launch = Launch::new().cwd(dir).contain(self.config.contain);
         let mut unsandboxed_note = None;
         match self.sandbox_for(&args) {
             Ok(Some(policy)) => {

@@ -2,7 +2,12 @@
 //! writes, a network namespace (and Landlock TCP rules) for the network,
 //! and its approval mode.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 use std::path::PathBuf;
 use std::process::Command;
