@@ -2,7 +2,7 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, Confinement, EventSink, Extensions, SubAgentReport, SubAgentRequest,
+    AgentHandle, Confinement, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
     SubAgentSpawner, ToolCtx, WorkspacePath, confinement,
 };
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};

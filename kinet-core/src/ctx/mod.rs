@@ -1,7 +1,11 @@
 //! `ToolCtx`: what a running tool can see and use.
 
+#[cfg(target_os = "linux")]
+mod beneath;
+mod checked;
 mod events;
 mod extensions;
+mod paths;
 mod spawn;
 mod workspace;
 
@@ -21,7 +25,7 @@ use crate::data::output::ToolError;
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
-pub use workspace::{Confinement, WorkspacePath, confinement};
+pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 
 #[derive(Clone)]
 struct Shared {
@@ -187,7 +191,7 @@ impl ToolCtx {
     pub fn resolve_path(&self, path: &str) -> Result<PathBuf, ToolError> {
         let placed = self.workspace_path(path)?;
         match placed.metadata() {
-            Err(error) if workspace::is_escape(&error) => Err(placed.error("use", error)),
+            Err(error) if paths::is_escape(&error) => Err(placed.error("use", error)),
             _ => Ok(placed.path().to_path_buf()),
         }
     }

@@ -15,6 +15,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::paths::{Escape, escape, normalize, stopped};
 use crate::data::output::{ToolError, ToolErrorKind};
 
 /// How workspace paths are confined on this machine.
@@ -31,7 +32,7 @@ pub enum Confinement {
 /// Which confinement workspace paths get on this machine.
 pub fn confinement() -> Confinement {
     #[cfg(target_os = "linux")]
-    if beneath::available() {
+    if super::beneath::available() {
         return Confinement::Kernel;
     }
     Confinement::Checked
@@ -141,73 +142,6 @@ fn outside(path: &str, shown: &Path, cwd: &Path, roots: &[PathBuf]) -> ToolError
     ))
 }
 
-/// Removes `.` and `..` lexically (`..` at the root stays at the root).
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
-/// The error an escape attempt gets, recognised by [`WorkspacePath::error`].
-#[derive(Debug)]
-struct Escape {
-    root: PathBuf,
-    looped: bool,
-}
-
-impl std::fmt::Display for Escape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.looped {
-            write!(
-                f,
-                "it goes through too many symlinks, a symlink loop or a /proc magic link inside the workspace root `{}`",
-                self.root.display()
-            )
-        } else {
-            write!(
-                f,
-                "a symlink on the way leads outside the workspace root `{}`",
-                self.root.display()
-            )
-        }
-    }
-}
-
-impl std::error::Error for Escape {}
-
-fn escape(root: &Path, looped: bool) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        Escape {
-            root: root.to_path_buf(),
-            looped,
-        },
-    )
-}
-
-/// Whether `error` is an escape refused by the confinement.
-pub(crate) fn is_escape(error: &io::Error) -> bool {
-    error
-        .get_ref()
-        .is_some_and(|e| e.downcast_ref::<Escape>().is_some())
-}
-
-/// What `write_atomic` was asked to stop by.
-pub(crate) fn stopped() -> io::Error {
-    io::Error::new(
-        io::ErrorKind::Interrupted,
-        "the write was stopped before the file was replaced",
-    )
-}
-
 impl WorkspacePath {
     /// The absolute path, with `.` and `..` removed: for messages, and for
     /// handing to a program that takes a path.
@@ -269,9 +203,9 @@ impl WorkspacePath {
     pub fn open_read(&self) -> io::Result<File> {
         #[cfg(target_os = "linux")]
         if let Some(root) = self.kernel() {
-            return beneath::open_read(&root?);
+            return super::beneath::open_read(&root?);
         }
-        open_read_std(&self.checked()?)
+        super::checked::open_read(&self.checked()?)
     }
 
     /// The metadata of what the path names, following symlinks (inside
@@ -279,7 +213,7 @@ impl WorkspacePath {
     pub fn metadata(&self) -> io::Result<Metadata> {
         #[cfg(target_os = "linux")]
         if let Some(root) = self.kernel() {
-            return beneath::metadata(&root?);
+            return super::beneath::metadata(&root?);
         }
         std::fs::metadata(self.checked()?)
     }
@@ -289,7 +223,7 @@ impl WorkspacePath {
     pub fn open_dir(&self) -> io::Result<File> {
         #[cfg(target_os = "linux")]
         if let Some(root) = self.kernel() {
-            return beneath::open_dir(&root?);
+            return super::beneath::open_dir(&root?);
         }
         let path = self.checked()?;
         if !std::fs::metadata(&path)?.is_dir() {
@@ -309,17 +243,40 @@ impl WorkspacePath {
     /// when it says stop, nothing is replaced and the temporary file is
     /// removed (a call cancelled or out of time has no later effect).
     pub fn write_atomic(&self, bytes: &[u8], stop: &dyn Fn() -> bool) -> io::Result<()> {
+        use std::io::Write;
+        let mut pending = self.begin_write()?;
+        pending.file().write_all(bytes)?;
+        if stop() {
+            return Err(stopped());
+        }
+        pending.commit(true)
+    }
+
+    /// Starts an atomic write to stream content into (see
+    /// [`PendingWrite`]); parent directories are created.
+    pub fn begin_write(&self) -> io::Result<PendingWrite> {
         #[cfg(target_os = "linux")]
         if let Some(root) = self.kernel() {
-            return beneath::write_atomic(&root?, bytes, stop);
+            let (pending, file) = super::beneath::begin_write(&root?)?;
+            return Ok(PendingWrite {
+                file,
+                target: Pending::Beneath(pending),
+                done: false,
+            });
         }
-        write_atomic_std(&self.checked()?, bytes, stop)
+        let (pending, file) = super::checked::begin_write(&self.checked()?)?;
+        Ok(PendingWrite {
+            file,
+            target: Pending::Checked(pending),
+            done: false,
+        })
     }
 
     /// The root (opened) and the relative path, when the kernel confines
     /// opens here.
     #[cfg(target_os = "linux")]
-    fn kernel(&self) -> Option<io::Result<beneath::Root<'_>>> {
+    fn kernel(&self) -> Option<io::Result<super::beneath::Root<'_>>> {
+        use super::beneath;
         let (root, rel) = self.beneath.as_ref()?;
         if !beneath::available() {
             return None;
@@ -347,6 +304,7 @@ impl WorkspacePath {
         let Some((root, _)) = &self.beneath else {
             return Ok(self.shown.clone());
         };
+        use super::checked::resolve_symlinks;
         let resolved = resolve_symlinks(&self.shown).ok_or_else(|| escape(root, true))?;
         let real_root = resolve_symlinks(root).ok_or_else(|| escape(root, true))?;
         if resolved.starts_with(&real_root) {
@@ -357,359 +315,61 @@ impl WorkspacePath {
     }
 }
 
-fn open_read_std(path: &Path) -> io::Result<File> {
-    // A FIFO opened for reading would wait for a writer.
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file (a pipe, socket or device)",
-        ));
-    }
-    File::open(path)
+/// A replacement file being written: a temporary file next to the target
+/// (in the directory opened beneath the root), renamed over the target by
+/// [`commit`](Self::commit). Dropped without a commit, it removes the
+/// temporary file and changes nothing.
+pub struct PendingWrite {
+    file: File,
+    target: Pending,
+    done: bool,
 }
 
-/// Atomic replacement through `std::fs`, for where the kernel does not
-/// confine.
-fn write_atomic_std(path: &Path, bytes: &[u8], stop: &dyn Fn() -> bool) -> io::Result<()> {
-    use std::io::Write;
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    std::fs::create_dir_all(parent)?;
-    let permissions = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let (temp_path, mut temp) = (0..64)
-        .find_map(|_| {
-            let temp = parent.join(temp_name(name));
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&temp)
-            {
-                Ok(file) => Some(Ok((temp, file))),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
-                Err(e) => Some(Err(e)),
-            }
-        })
-        .unwrap_or_else(|| Err(io::Error::other("no free temporary file name")))?;
-    let result = (|| {
-        temp.write_all(bytes)?;
-        temp.sync_all()?;
-        match permissions {
-            Some(permissions) => temp.set_permissions(permissions)?,
-            #[cfg(unix)]
-            None => {
-                use std::os::unix::fs::PermissionsExt;
-                temp.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-            }
-            #[cfg(not(unix))]
-            None => {}
-        }
-        drop(temp);
-        if stop() {
-            return Err(stopped());
-        }
-        std::fs::rename(&temp_path, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp_path);
-    }
-    result
+enum Pending {
+    #[cfg(target_os = "linux")]
+    Beneath(super::beneath::Pending),
+    Checked(super::checked::Pending),
 }
 
-/// A fresh hidden temporary name next to `name`.
-pub(crate) fn temp_name(name: &std::ffi::OsStr) -> std::ffi::OsString {
-    let mut temp = std::ffi::OsString::from(".");
-    temp.push(name);
-    temp.push(format!(
-        ".kinet-{:06}.tmp",
-        (crate::random::unit() * 1_000_000.0) as u64 ^ u64::from(std::process::id() % 1000)
-    ));
-    temp
-}
-
-/// The most symlinks followed while resolving one path (as Linux's ELOOP).
-const MAX_SYMLINK_HOPS: usize = 40;
-
-/// Resolves `path` the way the OS would when opening it, except that the
-/// tail need not exist: every existing symlink on the way is followed,
-/// dangling ones included, and `..` applies to the resolved parent.
-/// `None` when more than 40 links are met (the OS would refuse with ELOOP).
-fn resolve_symlinks(path: &Path) -> Option<PathBuf> {
-    let mut work: Vec<Step> = path.components().rev().map(Step::from).collect();
-    let mut resolved = PathBuf::new();
-    let mut hops = 0;
-    while let Some(step) = work.pop() {
-        match step {
-            Step::Root(root) => resolved = root,
-            Step::Current => {}
-            Step::Parent => {
-                resolved.pop();
-            }
-            Step::Normal(name) => {
-                let candidate = resolved.join(&name);
-                let is_link = std::fs::symlink_metadata(&candidate)
-                    .map(|m| m.file_type().is_symlink())
-                    .unwrap_or(false);
-                if !is_link {
-                    resolved = candidate;
-                    continue;
-                }
-                hops += 1;
-                if hops > MAX_SYMLINK_HOPS {
-                    return None;
-                }
-                match std::fs::read_link(&candidate) {
-                    Ok(target) => {
-                        for component in target.components().rev() {
-                            work.push(Step::from(component));
-                        }
-                    }
-                    Err(_) => resolved = candidate,
-                }
-            }
-        }
-    }
-    Some(resolved)
-}
-
-/// One path component, owned.
-enum Step {
-    Root(PathBuf),
-    Current,
-    Parent,
-    Normal(std::ffi::OsString),
-}
-
-impl From<Component<'_>> for Step {
-    fn from(component: Component<'_>) -> Self {
-        match component {
-            Component::Prefix(prefix) => Step::Root(PathBuf::from(prefix.as_os_str())),
-            Component::RootDir => Step::Root(PathBuf::from(std::path::MAIN_SEPARATOR_STR)),
-            Component::CurDir => Step::Current,
-            Component::ParentDir => Step::Parent,
-            Component::Normal(name) => Step::Normal(name.to_os_string()),
-        }
+impl std::fmt::Debug for PendingWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingWrite")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
     }
 }
 
-/// Opens beneath a root with `openat2`.
-#[cfg(target_os = "linux")]
-mod beneath {
-    use std::ffi::OsStr;
-    use std::fs::{File, Metadata};
-    use std::io::{self, Write};
-    use std::os::fd::OwnedFd;
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::{Path, PathBuf};
-    use std::sync::OnceLock;
-
-    use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
-    use rustix::io::Errno;
-
-    use super::{MAX_SYMLINK_HOPS, escape, normalize, stopped, temp_name};
-
-    /// Whether this kernel has `openat2` (5.6+) and lets us call it.
-    pub(super) fn available() -> bool {
-        static AVAILABLE: OnceLock<bool> = OnceLock::new();
-        *AVAILABLE.get_or_init(|| {
-            rustix::fs::openat2(
-                rustix::fs::CWD,
-                ".",
-                OFlags::PATH | OFlags::CLOEXEC,
-                Mode::empty(),
-                ResolveFlags::BENEATH,
-            )
-            .is_ok()
-        })
+impl PendingWrite {
+    /// The temporary file, to write the new content into.
+    pub fn file(&mut self) -> &mut File {
+        &mut self.file
     }
 
-    /// An opened root and a path below it.
-    pub(super) struct Root<'a> {
-        pub(super) dir: &'a OwnedFd,
-        pub(super) path: &'a Path,
-        pub(super) rel: &'a Path,
-    }
-
-    pub(super) fn open_root(root: &Path) -> io::Result<OwnedFd> {
-        Ok(rustix::fs::open(
-            root,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?)
-    }
-
-    /// `openat2` beneath `dir`, retrying the kernel's EAGAIN (a rename
-    /// raced the lookup) and mapping escapes to [`escape`] errors.
-    fn open(
-        dir: &OwnedFd,
-        root: &Path,
-        rel: &Path,
-        flags: OFlags,
-        mode: Mode,
-    ) -> io::Result<OwnedFd> {
-        let rel: &Path = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rel
+    /// Flushes the file to disk, gives it the target's permissions (a new
+    /// file gets `rw-r--r--`) and renames it over the target. With
+    /// `replace` false an existing target is kept and the commit fails
+    /// with `AlreadyExists`.
+    pub fn commit(mut self, replace: bool) -> io::Result<()> {
+        self.file.sync_all()?;
+        let result = match &self.target {
+            #[cfg(target_os = "linux")]
+            Pending::Beneath(pending) => pending.commit(&self.file, replace),
+            Pending::Checked(pending) => pending.commit(&self.file, replace),
         };
-        // openat2 refuses O_PATH mixed with other flags.
-        let flags = if flags.contains(OFlags::PATH) {
-            flags | OFlags::CLOEXEC
-        } else {
-            flags | OFlags::CLOEXEC | OFlags::NOCTTY
-        };
-        let mut attempts = 0;
-        loop {
-            match rustix::fs::openat2(
-                dir,
-                rel,
-                flags,
-                mode,
-                ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-            ) {
-                Ok(fd) => return Ok(fd),
-                Err(Errno::AGAIN | Errno::INTR) if attempts < 64 => attempts += 1,
-                Err(Errno::XDEV) => return Err(escape(root, false)),
-                Err(Errno::LOOP) => return Err(escape(root, true)),
-                Err(errno) => return Err(errno.into()),
-            }
-        }
-    }
-
-    pub(super) fn open_read(root: &Root<'_>) -> io::Result<File> {
-        // Non-blocking, so a FIFO opens at once instead of waiting for a
-        // writer; blocking reads again afterwards.
-        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
-        let fd = open(root.dir, root.path, root.rel, flags, Mode::empty())?;
-        let flags = rustix::fs::fcntl_getfl(&fd)?;
-        rustix::fs::fcntl_setfl(&fd, flags - OFlags::NONBLOCK)?;
-        Ok(File::from(fd))
-    }
-
-    pub(super) fn metadata(root: &Root<'_>) -> io::Result<Metadata> {
-        let fd = open(root.dir, root.path, root.rel, OFlags::PATH, Mode::empty())?;
-        File::from(fd).metadata()
-    }
-
-    pub(super) fn open_dir(root: &Root<'_>) -> io::Result<File> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY;
-        let fd = open(root.dir, root.path, root.rel, flags, Mode::empty())?;
-        Ok(File::from(fd))
-    }
-
-    /// The directory a write of `rel` lands in (created as needed) and the
-    /// name in it, after following a symlink at the end of `rel` as long as
-    /// it stays inside the root.
-    fn parent_for_write(place: &Root<'_>) -> io::Result<(OwnedFd, PathBuf)> {
-        let (dir, root) = (place.dir, place.path);
-        let mut rel = place.rel.to_path_buf();
-        for _ in 0..=MAX_SYMLINK_HOPS {
-            let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
-                return Err(io::Error::new(
-                    io::ErrorKind::IsADirectory,
-                    "the workspace root is a directory",
-                ));
-            };
-            let parent = parent.to_path_buf();
-            let name = PathBuf::from(name);
-            let parent_fd = make_dirs(dir, root, &parent)?;
-            match rustix::fs::readlinkat(&parent_fd, &name, Vec::new()) {
-                Ok(target) => {
-                    let target = Path::new(OsStr::from_bytes(target.as_bytes()));
-                    // Relative to the link's directory, or absolute.
-                    let next = normalize(&root.join(&parent).join(target));
-                    rel = next
-                        .strip_prefix(root)
-                        .map_err(|_| escape(root, false))?
-                        .to_path_buf();
-                }
-                // Not a symlink (or not there): write here.
-                Err(Errno::INVAL | Errno::NOENT) => return Ok((parent_fd, name)),
-                Err(errno) => return Err(errno.into()),
-            }
-        }
-        Err(escape(root, true))
-    }
-
-    /// Opens `rel` (a directory) beneath the root, creating what is missing.
-    fn make_dirs(root_fd: &OwnedFd, root: &Path, rel: &Path) -> io::Result<OwnedFd> {
-        let flags = OFlags::PATH | OFlags::DIRECTORY;
-        match open(root_fd, root, rel, flags, Mode::empty()) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            other => return other,
-        }
-        let mut so_far = PathBuf::new();
-        let mut current = open(root_fd, root, &so_far, flags, Mode::empty())?;
-        for name in rel.iter() {
-            so_far.push(name);
-            match rustix::fs::mkdirat(&current, name, Mode::from_raw_mode(0o777)) {
-                Ok(()) | Err(Errno::EXIST) => {}
-                Err(errno) => return Err(errno.into()),
-            }
-            current = open(root_fd, root, &so_far, flags, Mode::empty())?;
-        }
-        Ok(current)
-    }
-
-    pub(super) fn write_atomic(
-        root: &Root<'_>,
-        bytes: &[u8],
-        stop: &dyn Fn() -> bool,
-    ) -> io::Result<()> {
-        let (dir, name) = parent_for_write(root)?;
-        let existing = match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => Some(stat),
-            Err(Errno::NOENT) => None,
-            Err(errno) => return Err(errno.into()),
-        };
-        if let Some(stat) = &existing
-            && rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "is a directory",
-            ));
-        }
-        let (temp, fd) = (0..64)
-            .find_map(|_| {
-                let temp = temp_name(name.as_os_str());
-                match rustix::fs::openat(
-                    &dir,
-                    temp.as_os_str(),
-                    OFlags::WRONLY
-                        | OFlags::CREATE
-                        | OFlags::EXCL
-                        | OFlags::NOFOLLOW
-                        | OFlags::CLOEXEC,
-                    Mode::from_raw_mode(0o600),
-                ) {
-                    Ok(fd) => Some(Ok((temp, fd))),
-                    Err(Errno::EXIST) => None,
-                    Err(errno) => Some(Err(io::Error::from(errno))),
-                }
-            })
-            .unwrap_or_else(|| Err(io::Error::other("no free temporary file name")))?;
-        let result = (|| {
-            let mut file = File::from(fd);
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            let mode = existing.map_or(0o644, |stat| stat.st_mode & 0o7777);
-            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
-            drop(file);
-            if stop() {
-                return Err(stopped());
-            }
-            rustix::fs::renameat(&dir, temp.as_os_str(), &dir, &name)?;
-            Ok(())
-        })();
-        if result.is_err() {
-            let _ = rustix::fs::unlinkat(&dir, temp.as_os_str(), AtFlags::empty());
-        }
+        self.done = result.is_ok();
         result
+    }
+}
+
+impl Drop for PendingWrite {
+    fn drop(&mut self) {
+        if !self.done {
+            match &self.target {
+                #[cfg(target_os = "linux")]
+                Pending::Beneath(pending) => pending.discard(),
+                Pending::Checked(pending) => pending.discard(),
+            }
+        }
     }
 }
 
@@ -824,6 +484,64 @@ mod tests {
         let err = path.write_atomic(b"x", &|| true).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::Interrupted);
         assert_eq!(std::fs::read_dir(&root).unwrap().count(), 0);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn permissions_are_kept_and_new_files_are_rw_r_r() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_guard, root) = tempdir();
+        std::fs::write(root.join("run.sh"), "echo old\n").unwrap();
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o750))
+            .unwrap();
+        at(&root, "run.sh")
+            .unwrap()
+            .write_atomic(b"echo new\n", &|| false)
+            .unwrap();
+        let mode = |p: &str| {
+            std::fs::metadata(root.join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("run.sh"), 0o750);
+        at(&root, "a/b/c.txt")
+            .unwrap()
+            .write_atomic(b"x", &|| false)
+            .unwrap();
+        assert_eq!(mode("a/b/c.txt"), 0o644);
+    }
+
+    #[test]
+    fn a_pending_write_replaces_only_on_commit() {
+        use std::io::Write;
+        let (_guard, root) = tempdir();
+        std::fs::write(root.join("taken.txt"), "old").unwrap();
+        let place = at(&root, "taken.txt").unwrap();
+        // Dropped: nothing changes, no temporary file is left.
+        let mut pending = place.begin_write().unwrap();
+        pending.file().write_all(b"new").unwrap();
+        drop(pending);
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+        // Without replace, an existing target stays.
+        let mut pending = place.begin_write().unwrap();
+        pending.file().write_all(b"new").unwrap();
+        let err = pending.commit(false).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            std::fs::read_to_string(root.join("taken.txt")).unwrap(),
+            "old"
+        );
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1);
+        // A new name is created either way.
+        let mut pending = at(&root, "fresh.txt").unwrap().begin_write().unwrap();
+        pending.file().write_all(b"fresh").unwrap();
+        pending.commit(false).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("fresh.txt")).unwrap(),
+            "fresh"
+        );
     }
 
     #[test]

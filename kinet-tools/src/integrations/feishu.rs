@@ -15,7 +15,7 @@ use super::common::{
     IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
 };
 use super::messaging::{
-    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, one_of, read_upload, with_token,
+    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, UploadSource, one_of, read_upload, with_token,
 };
 
 const FEISHU: Vendor = Vendor {
@@ -238,8 +238,18 @@ impl FeishuClient {
         path: &Path,
         cancel: &CancellationToken,
     ) -> Result<FeishuSentFile, IntegrationError> {
+        self.send_from(to, UploadSource::Path(path), cancel).await
+    }
+
+    /// [`send_file`](Self::send_file) from a path in the workspace.
+    pub(crate) async fn send_from(
+        &self,
+        to: &FeishuRecipient,
+        source: UploadSource<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<FeishuSentFile, IntegrationError> {
         let inner = &*self.inner;
-        let upload = read_upload(FEISHU.service, path, 1, MAX_FILE_BYTES).await?;
+        let upload = read_upload(FEISHU.service, source, 1, MAX_FILE_BYTES).await?;
         let file_key = with_token(inner, cancel, |token| {
             const API: &str = "/open-apis/im/v1/files";
             let form = reqwest::multipart::Form::new()
@@ -342,10 +352,10 @@ user (open_id, ou_...) as a file message. At most 30 MB; empty files are refused
 
     async fn call(&self, args: FeishuSendFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let to = recipient(&args)?;
-        let path = ctx.resolve_path(&args.path)?;
+        let place = ctx.workspace_path(&args.path)?;
         let sent = self
             .client
-            .send_file(&to, &path, ctx.cancellation())
+            .send_from(&to, UploadSource::Workspace(&place), ctx.cancellation())
             .await?;
         let (id_type, id) = to.id_type_and_id();
         Ok(ToolOutput::text(format!(

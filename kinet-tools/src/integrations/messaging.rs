@@ -3,7 +3,7 @@
 //! for upload after a size check.
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -110,51 +110,98 @@ impl Upload {
     }
 }
 
-/// Reads `path` for upload after checking its size against the vendor's
-/// limits, so an oversized file is refused before anything is sent.
+/// Where an upload comes from: a host-given path, or a model-given path
+/// opened beneath the workspace root.
+pub(crate) enum UploadSource<'a> {
+    /// A path from the host.
+    Path(&'a Path),
+    /// A path from the model, confined to the workspace.
+    Workspace(&'a kinet_core::tool::WorkspacePath),
+}
+
+/// Reads a file for upload after checking its size against the vendor's
+/// limits, so an oversized file is refused before anything is sent. The
+/// file is opened first (never blocking on a FIFO) and checked and read
+/// through that one descriptor.
 pub(crate) async fn read_upload(
     service: &'static str,
-    path: &Path,
+    source: UploadSource<'_>,
     min: u64,
     limit: u64,
 ) -> Result<Upload, IntegrationError> {
-    let io = |source| IntegrationError::Io {
-        path: path.to_path_buf(),
-        source,
+    let (path, open): (
+        PathBuf,
+        Box<dyn FnOnce() -> std::io::Result<std::fs::File> + Send>,
+    ) = match source {
+        UploadSource::Path(path) => {
+            let owned = path.to_path_buf();
+            (owned.clone(), Box::new(move || open_nonblocking(&owned)))
+        }
+        UploadSource::Workspace(place) => {
+            let place = place.clone();
+            (
+                place.path().to_path_buf(),
+                Box::new(move || place.open_read()),
+            )
+        }
     };
-    let meta = tokio::fs::metadata(path).await.map_err(io)?;
-    if !meta.is_file() {
-        return Err(IntegrationError::Config(format!(
-            "{}: not a regular file",
-            path.display()
-        )));
-    }
-    let size = meta.len();
-    if size > limit {
-        return Err(IntegrationError::TooLarge {
-            service,
-            path: path.to_path_buf(),
-            size,
-            limit,
-        });
-    }
-    if size < min {
-        return Err(IntegrationError::TooSmall {
-            service,
-            path: path.to_path_buf(),
-            size,
-            min,
-        });
-    }
-    let bytes = tokio::fs::read(path).await.map_err(io)?;
+    let shown = path.clone();
+    let read = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, IntegrationError> {
+        use std::io::Read;
+        let io = |source| IntegrationError::Io {
+            path: shown.clone(),
+            source,
+        };
+        let file = open().map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if !meta.is_file() {
+            return Err(IntegrationError::Config(format!(
+                "{}: not a regular file",
+                shown.display()
+            )));
+        }
+        let size = meta.len();
+        if size > limit {
+            return Err(IntegrationError::TooLarge {
+                service,
+                path: shown.clone(),
+                size,
+                limit,
+            });
+        }
+        if size < min {
+            return Err(IntegrationError::TooSmall {
+                service,
+                path: shown.clone(),
+                size,
+                min,
+            });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        file.take(limit).read_to_end(&mut bytes).map_err(io)?;
+        Ok(bytes)
+    })
+    .await
+    .map_err(|e| IntegrationError::Config(format!("reading {} failed: {e}", path.display())))??;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".to_owned());
     Ok(Upload {
         file_name,
-        bytes: bytes.into(),
+        bytes: read.into(),
     })
+}
+
+/// Opens a host path for reading without waiting on a FIFO.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    std::fs::File::open(path)
 }
 
 /// Which of two alternative recipient arguments was given.

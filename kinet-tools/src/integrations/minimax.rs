@@ -1,11 +1,11 @@
 //! `video_gen`: MiniMax text-to-video, from prompt to a file in the workspace.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use kinet_core::tool::CancellationToken;
+use kinet_core::tool::{CancellationToken, WorkspacePath};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -314,10 +314,11 @@ impl VideoGenTool {
     async fn download(
         &self,
         url: &str,
-        dest: &Path,
+        place: &WorkspacePath,
         cancel: &CancellationToken,
     ) -> Result<u64, IntegrationError> {
         const API: &str = "video download";
+        let dest = place.path();
         let io = |source| IntegrationError::Io {
             path: dest.to_path_buf(),
             source,
@@ -349,14 +350,17 @@ impl VideoGenTool {
         {
             return Err(too_large(length));
         }
-        let parent = dest.parent().unwrap_or(Path::new("."));
-        tokio::fs::create_dir_all(parent).await.map_err(io)?;
-        let temp = tempfile::Builder::new()
-            .prefix(".kinet-video-")
-            .suffix(".part")
-            .tempfile_in(parent)
-            .map_err(io)?;
-        let mut file = tokio::fs::File::from_std(temp.reopen().map_err(io)?);
+        // The temporary file sits beside the target, in the directory
+        // opened beneath the workspace root; it is removed unless renamed.
+        let pending = {
+            let place = place.clone();
+            tokio::task::spawn_blocking(move || place.begin_write())
+                .await
+                .map_err(|e| io(std::io::Error::other(e)))?
+                .map_err(io)?
+        };
+        let mut pending = pending;
+        let mut file = tokio::fs::File::from_std(pending.file().try_clone().map_err(io)?);
         let mut stream = response.bytes_stream();
         let mut written = 0u64;
         loop {
@@ -373,16 +377,16 @@ impl VideoGenTool {
             }
             file.write_all(&chunk).await.map_err(io)?;
         }
-        file.sync_all().await.map_err(io)?;
+        file.flush().await.map_err(io)?;
         drop(file);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            temp.as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644))
-                .map_err(io)?;
+        if cancel.is_cancelled() {
+            return Err(IntegrationError::Cancelled);
         }
-        temp.persist_noclobber(dest).map_err(|e| io(e.error))?;
+        // Never replaces a file that appeared meanwhile.
+        tokio::task::spawn_blocking(move || pending.commit(false))
+            .await
+            .map_err(|e| io(std::io::Error::other(e)))?
+            .map_err(io)?;
         Ok(written)
     }
 
@@ -391,15 +395,15 @@ impl VideoGenTool {
         args: &VideoGenArgs,
         task_id: &str,
         ctx: &ToolCtx,
-    ) -> Result<PathBuf, ToolError> {
+    ) -> Result<WorkspacePath, ToolError> {
         match &args.output {
-            Some(output) => ctx.resolve_path(output),
+            Some(output) => ctx.workspace_path(output),
             None => {
                 let relative = self
                     .config
                     .output_dir
                     .join(format!("minimax-{task_id}.mp4"));
-                ctx.resolve_path(&relative.to_string_lossy())
+                ctx.workspace_path(&relative.to_string_lossy())
             }
         }
     }
@@ -436,10 +440,10 @@ impl Tool for VideoGenTool {
         // Refuse a taken or out-of-workspace output before spending credit.
         if args.output.is_some() {
             let dest = self.output_path(&args, "", ctx)?;
-            if dest.exists() {
+            if dest.metadata().is_ok() {
                 return Err(ToolError::invalid_arguments(format!(
                     "{} already exists; choose a new output path",
-                    dest.display()
+                    dest.path().display()
                 )));
             }
         }
@@ -458,9 +462,10 @@ impl Tool for VideoGenTool {
             )
         })?;
         let url = self.download_url(&file_id, cancel).await?;
-        let dest = self.output_path(&args, &task_id, ctx)?;
+        let place = self.output_path(&args, &task_id, ctx)?;
+        let dest = place.path().to_path_buf();
         ctx.progress(format!("MiniMax task {task_id}: downloading the video\n"));
-        let size = self.download(&url, &dest, cancel).await?;
+        let size = self.download(&url, &place, cancel).await?;
         let shown = dest
             .strip_prefix(ctx.cwd())
             .unwrap_or(&dest)

@@ -16,7 +16,7 @@ use super::common::{
     IntegrationError, Secret, Vendor, endpoint, envelope, http_client, human_size,
 };
 use super::messaging::{
-    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, one_of, read_upload, with_token,
+    OneOf, TokenCache, TokenSource, UPLOAD_TIMEOUT, UploadSource, one_of, read_upload, with_token,
 };
 
 pub(crate) const WECOM: Vendor = Vendor {
@@ -239,13 +239,23 @@ impl WeComClient {
         path: &Path,
         cancel: &CancellationToken,
     ) -> Result<WeComSentFile, IntegrationError> {
+        self.send_from(to, UploadSource::Path(path), cancel).await
+    }
+
+    /// [`send_file`](Self::send_file) from a path in the workspace.
+    pub(crate) async fn send_from(
+        &self,
+        to: &WeComRecipient,
+        source: UploadSource<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<WeComSentFile, IntegrationError> {
         let inner = &*self.inner;
         if matches!(to, WeComRecipient::Users(_)) && inner.config.agent_id.is_none() {
             return Err(IntegrationError::Config(
                 "sending to WeCom users needs the app's agent id (WeComConfig::agent_id)".into(),
             ));
         }
-        let upload = read_upload(WECOM.service, path, MIN_FILE_BYTES, MAX_FILE_BYTES).await?;
+        let upload = read_upload(WECOM.service, source, MIN_FILE_BYTES, MAX_FILE_BYTES).await?;
         let media: UploadedMedia = with_token(inner, cancel, |token| {
             const API: &str = "/cgi-bin/media/upload";
             let form = reqwest::multipart::Form::new().part("media", upload.part());
@@ -342,10 +352,10 @@ several joined with |) as an app message, or to an app group chat (chat_id). 5 b
 
     async fn call(&self, args: WeComSendFileArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let to = recipient(&args)?;
-        let path = ctx.resolve_path(&args.path)?;
+        let place = ctx.workspace_path(&args.path)?;
         let sent = self
             .client
-            .send_file(&to, &path, ctx.cancellation())
+            .send_from(&to, UploadSource::Workspace(&place), ctx.cancellation())
             .await?;
         let mut text = format!(
             "Sent {} ({}) to {}.",
