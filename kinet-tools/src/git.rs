@@ -29,16 +29,19 @@ pub struct GitDiffArgs {
 ///
 /// **What runs.** `git` itself and nothing the repository names. A cloned
 /// repository's `.git/config` and `.gitattributes` belong to whoever made
-/// it, so every git command gets: system and global config ignored
-/// (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`, config from the
-/// environment dropped); `core.fsmonitor=false`; hooks pointed at
-/// `/dev/null`; every filter driver the config defines emptied (`clean`,
-/// `smudge`, `process`) and not required; every diff driver's `textconv`
-/// and `command` emptied plus `--no-textconv --no-ext-diff`; no pager;
-/// no network (`protocol.allow=never`, no lazy fetch in partial clones, no
-/// credential helper, no prompts); no optional index writes; pathspecs
-/// taken literally. A work tree outside the workspace roots (a
-/// `core.worktree` pointing elsewhere) is refused.
+/// it, so every git command gets: the host's environment reduced to `PATH`,
+/// `HOME`, `USER`, `LOGNAME`, `TMPDIR`, `TZ`; system and global config
+/// ignored (`GIT_CONFIG_NOSYSTEM`, `GIT_CONFIG_GLOBAL=/dev/null`);
+/// `core.fsmonitor=false`; hooks pointed at `/dev/null`; every filter
+/// driver the config defines emptied (`clean`, `smudge`, `process`) and
+/// not required; every diff driver's `textconv` and `command` emptied plus
+/// `--no-textconv --no-ext-diff`; submodules ignored (their own config is
+/// never read); no pager; no network (every `protocol.*.allow=never`, no
+/// lazy fetch in partial clones, no credential helper, proxy or prompts);
+/// no optional index writes; pathspecs taken literally. These overrides go
+/// through `GIT_CONFIG_KEY_n` (git 2.31+). A work tree or repository
+/// outside the workspace roots (`core.worktree`, a `.git` file or link
+/// pointing elsewhere) is refused.
 #[derive(Debug, Clone)]
 pub struct GitDiffTool {
     git: String,
@@ -76,42 +79,52 @@ struct GitOutput {
     stderr: String,
 }
 
-/// Environment variables that would let the host's or the repository's
-/// settings run programs or reach config files; removed for every git run.
-const DROPPED_ENV: &[&str] = &[
-    "GIT_EXTERNAL_DIFF",
-    "GIT_DIFF_OPTS",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_EDITOR",
-    "GIT_PAGER",
-    "GIT_CONFIG",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_SYSTEM",
-    "GIT_ATTR_SOURCE",
+/// The host's environment variables git still gets; everything else
+/// (`GIT_DIR`, `GIT_PROXY_COMMAND`, `GIT_EXTERNAL_DIFF`, config passed
+/// through the environment, ...) is dropped.
+const KEPT_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "SYSTEMROOT",
+    "TZ",
 ];
 
-/// Settings that stop git from running anything the repository names.
-const SAFE_CONFIG: &[&str] = &[
-    "core.fsmonitor=false",
-    "core.hooksPath=/dev/null",
-    "core.pager=cat",
-    "core.sshCommand=",
-    "core.askPass=",
-    "credential.helper=",
-    "protocol.allow=never",
-    "diff.external=",
+/// Settings that stop git from running anything the repository names or
+/// reaching any network.
+const SAFE_CONFIG: &[(&str, &str)] = &[
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", ""),
+    ("core.askPass", ""),
+    ("core.gitProxy", ""),
+    ("credential.helper", ""),
+    ("diff.external", ""),
+    ("diff.ignoreSubmodules", "all"),
+    ("status.submoduleSummary", "false"),
+    ("protocol.allow", "never"),
+    ("protocol.ext.allow", "never"),
+    ("protocol.file.allow", "never"),
+    ("protocol.ssh.allow", "never"),
+    ("protocol.git.allow", "never"),
+    ("protocol.http.allow", "never"),
+    ("protocol.https.allow", "never"),
 ];
 
 /// A git command with the hardening described on [`GitDiffTool`];
-/// `drivers` are the filter and diff driver names to empty.
+/// `drivers` are the filter and diff driver names to empty. Overrides go
+/// through `GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n`, not `-c`, since `-c`
+/// splits at the first `=` and a driver name may contain one.
 fn git_command(git: &str, dir: &Path, drivers: &Drivers, args: &[&str]) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(git);
-    for name in DROPPED_ENV {
-        command.env_remove(name);
+    command.env_clear();
+    for name in KEPT_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            command.env(name, value);
+        }
     }
     command
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -120,26 +133,32 @@ fn git_command(git: &str, dir: &Path, drivers: &Drivers, args: &[&str]) -> tokio
         .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env("GIT_LITERAL_PATHSPECS", "1")
+        .env("GIT_PAGER", "cat")
         .env("PAGER", "cat")
-        .env("LC_ALL", "C")
-        .arg("--no-pager");
-    for setting in SAFE_CONFIG {
-        command.arg("-c").arg(setting);
-    }
+        .env("LC_ALL", "C");
+    let mut config: Vec<(String, String)> = SAFE_CONFIG
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect();
     for name in &drivers.filters {
         for key in ["clean", "smudge", "process"] {
-            command.arg("-c").arg(format!("filter.{name}.{key}="));
+            config.push((format!("filter.{name}.{key}"), String::new()));
         }
-        command
-            .arg("-c")
-            .arg(format!("filter.{name}.required=false"));
+        config.push((format!("filter.{name}.required"), "false".to_owned()));
     }
     for name in &drivers.diffs {
         for key in ["textconv", "command"] {
-            command.arg("-c").arg(format!("diff.{name}.{key}="));
+            config.push((format!("diff.{name}.{key}"), String::new()));
         }
     }
+    command.env("GIT_CONFIG_COUNT", config.len().to_string());
+    for (index, (key, value)) in config.iter().enumerate() {
+        command
+            .env(format!("GIT_CONFIG_KEY_{index}"), key)
+            .env(format!("GIT_CONFIG_VALUE_{index}"), value);
+    }
     command
+        .arg("--no-pager")
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -240,7 +259,13 @@ impl Tool for GitDiffTool {
             &self.git,
             &dir,
             &none,
-            &["rev-parse", "--is-inside-work-tree", "--show-toplevel"],
+            &[
+                "rev-parse",
+                "--is-inside-work-tree",
+                "--show-toplevel",
+                "--absolute-git-dir",
+                "--git-common-dir",
+            ],
             ctx,
         )
         .await?;
@@ -256,17 +281,23 @@ impl Tool for GitDiffTool {
                 }
             )));
         }
-        // The work tree must lie inside the workspace: a `core.worktree`
-        // pointing elsewhere would show files from there.
-        if let Some(top) = lines.next()
-            && !ctx.roots().is_empty()
-        {
-            ctx.resolve_path(top).map_err(|e| {
-                ToolError::permission_denied(format!(
-                    "the repository's work tree `{top}` is outside the workspace ({})",
-                    e.message()
-                ))
-            })?;
+        // The work tree and the repository must lie inside the workspace: a
+        // `core.worktree` pointing elsewhere would show files from there,
+        // and a `.git` file or link naming another repository its history.
+        if !ctx.roots().is_empty() {
+            for (what, path) in ["work tree", "repository", "repository"]
+                .into_iter()
+                .zip(lines)
+            {
+                let path = dir.join(path);
+                ctx.resolve_path(&path.to_string_lossy()).map_err(|e| {
+                    ToolError::permission_denied(format!(
+                        "the {what} `{}` is outside the workspace ({})",
+                        path.display(),
+                        e.message()
+                    ))
+                })?;
+            }
         }
         let names = run_git(
             &self.git,
@@ -333,7 +364,13 @@ impl Tool for GitDiffTool {
             diff_stdout
         };
         if !args.cached && args.git_ref.is_none() {
-            let mut status_args = vec!["status", "--porcelain", "--untracked-files=normal", "--"];
+            let mut status_args = vec![
+                "status",
+                "--porcelain",
+                "--untracked-files=normal",
+                "--ignore-submodules=all",
+                "--",
+            ];
             let file_arg = file.as_ref().map(|f| f.display().to_string());
             if let Some(file) = &file_arg {
                 status_args.push(file);

@@ -165,6 +165,14 @@ async fn git_diff_runs_no_program_the_repository_names() {
         &format!("{touch}-fsmonitor; true"),
     ]);
     git(&["config", "core.pager", &format!("{touch}-pager; cat")]);
+    // A driver name with `=` in it, which `-c` overrides cannot reach.
+    git(&[
+        "config",
+        "filter.x=y.clean",
+        &format!("{touch}-equals; cat"),
+    ]);
+    git(&["config", "filter.x=y.required", "true"]);
+    std::fs::write(ws.root.join("b.md"), "two\n").unwrap();
     std::fs::write(ws.root.join("a.txt"), "two\n").unwrap();
     std::fs::write(ws.root.join("new.txt"), "untracked\n").unwrap();
     let out = call(&GitDiffTool::default(), &ws.ctx, json!({}))
@@ -172,6 +180,7 @@ async fn git_diff_runs_no_program_the_repository_names() {
         .unwrap()
         .text;
     assert!(out.contains("-one\n+two"), "{out}");
+    assert!(out.contains("b.md"), "{out}");
     assert!(out.contains("new.txt"), "{out}");
     let ran: Vec<_> = std::fs::read_dir(&ws.outside)
         .unwrap()
@@ -214,6 +223,42 @@ async fn git_diff_refuses_a_work_tree_outside_the_workspace() {
     )
     .unwrap();
     let result = call(&GitDiffTool::default(), &ws.ctx, json!({})).await;
+    let text = match result {
+        Ok(output) => output.text,
+        Err(error) => error.to_string(),
+    };
+    assert!(!text.contains("TOP-SECRET"), "{text}");
+    assert!(text.contains("outside the workspace"), "{text}");
+}
+
+#[tokio::test]
+async fn git_diff_refuses_a_repository_outside_the_workspace() {
+    // A `.git` file in the workspace naming another repository.
+    let ws = workspace();
+    let other = ws.outside.join("repo");
+    std::fs::create_dir(&other).unwrap();
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        assert!(
+            Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    git(&other, &["init", "-q"]);
+    git(&other, &["config", "user.email", "a@example.invalid"]);
+    git(&other, &["config", "user.name", "a"]);
+    std::fs::write(other.join("secret.txt"), "TOP-SECRET-LINE\n").unwrap();
+    git(&other, &["add", "-A"]);
+    git(&other, &["commit", "-qm", "secret"]);
+    std::fs::write(
+        ws.root.join(".git"),
+        format!("gitdir: {}\n", other.join(".git").display()),
+    )
+    .unwrap();
+    let result = call(&GitDiffTool::default(), &ws.ctx, json!({"ref": "HEAD"})).await;
     let text = match result {
         Ok(output) => output.text,
         Err(error) => error.to_string(),
