@@ -228,7 +228,9 @@ impl Tool for ShellTool {
             }
             _ => place.error("run a command in", e),
         })?;
-        let mut launch = Launch::new().cwd(dir).contain(self.config.contain);
+        let mut launch = Launch::new()
+            .cwd(dir, place.path())
+            .contain(self.config.contain);
         let mut unsandboxed_note = None;
         match self.sandbox_for(&args) {
             Ok(Some(policy)) => {

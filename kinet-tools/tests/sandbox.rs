@@ -106,6 +106,10 @@ async fn writes_stay_in_the_roots_and_temp() {
         .await,
     );
     assert!(out.contains("kept"), "{out}");
+    // No device nodes, even where writes are allowed, and even as root.
+    let out = text(run(&tool, &ctx, "mknod disk b 8 0 && echo MADE || echo REFUSED").await);
+    assert!(out.contains("REFUSED"), "{out}");
+    assert!(!d.root.join("disk").exists());
     let out = text(run(&strict, &ctx, "echo to-null > /dev/null && echo fine").await);
     assert!(out.contains("fine"), "{out}");
 }
@@ -159,24 +163,47 @@ async fn git_and_cargo_work_inside() {
     std::fs::write(d.root.join("a.txt"), "a\n").unwrap();
     let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
     let tool = ShellTool::default().sandboxed(policy);
+    let out = text(run(&tool, &ctx, "git status --short").await);
+    assert!(
+        out.contains("?? a.txt") && out.ends_with("[exit code: 0]"),
+        "{out}"
+    );
+    // `.git` is read-only inside: nothing written there (a hook, a config
+    // with an fsmonitor) can run later outside the sandbox.
     let out = text(
         run(
             &tool,
             &ctx,
-            "git status --short && git add a.txt && git status --short",
+            "echo 'touch /tmp/pwned' > .git/hooks/pre-commit; git add a.txt",
         )
         .await,
     );
-    assert!(
-        out.contains("?? a.txt") && out.contains("A  a.txt"),
-        "{out}"
-    );
-    assert!(out.ends_with("[exit code: 0]"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!d.root.join(".git/hooks/pre-commit").exists());
+    let out = text(run(&tool, &ctx, "git status --short").await);
+    assert!(out.contains("?? a.txt"), "{out}");
     let out = text(run(&tool, &ctx, "cargo --version").await);
     assert!(
         out.starts_with("cargo ") && out.ends_with("[exit code: 0]"),
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn sockets_that_lead_out_are_hidden() {
+    let d = dirs();
+    let socket = d.other.join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let policy = SandboxPolicy::workspace_write().hidden(&socket);
+    if !supported(&policy) {
+        return;
+    }
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let probe = format!("test -S {} && echo SOCKET || echo HIDDEN", socket.display());
+    let out = text(run(&ShellTool::default().sandboxed(policy), &ctx, &probe).await);
+    assert!(out.contains("HIDDEN"), "{out}");
+    let out = text(run(&ShellTool::default(), &ctx, &probe).await);
+    assert!(out.contains("SOCKET"), "{out}");
 }
 
 #[test]

@@ -5,11 +5,11 @@
 //! the directory) is prepared in the parent, and the closure only reads it.
 #![allow(unsafe_code)]
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::{Containment, Launch, SandboxError, SandboxPolicy, Support};
@@ -117,7 +117,9 @@ fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io::Result<Ow
     // SAFETY: the kernel just returned this descriptor to us.
     let ruleset = unsafe { OwnedFd::from_raw_fd(fd) };
     let file_rights = FS_WRITE_FILE | if abi >= 3 { FS_TRUNCATE } else { 0 };
-    let devices = ["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"].map(PathBuf::from);
+    // Device nodes are never made, even in writable directories.
+    let dir_rights = handled_fs & !(FS_MAKE_CHAR | FS_MAKE_BLOCK);
+    let devices = ["/dev/null", "/dev/zero", "/dev/full"].map(PathBuf::from);
     for path in policy.writable_dirs(roots).iter().chain(&devices) {
         // Missing directories (no /dev/shm, say) are skipped.
         let Ok(target) = std::fs::File::open(path) else {
@@ -127,7 +129,7 @@ fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io::Result<Ow
             continue;
         };
         let allowed = if metadata.is_dir() {
-            handled_fs
+            dir_rights
         } else {
             file_rights
         };
@@ -157,13 +159,14 @@ pub(super) fn support() -> Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     *SUPPORT.get_or_init(|| Support {
         landlock_abi: landlock_abi(),
-        namespaces: probe_namespaces(),
+        namespaces: probe(containment_flags(), Vec::new()),
+        isolation: probe(isolation_flags(), vec![Mount::private_root()]),
     })
 }
 
-/// Whether a contained command really starts here: namespaces can be
+/// Whether a command really starts with these namespaces here: they can be
 /// refused by sysctls, seccomp or security modules, so try one.
-fn probe_namespaces() -> bool {
+fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
     let mut command = std::process::Command::new("/bin/sh");
     command
         .args(["-c", "exit 0"])
@@ -172,8 +175,9 @@ fn probe_namespaces() -> bool {
         .stderr(std::process::Stdio::null());
     let setup = Setup {
         cwd: None,
-        namespaces: namespace_flags(true),
+        namespaces,
         maps: Maps::new(),
+        mounts,
         ruleset: None,
         host: std::process::id(),
     };
@@ -182,16 +186,179 @@ fn probe_namespaces() -> bool {
     command.status().is_ok_and(|status| status.success())
 }
 
-fn namespace_flags(network_off: bool) -> libc::c_int {
-    let mut flags = libc::CLONE_NEWPID;
-    if network_off {
-        flags |= libc::CLONE_NEWNET;
-    }
+/// A PID namespace, through a user namespace when not root (root keeps
+/// its own view of files owned by other users).
+fn containment_flags() -> libc::c_int {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        flags |= libc::CLONE_NEWUSER;
+        libc::CLONE_NEWPID | libc::CLONE_NEWUSER
+    } else {
+        libc::CLONE_NEWPID
     }
-    flags
+}
+
+/// The sandbox's namespaces: always a user namespace (so even root keeps
+/// no capability over the host: no devices, no modules, no mounts outside),
+/// a mount namespace for the read-only and hidden paths, a PID namespace
+/// and a network namespace.
+fn isolation_flags() -> libc::c_int {
+    libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET
+}
+
+/// One mount made in the sandbox's mount namespace, prepared in the parent.
+enum Mount {
+    /// Stops mounts from propagating back to the host.
+    PrivateRoot,
+    /// Makes `path` read-only; `keep` are its mount's flags that a user
+    /// namespace may not drop.
+    ReadOnly { path: CString, keep: libc::c_ulong },
+    /// Hides a directory under an empty tmpfs.
+    HideDir(CString),
+    /// Hides a file (a socket) under `/dev/null`.
+    HideFile(CString),
+}
+
+impl Mount {
+    fn private_root() -> Self {
+        Mount::PrivateRoot
+    }
+
+    /// Runs in the child: system calls only.
+    fn apply(&self) -> io::Result<()> {
+        let none = std::ptr::null::<libc::c_char>();
+        // SAFETY: NUL-terminated strings or null pointers, as mount(2) takes.
+        let result = unsafe {
+            match self {
+                Mount::PrivateRoot => libc::mount(
+                    none,
+                    c"/".as_ptr(),
+                    none,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ),
+                Mount::ReadOnly { path, keep } => {
+                    let bound = libc::mount(
+                        path.as_ptr(),
+                        path.as_ptr(),
+                        none,
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    );
+                    if bound != 0 {
+                        bound
+                    } else {
+                        libc::mount(
+                            none,
+                            path.as_ptr(),
+                            none,
+                            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | keep,
+                            std::ptr::null(),
+                        )
+                    }
+                }
+                Mount::HideDir(path) => libc::mount(
+                    c"tmpfs".as_ptr(),
+                    path.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    std::ptr::null(),
+                ),
+                Mount::HideFile(path) => libc::mount(
+                    c"/dev/null".as_ptr(),
+                    path.as_ptr(),
+                    none,
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ),
+            }
+        };
+        check(result)
+    }
+}
+
+/// The flags of the mount `path` is on that a remount in a user namespace
+/// must keep.
+fn locked_flags(path: &Path) -> libc::c_ulong {
+    use rustix::fs::StatVfsMountFlags as F;
+    let Ok(stat) = rustix::fs::statvfs(path) else {
+        return 0;
+    };
+    let mut keep = 0;
+    for (have, ms) in [
+        (F::NOSUID, libc::MS_NOSUID),
+        (F::NODEV, libc::MS_NODEV),
+        (F::NOEXEC, libc::MS_NOEXEC),
+        (F::NOATIME, libc::MS_NOATIME),
+        (F::NODIRATIME, libc::MS_NODIRATIME),
+        (F::RELATIME, libc::MS_RELATIME),
+    ] {
+        if stat.f_flag.contains(have) {
+            keep |= ms;
+        }
+    }
+    keep
+}
+
+/// Paths of sockets that lead out of the sandbox whatever its network
+/// namespace: the user's session bus and runtime directory, the system
+/// bus, Docker, X11, the ssh agent.
+fn socket_paths(policy: &SandboxPolicy) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = [
+        "/run/user",
+        "/run/dbus",
+        "/var/run/dbus",
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/tmp/.X11-unix",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    paths.extend(std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from));
+    paths.extend(policy.hidden_paths().iter().cloned());
+    paths
+}
+
+/// The mounts of a sandbox for these roots: `.git` of each root read-only
+/// (so nothing the sandbox writes there runs later, outside it: hooks,
+/// config), and the sockets of [`socket_paths`] hidden.
+fn sandbox_mounts(policy: &SandboxPolicy, roots: &[PathBuf]) -> io::Result<Vec<Mount>> {
+    let cstring = |path: &Path| {
+        CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+    };
+    let mut mounts = vec![Mount::PrivateRoot];
+    let mut seen = std::collections::BTreeSet::new();
+    for root in roots {
+        let git = root.join(".git");
+        let Ok(real) = std::fs::canonicalize(&git) else {
+            continue;
+        };
+        if seen.insert(real.clone()) {
+            let keep = locked_flags(&real);
+            mounts.push(Mount::ReadOnly {
+                path: cstring(&real)?,
+                keep,
+            });
+        }
+    }
+    for path in socket_paths(policy) {
+        let Ok(real) = std::fs::canonicalize(&path) else {
+            continue;
+        };
+        let Ok(metadata) = std::fs::metadata(&real) else {
+            continue;
+        };
+        if !seen.insert(real.clone()) {
+            continue;
+        }
+        mounts.push(if metadata.is_dir() {
+            Mount::HideDir(cstring(&real)?)
+        } else {
+            Mount::HideFile(cstring(&real)?)
+        });
+    }
+    Ok(mounts)
 }
 
 /// The uid and gid map lines, formatted before the fork.
@@ -216,6 +383,7 @@ struct Setup {
     cwd: Option<std::fs::File>,
     namespaces: libc::c_int,
     maps: Maps,
+    mounts: Vec<Mount>,
     ruleset: Option<OwnedFd>,
     host: u32,
 }
@@ -246,6 +414,10 @@ fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
 impl Setup {
     /// Runs in the forked child before `exec`: system calls only.
     fn run(&self) -> io::Result<()> {
+        // A session of its own: one group to kill, and no controlling
+        // terminal to type into (TIOCSTI) or read from.
+        // SAFETY: plain system call.
+        check(unsafe { libc::setsid() })?;
         if let Some(dir) = &self.cwd {
             // SAFETY: an open directory descriptor.
             check(unsafe { libc::fchdir(dir.as_raw_fd()) })?;
@@ -257,6 +429,9 @@ impl Setup {
                 write_proc(c"/proc/self/setgroups", b"deny")?;
                 write_proc(c"/proc/self/uid_map", &self.maps.uid)?;
                 write_proc(c"/proc/self/gid_map", &self.maps.gid)?;
+            }
+            for mount in &self.mounts {
+                mount.apply()?;
             }
             // This process becomes the supervisor: it dies with the host
             // (set after unshare, which clears the setting).
@@ -310,8 +485,19 @@ impl Setup {
 fn supervise(pid: libc::pid_t) -> ! {
     // SAFETY: system calls only; `_exit` never returns.
     unsafe {
+        // Never dumps core: it is a copy of the host's memory.
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
         if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            for fd in 0..4096 {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as libc::c_int
+            } else {
+                65_536
+            };
+            for fd in 0..top {
                 libc::close(fd);
             }
         }
@@ -340,33 +526,30 @@ pub(super) fn prepare(
     command: &mut std::process::Command,
 ) -> Result<Containment, SandboxError> {
     let support = support();
-    let mut network_off = false;
-    let ruleset = match &launch.sandbox {
+    let (namespaces, mounts, ruleset) = match &launch.sandbox {
         Some((policy, roots)) => {
             if let Some(why) = support.sandbox_unavailable(policy) {
                 return Err(SandboxError::Unavailable(why));
             }
-            network_off = !policy.network;
             let abi = support.landlock_abi.unwrap_or(1);
-            Some(ruleset(policy, roots, abi)?)
+            let mut flags = isolation_flags();
+            if policy.network {
+                flags &= !libc::CLONE_NEWNET;
+            }
+            (
+                flags,
+                sandbox_mounts(policy, roots)?,
+                Some(ruleset(policy, roots, abi)?),
+            )
         }
-        None => None,
+        None if launch.contain && support.namespaces => (containment_flags(), Vec::new(), None),
+        None => (0, Vec::new(), None),
     };
-    let contained = launch.contain && support.namespaces;
-    // Without namespaces, the network can only be off through Landlock's
-    // TCP rules (checked above).
-    let namespaces = if contained || (network_off && support.namespaces) {
-        namespace_flags(network_off)
-    } else {
-        0
-    };
-    // The group lets one kill reach the supervisor and PID 1 (or, without
-    // a namespace, the command and its children).
-    command.process_group(0);
     let setup = Setup {
-        cwd: launch.cwd,
+        cwd: launch.cwd.map(|(dir, _)| dir),
         namespaces,
         maps: Maps::new(),
+        mounts,
         ruleset,
         host: std::process::id(),
     };

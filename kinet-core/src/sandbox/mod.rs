@@ -17,10 +17,20 @@
 //!   `setsid` daemon can leave: [`Containment::ProcessGroup`].
 //! - **Writes.** Landlock allows writes only beneath the policy's
 //!   directories (the workspace roots, the temp directories, `/dev/null`);
-//!   reading and running programs stay allowed everywhere.
+//!   device nodes are never made; reading and running programs stay
+//!   allowed everywhere. Each root's `.git` is bind-mounted read-only in a
+//!   mount namespace, so nothing written there (a hook, a config with an
+//!   fsmonitor) runs later outside the sandbox.
+//! - **Privileges.** Always in a new user namespace, so even when the host
+//!   runs as root the command holds no capability over the host (no
+//!   devices, modules or mounts outside); its own session, so no
+//!   controlling terminal.
 //! - **Network.** Off by default: a new network namespace with nothing in
-//!   it (not even a working loopback), plus Landlock's TCP rules where the
-//!   kernel has them (ABI 4+).
+//!   it (not even a working loopback; abstract Unix sockets are per network
+//!   namespace too), plus Landlock's TCP rules where the kernel has them
+//!   (ABI 4+). Path-named sockets that lead out (the session and system
+//!   D-Bus, `/run/user`, Docker, X11, `$SSH_AUTH_SOCK`) are hidden under an
+//!   empty tmpfs or `/dev/null`; a socket elsewhere stays reachable.
 //!
 //! Other systems get process-group containment and no sandbox;
 //! [`support`] says what this machine has.
@@ -35,6 +45,7 @@ use std::path::PathBuf;
 pub struct SandboxPolicy {
     writable_roots: bool,
     writable: Vec<PathBuf>,
+    hidden: Vec<PathBuf>,
     temp: bool,
     network: bool,
 }
@@ -52,6 +63,7 @@ impl SandboxPolicy {
         Self {
             writable_roots: true,
             writable: Vec::new(),
+            hidden: Vec::new(),
             temp: true,
             network: false,
         }
@@ -62,6 +74,7 @@ impl SandboxPolicy {
         Self {
             writable_roots: false,
             writable: Vec::new(),
+            hidden: Vec::new(),
             temp: false,
             network: false,
         }
@@ -79,6 +92,18 @@ impl SandboxPolicy {
     pub fn temp_dirs(mut self, allow: bool) -> Self {
         self.temp = allow;
         self
+    }
+
+    /// Also hides `path` from the command (an empty directory or
+    /// `/dev/null` in its place), beside the sockets hidden by default.
+    pub fn hidden(mut self, path: impl Into<PathBuf>) -> Self {
+        self.hidden.push(path.into());
+        self
+    }
+
+    /// The paths hidden besides the default sockets.
+    pub fn hidden_paths(&self) -> &[PathBuf] {
+        &self.hidden
     }
 
     /// Allows the network (default: off).
@@ -118,9 +143,12 @@ impl SandboxPolicy {
 pub struct Support {
     /// The Landlock ABI version, when the kernel has Landlock enabled.
     pub landlock_abi: Option<u32>,
-    /// Whether new PID and network namespaces can be made (as root, or
+    /// Whether a PID namespace can be made for containment (as root, or
     /// through an unprivileged user namespace).
     pub namespaces: bool,
+    /// Whether the sandbox's user, mount, PID and network namespaces can
+    /// be made together.
+    pub isolation: bool,
 }
 
 impl Support {
@@ -132,9 +160,10 @@ impl Support {
                     .into(),
             );
         }
-        if !policy.network && !self.namespaces && self.landlock_abi < Some(4) {
+        if !self.isolation {
+            let _ = policy;
             return Some(
-                "this system allows no network namespace and its Landlock cannot block TCP (ABI 4+), so the network cannot be turned off"
+                "this system refuses unprivileged user, mount and network namespaces, so the network cannot be turned off and `.git` cannot be kept read-only"
                     .into(),
             );
         }
@@ -153,6 +182,7 @@ pub fn support() -> Support {
         Support {
             landlock_abi: None,
             namespaces: false,
+            isolation: false,
         }
     }
 }
@@ -182,9 +212,14 @@ pub enum SandboxError {
 /// How to start one command: in a directory opened beforehand (so a
 /// symlink swapped in after the check cannot move it), contained, and
 /// optionally sandboxed.
+///
+/// The supervisor dies with the thread that spawned it
+/// (`PR_SET_PDEATHSIG` follows threads): spawn from a thread that lives as
+/// long as the command should (an async task on the runtime's worker is
+/// fine; a short-lived `spawn_blocking` thread is not).
 #[derive(Debug, Default)]
 pub struct Launch {
-    cwd: Option<std::fs::File>,
+    cwd: Option<(std::fs::File, PathBuf)>,
     sandbox: Option<(SandboxPolicy, Vec<PathBuf>)>,
     contain: bool,
 }
@@ -199,10 +234,11 @@ impl Launch {
         }
     }
 
-    /// Runs in this directory (opened, for example, with
-    /// [`WorkspacePath::open_dir`](crate::tool::WorkspacePath::open_dir)).
-    pub fn cwd(mut self, dir: std::fs::File) -> Self {
-        self.cwd = Some(dir);
+    /// Runs in this directory: on Linux the opened `dir` (for example from
+    /// [`WorkspacePath::open_dir`](crate::tool::WorkspacePath::open_dir)),
+    /// entered with `fchdir`; elsewhere `path`.
+    pub fn cwd(mut self, dir: std::fs::File, path: impl Into<PathBuf>) -> Self {
+        self.cwd = Some((dir, path.into()));
         self
     }
 
@@ -239,6 +275,9 @@ impl Launch {
                         .sandbox_unavailable(policy)
                         .unwrap_or_else(|| "not on this system".into()),
                 ));
+            }
+            if let Some((_, path)) = &self.cwd {
+                command.current_dir(path);
             }
             #[cfg(unix)]
             {
