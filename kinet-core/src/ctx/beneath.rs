@@ -16,12 +16,16 @@ use rustix::io::Errno;
 
 use super::paths::{MAX_SYMLINK_HOPS, escape, normalize, temp_name};
 
-/// Whether this kernel has `openat2` and lets us call it.
+/// Whether this kernel has `openat2` and lets us call it (probed from `/`,
+/// which always exists, unlike the process's working directory).
 pub(super) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
     *AVAILABLE.get_or_init(|| {
+        let Ok(root) = open_root(Path::new("/")) else {
+            return false;
+        };
         rustix::fs::openat2(
-            rustix::fs::CWD,
+            &root,
             ".",
             OFlags::PATH | OFlags::CLOEXEC,
             Mode::empty(),
@@ -107,11 +111,20 @@ pub(super) fn open_dir(root: &Root<'_>) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
+/// Where the kernel says an open descriptor is (its `/proc/self/fd` link).
+fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
 /// The directory a write of `rel` lands in (created as needed) and the name
 /// in it, after following a symlink at the end of `rel` as long as it
-/// stays inside the root.
+/// stays inside the root. A relative link target is taken from the
+/// directory the link really is in (as the kernel would), which the kernel
+/// reports for the opened directory.
 fn parent_for_write(place: &Root<'_>) -> io::Result<(OwnedFd, PathBuf)> {
     let (dir, root) = (place.dir, place.path);
+    let real_root = real_path(dir)?;
     let mut rel = place.rel.to_path_buf();
     for _ in 0..=MAX_SYMLINK_HOPS {
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
@@ -126,10 +139,11 @@ fn parent_for_write(place: &Root<'_>) -> io::Result<(OwnedFd, PathBuf)> {
         match rustix::fs::readlinkat(&parent_fd, &name, Vec::new()) {
             Ok(target) => {
                 let target = Path::new(OsStr::from_bytes(target.as_bytes()));
-                // Relative to the link's directory, or absolute.
-                let next = normalize(&root.join(&parent).join(target));
+                // Relative to the link's real directory, or absolute.
+                let next = normalize(&real_path(&parent_fd)?.join(target));
                 rel = next
-                    .strip_prefix(root)
+                    .strip_prefix(&real_root)
+                    .or_else(|_| next.strip_prefix(root))
                     .map_err(|_| escape(root, false))?
                     .to_path_buf();
             }
@@ -181,7 +195,8 @@ pub(super) fn begin_write(root: &Root<'_>) -> io::Result<(Pending, File)> {
                     "is a directory",
                 ));
             }
-            stat.st_mode & 0o7777
+            // Set-id bits are not carried over to new content.
+            stat.st_mode & 0o777
         }
         Err(Errno::NOENT) => 0o644,
         Err(errno) => return Err(errno.into()),

@@ -133,7 +133,16 @@ pub(super) fn begin_write(path: &Path) -> io::Result<(Pending, File)> {
 impl Pending {
     pub(super) fn commit(&self, file: &File, replace: bool) -> io::Result<()> {
         match &self.permissions {
-            Some(permissions) => file.set_permissions(permissions.clone())?,
+            Some(permissions) => {
+                #[cfg(unix)]
+                {
+                    // Set-id bits are not carried over to new content.
+                    use std::os::unix::fs::PermissionsExt;
+                    file.set_permissions(Permissions::from_mode(permissions.mode() & 0o777))?;
+                }
+                #[cfg(not(unix))]
+                file.set_permissions(permissions.clone())?;
+            }
             #[cfg(unix)]
             None => {
                 use std::os::unix::fs::PermissionsExt;

@@ -70,6 +70,17 @@ pub(crate) fn place(cwd: &Path, roots: &[PathBuf], path: &str) -> Result<Workspa
             path.escape_debug()
         )));
     }
+    // A relative cwd (or root) is taken from the process's directory, so a
+    // root can never normalize to the empty path that prefixes everything.
+    let absolute;
+    let cwd = if cwd.is_absolute() {
+        cwd
+    } else {
+        absolute = std::env::current_dir()
+            .map(|dir| dir.join(cwd))
+            .map_err(|e| ToolError::failed(format!("the working directory is unknown: {e}")))?;
+        absolute.as_path()
+    };
     let shown = normalize(&cwd.join(path));
     if roots.is_empty() {
         return Ok(WorkspacePath {
@@ -246,10 +257,7 @@ impl WorkspacePath {
         use std::io::Write;
         let mut pending = self.begin_write()?;
         pending.file().write_all(bytes)?;
-        if stop() {
-            return Err(stopped());
-        }
-        pending.commit(true)
+        pending.commit_unless(true, stop)
     }
 
     /// Starts an atomic write to stream content into (see
@@ -349,8 +357,18 @@ impl PendingWrite {
     /// file gets `rw-r--r--`) and renames it over the target. With
     /// `replace` false an existing target is kept and the commit fails
     /// with `AlreadyExists`.
-    pub fn commit(mut self, replace: bool) -> io::Result<()> {
+    pub fn commit(self, replace: bool) -> io::Result<()> {
+        self.commit_unless(replace, &|| false)
+    }
+
+    /// [`commit`](Self::commit), unless `stop` says stop once the file is
+    /// on disk, just before the rename (a call cancelled or out of time
+    /// then changes nothing).
+    pub fn commit_unless(mut self, replace: bool, stop: &dyn Fn() -> bool) -> io::Result<()> {
         self.file.sync_all()?;
+        if stop() {
+            return Err(stopped());
+        }
         let result = match &self.target {
             #[cfg(target_os = "linux")]
             Pending::Beneath(pending) => pending.commit(&self.file, replace),
@@ -453,6 +471,23 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_final_link_is_followed_from_its_real_directory() {
+        // d -> sub/deep, and sub/deep/f -> ../x: the kernel reads d/f as
+        // sub/x, not as x.
+        let (_guard, root) = tempdir();
+        std::fs::create_dir_all(root.join("sub/deep")).unwrap();
+        std::os::unix::fs::symlink("sub/deep", root.join("d")).unwrap();
+        std::os::unix::fs::symlink("../x", root.join("sub/deep/f")).unwrap();
+        at(&root, "d/f")
+            .unwrap()
+            .write_atomic(b"y", &|| false)
+            .unwrap();
+        assert_eq!(std::fs::read(root.join("sub/x")).unwrap(), b"y");
+        assert!(!root.join("x").exists());
     }
 
     #[cfg(unix)]

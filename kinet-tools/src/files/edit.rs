@@ -66,11 +66,10 @@ fn occurs_twice(haystack: &str, needle: &str) -> bool {
     let finder = memchr::memmem::Finder::new(needle.as_bytes());
     let bytes = haystack.as_bytes();
     finder.find(bytes).is_some_and(|first| {
-        let next = haystack[first + 1..]
-            .char_indices()
-            .next()
-            .map_or(bytes.len(), |(i, _)| first + 1 + i);
-        finder.find(&bytes[next..]).is_some()
+        // The next search starts one character in (a character may be
+        // several bytes).
+        let step = haystack[first..].chars().next().map_or(1, char::len_utf8);
+        finder.find(&bytes[first + step..]).is_some()
     })
 }
 
@@ -388,6 +387,13 @@ mod tests {
         // CRLF files take LF strings from the model.
         let applied = apply("f", "a\r\nb\r\nc\r\n", &args("a\nb", "x\ny", false)).unwrap();
         assert_eq!(applied.content, "x\r\ny\r\nc\r\n");
+    }
+
+    #[test]
+    fn a_match_starting_with_a_multibyte_character_is_unique() {
+        let applied = apply("f", "é one\ntwo\n", &args("é one", "e one", false)).unwrap();
+        assert_eq!(applied.content, "e one\ntwo\n");
+        assert!(apply("f", "日本日本", &args("日本", "x", false)).is_err());
     }
 
     #[test]

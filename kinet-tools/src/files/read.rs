@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::tracker::{FileStamp, FileTracker};
-use super::{blocking, number_line};
+use super::{blocking, number_line, stop_check};
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -131,7 +131,8 @@ impl Tool for ReadFileTool {
         let path = ctx.workspace_path(&args.path)?;
         let limits = self.limits.clone();
         let tracker = Arc::clone(&self.tracker);
-        blocking(move || read(&path, &args, &limits, &tracker)).await
+        let stop = stop_check(ctx);
+        blocking(move || read(&path, &args, &limits, &tracker, &stop)).await
     }
 }
 
@@ -140,6 +141,7 @@ fn read(
     args: &ReadFileArgs,
     limits: &ReadLimits,
     tracker: &FileTracker,
+    stop: &dyn Fn() -> bool,
 ) -> Result<ToolOutput, ToolError> {
     let path = place.path();
     let shown = path.display();
@@ -219,6 +221,12 @@ fn read(
             break;
         }
         number += 1;
+        // Skipping to a far offset of a huge file stops with the call.
+        if number.is_multiple_of(4096) && stop() {
+            return Err(ToolError::cancelled(format!(
+                "reading `{shown}` was stopped: the call was cancelled or ran out of time"
+            )));
+        }
         if number < start {
             continue;
         }

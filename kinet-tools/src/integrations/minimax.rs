@@ -382,11 +382,15 @@ impl VideoGenTool {
         if cancel.is_cancelled() {
             return Err(IntegrationError::Cancelled);
         }
-        // Never replaces a file that appeared meanwhile.
-        tokio::task::spawn_blocking(move || pending.commit(false))
-            .await
-            .map_err(|e| io(std::io::Error::other(e)))?
-            .map_err(io)?;
+        // Never replaces a file that appeared meanwhile, and does nothing
+        // once the call is cancelled.
+        let cancel = cancel.clone();
+        tokio::task::spawn_blocking(move || {
+            pending.commit_unless(false, &|| cancel.is_cancelled())
+        })
+        .await
+        .map_err(|e| io(std::io::Error::other(e)))?
+        .map_err(io)?;
         Ok(written)
     }
 
