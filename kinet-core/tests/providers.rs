@@ -582,7 +582,7 @@ async fn errors_are_typed_and_only_transient_ones_retried() {
     let outcome = agent(anthropic(&server)).run_to_completion("hi").await;
     assert!(matches!(
         provider_error(&outcome),
-        ProviderError::ContextLengthExceeded(_)
+        ProviderError::ContextLengthExceeded { .. }
     ));
 
     let server = MockServer::start(vec![

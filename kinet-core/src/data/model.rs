@@ -140,8 +140,15 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
     /// The conversation no longer fits the model's context.
-    #[error("context length exceeded: {0}")]
-    ContextLengthExceeded(String),
+    #[error("context length exceeded: {message}")]
+    ContextLengthExceeded {
+        /// The server's message.
+        message: String,
+        /// The model's context window in tokens, when the server said.
+        limit: Option<u64>,
+        /// The size of the rejected prompt in tokens, when the server said.
+        requested: Option<u64>,
+    },
     /// The request was rejected.
     #[error("bad request ({status}): {message}")]
     BadRequest {

@@ -15,8 +15,10 @@ use crate::data::model::{ProviderError, StreamEvent};
 /// Retry and timeout settings of an HTTP provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HttpSettings {
-    /// Retries after the first attempt for 408/409/429/5xx/529 and
-    /// connection errors before the first byte. Default 4.
+    /// Retries after the first attempt for 408/409/429/5xx/529 and any
+    /// transport failure before the response headers (including a pooled
+    /// connection the server closed). A stream that breaks after content
+    /// reached the host is reported, never replayed. Default 4.
     pub max_retries: u32,
     /// The first backoff; doubled per retry, with jitter. Default 500 ms.
     pub initial_backoff: Duration,
@@ -113,7 +115,11 @@ impl HttpClient {
                     }
                     (error, retry_after)
                 }
-                Err(error) if error.is_connect() || error.is_timeout() => (
+                // Anything that failed before the response headers (a refused
+                // or reset connection, a pooled keep-alive connection the
+                // server had closed, a timeout) is retried, as the official
+                // SDKs do; only a request that could not be built is not.
+                Err(error) if !error.is_builder() => (
                     ProviderError::Transport(format!("{url}: {}", error_chain(&error))),
                     None,
                 ),
@@ -228,28 +234,20 @@ pub fn error_details(body: &str) -> (String, String) {
     (message, code)
 }
 
-fn is_context_overflow(message: &str, code: &str) -> bool {
-    let lower = message.to_ascii_lowercase();
-    code == "context_length_exceeded"
-        || lower.contains("context length")
-        || lower.contains("context_length")
-        || lower.contains("prompt is too long")
-        || lower.contains("maximum context")
-        || lower.contains("context window")
-}
-
 /// Maps an HTTP error status and body to a typed error.
 pub fn error_from_status(status: u16, body: &str, retry_after: Option<Duration>) -> ProviderError {
-    let (message, code) = error_details(body);
+    let (message, _) = error_details(body);
     match status {
         401 | 403 => ProviderError::Auth(format!("{message} (HTTP {status})")),
         429 => ProviderError::RateLimited {
             message,
             retry_after,
         },
-        _ if is_context_overflow(&message, &code) => ProviderError::ContextLengthExceeded(message),
-        400..=499 => ProviderError::BadRequest { status, message },
-        _ => ProviderError::Server { status, message },
+        _ => match super::overflow::overflow(body) {
+            Some(overflow) => overflow,
+            None if (400..500).contains(&status) => ProviderError::BadRequest { status, message },
+            None => ProviderError::Server { status, message },
+        },
     }
 }
 
@@ -265,9 +263,11 @@ pub fn error_from_stream(message: String, code: &str) -> ProviderError {
             message,
         },
         "authentication_error" | "invalid_api_key" => ProviderError::Auth(message),
-        _ if is_context_overflow(&message, code) => ProviderError::ContextLengthExceeded(message),
-        "" => ProviderError::Stream(message),
-        _ => ProviderError::Stream(format!("{message} ({code})")),
+        _ => match super::overflow::overflow_in_stream(&message, code) {
+            Some(overflow) => overflow,
+            None if code.is_empty() => ProviderError::Stream(message),
+            None => ProviderError::Stream(format!("{message} ({code})")),
+        },
     }
 }
 
@@ -459,12 +459,12 @@ mod tests {
         let openai = r#"{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
         assert!(matches!(
             error_from_status(400, openai, None),
-            ProviderError::ContextLengthExceeded(m) if m.contains("8192")
+            ProviderError::ContextLengthExceeded { message: m, limit: Some(8192), .. } if m.contains("8192")
         ));
         let anthropic = r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#;
         assert!(matches!(
             error_from_status(400, anthropic, None),
-            ProviderError::ContextLengthExceeded(_)
+            ProviderError::ContextLengthExceeded { .. }
         ));
         assert!(matches!(
             error_from_status(401, r#"{"error":{"message":"Incorrect API key provided"}}"#, None),

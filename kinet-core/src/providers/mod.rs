@@ -1,9 +1,12 @@
 //! Model providers over HTTP: OpenAI Chat Completions and compatible
 //! servers, OpenAI Responses, Anthropic Messages.
 //!
-//! All stream server-sent events, retry 408/409/429/5xx/529 and connection
-//! errors with jittered exponential backoff (honouring `retry-after`) before
-//! the first byte, fail a stream that stays silent past an idle timeout, and
+//! All stream server-sent events, retry 408/409/429/5xx/529 and any
+//! transport failure before the response headers (a closed keep-alive
+//! connection included) with jittered exponential backoff (honouring
+//! `retry-after`), recognise context overflow in the error bodies of
+//! OpenAI, Anthropic, llama.cpp, vLLM, Ollama, DeepSeek and GLM (with the
+//! window size where the server states it), fail a stream that stays silent past an idle timeout, and
 //! abort the HTTP request when the stream is dropped (which is how a run's
 //! cancellation reaches them).
 //!
@@ -30,6 +33,7 @@ mod http;
 pub mod kit;
 #[cfg(feature = "openai")]
 mod openai;
+mod overflow;
 #[cfg(feature = "openai")]
 mod responses;
 mod sse;
