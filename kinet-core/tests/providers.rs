@@ -361,10 +361,70 @@ async fn anthropic_text_turn() {
     assert_eq!(request.path, "/v1/messages");
     assert_eq!(request.headers["x-api-key"], "sk-ant-test");
     assert_eq!(request.headers["anthropic-version"], "2023-06-01");
-    assert_eq!(request.body["system"], "You report the weather.");
+    assert_eq!(request.body["system"][0]["text"], "You report the weather.");
     assert_eq!(request.body["max_tokens"], 8192);
     assert_eq!(request.body["messages"][0]["role"], "user");
     assert_eq!(request.body["tools"][0]["input_schema"]["type"], "object");
+}
+
+/// Where the `cache_control` breakpoints of an Anthropic request sit.
+fn breakpoints(body: &serde_json::Value) -> Vec<String> {
+    fn walk(value: &serde_json::Value, path: String, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("cache_control") {
+                    out.push(path.clone());
+                }
+                for (key, value) in map {
+                    walk(value, format!("{path}/{key}"), out);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for (index, value) in items.iter().enumerate() {
+                    walk(value, format!("{path}/{index}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(body, String::new(), &mut out);
+    out
+}
+
+#[tokio::test]
+async fn anthropic_cache_breakpoints_sit_on_system_tools_and_the_last_block() {
+    let server = MockServer::start(vec![
+        Reply::sse_fixture("anthropic/tools.sse"),
+        Reply::sse_fixture("anthropic/after_tools.sse"),
+    ])
+    .await;
+    let outcome = agent(anthropic(&server))
+        .run_to_completion(weather_question())
+        .await;
+    assert_weather_outcome(&outcome);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let marks = breakpoints(&request.body);
+        assert!(marks.len() <= 4, "{marks:?}");
+        let tools = request.body["tools"].as_array().unwrap().len();
+        let messages = request.body["messages"].as_array().unwrap();
+        let last = messages.len() - 1;
+        let blocks = messages[last]["content"].as_array().unwrap().len();
+        assert_eq!(
+            marks,
+            vec![
+                format!("/messages/{last}/content/{}", blocks - 1),
+                "/system/0".to_owned(),
+                format!("/tools/{}", tools - 1),
+            ]
+        );
+    }
+    // The breakpoint moved forward with the conversation; system and tools
+    // are byte-identical between the turns (the cached prefix).
+    assert_eq!(requests[0].body["system"], requests[1].body["system"]);
+    assert_eq!(requests[0].body["tools"], requests[1].body["tools"]);
 }
 
 #[tokio::test]

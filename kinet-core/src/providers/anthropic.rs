@@ -41,6 +41,10 @@ pub struct AnthropicConfig {
     /// `max_tokens` when the agent sets none (the API requires it). Default
     /// 8192.
     pub default_max_tokens: u32,
+    /// Prompt caching: `cache_control` breakpoints on the system prompt,
+    /// the last tool, and the last block of the conversation (which moves
+    /// forward each turn), three of the four Anthropic allows. Default on.
+    pub prompt_caching: bool,
     /// Retries and timeouts.
     pub http: HttpSettings,
 }
@@ -53,6 +57,7 @@ impl Default for AnthropicConfig {
             headers: Vec::new(),
             default_model: "claude-sonnet-4-5".into(),
             default_max_tokens: 8192,
+            prompt_caching: true,
             http: HttpSettings::default(),
         }
     }
@@ -62,6 +67,11 @@ impl AnthropicConfig {
     /// The defaults.
     pub fn new() -> Self {
         Self::default()
+    }
+    /// Turns automatic prompt-caching breakpoints on or off.
+    pub fn prompt_caching(mut self, on: bool) -> Self {
+        self.prompt_caching = on;
+        self
     }
     /// Sets the API root.
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
@@ -219,10 +229,24 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             }
         }
     }
-    let messages: Vec<Value> = turns
+    let cache = config.prompt_caching;
+    let mut messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
+    if cache {
+        // The moving breakpoint: the last block of the conversation, so the
+        // next turn reads everything before it from the cache.
+        if let Some(last) = messages
+            .last_mut()
+            .and_then(|m| m.get_mut("content"))
+            .and_then(Value::as_array_mut)
+            .and_then(|blocks| blocks.last_mut())
+            .and_then(Value::as_object_mut)
+        {
+            last.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+    }
 
     let mut body = Map::new();
     let model = if request.model.is_empty() {
@@ -240,21 +264,32 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             .into(),
     );
     if !system.is_empty() {
-        body.insert("system".into(), system.into());
+        let system = if cache {
+            json!([{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}])
+        } else {
+            system.into()
+        };
+        body.insert("system".into(), system);
     }
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
+        let count = request.tools.len();
         body.insert(
             "tools".into(),
             request
                 .tools
                 .iter()
-                .map(|tool| {
-                    json!({
+                .enumerate()
+                .map(|(index, tool)| {
+                    let mut tool = json!({
                         "name": tool.name,
                         "description": tool.description,
                         "input_schema": tool.parameters,
-                    })
+                    });
+                    if cache && index + 1 == count {
+                        tool["cache_control"] = json!({"type": "ephemeral"});
+                    }
+                    tool
                 })
                 .collect(),
         );

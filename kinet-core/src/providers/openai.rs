@@ -363,6 +363,8 @@ pub(crate) struct ChatDecoder {
     calls_seen: bool,
     stop: Option<StopReason>,
     usage: Option<Usage>,
+    /// llama.cpp's `timings.cache_n`: prompt tokens served from its cache.
+    cached: Option<u64>,
     finished: bool,
 }
 
@@ -372,7 +374,12 @@ impl ChatDecoder {
             return;
         }
         self.finished = true;
-        if let Some(usage) = self.usage.take() {
+        if let Some(mut usage) = self.usage.take() {
+            if usage.cache_read_tokens == 0
+                && let Some(cached) = self.cached
+            {
+                usage.cache_read_tokens = cached;
+            }
             out.push_back(Ok(StreamEvent::Usage(usage)));
         }
         let stop = self.stop.take().unwrap_or(if self.calls_seen {
@@ -451,6 +458,9 @@ impl SseDecoder for ChatDecoder {
             let (message, code) = error_details(data);
             out.push_back(Err(error_from_stream(message, &code)));
             return Flow::Done;
+        }
+        if let Some(cached) = chunk.pointer("/timings/cache_n").and_then(Value::as_u64) {
+            self.cached = Some(cached);
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let read = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
