@@ -57,7 +57,16 @@ pub(crate) fn available() -> bool {
 
 /// The chat template the server runs with.
 pub(crate) fn template() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama/chatml-tools.jinja")
+    // From kinet-core's tests, or from the workspace's benches.
+    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        "tests/fixtures/llama/chatml-tools.jinja",
+        "kinet-core/tests/fixtures/llama/chatml-tools.jinja",
+    ]
+    .iter()
+    .map(|p| base.join(p))
+    .find(|p| p.is_file())
+    .expect("the chat template fixture")
 }
 
 /// A free loopback port.
@@ -171,11 +180,9 @@ impl Server {
     /// Kills the server (and everything in its namespace).
     pub(crate) fn kill(&self) {
         if let Some(mut child) = self.child.lock().unwrap().take() {
-            // The supervisor leads the group: one signal ends it and PID 1.
-            // (Not `/bin/kill -KILL -<pid>`: procps reads that as pid -1.)
-            if let Some(group) = rustix::process::Pid::from_raw(child.id() as i32) {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            }
+            // The child is the supervisor: when it dies, PID 1 (the server)
+            // gets SIGKILL from the kernel and the namespace ends with it.
+            // (Never `/bin/kill -KILL -<pid>`: procps reads that as pid -1.)
             let _ = child.kill();
             let _ = child.wait();
         }
