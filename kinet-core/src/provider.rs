@@ -4,7 +4,7 @@
 
 pub use crate::backend::{Provider, ProviderStream};
 pub use crate::data::model::{
-    ChatRequest, GenerationParams, ProviderError, StopReason, StreamEvent, Usage,
+    ChatRequest, GenerationParams, OutputSchema, ProviderError, StopReason, StreamEvent, Usage,
 };
 #[cfg(feature = "http")]
 pub use crate::providers::*;

@@ -280,6 +280,11 @@ impl Toolset {
         &self.statics
     }
 
+    /// Whether the set has no tools and no tool sources.
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty() && self.statics.specs().is_empty()
+    }
+
     /// The tools for one turn: static tools, then each source's tools as of
     /// the readiness deadline. Sources are asked concurrently.
     pub async fn snapshot(&self) -> Arc<ToolSnapshot> {

@@ -361,3 +361,46 @@ async fn a_server_restarted_between_turns_is_retried() {
     }
     drop(restart.join().unwrap());
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct CityTemp {
+    city: String,
+    temperature_c: i64,
+}
+
+#[tokio::test]
+async fn typed_final_output_through_chat_completions() {
+    if !llama::available() {
+        return;
+    }
+    let _serial = serial().await;
+    let server = llama::shared();
+    // Without tools: one structured call (llama.cpp turns the schema into
+    // a grammar, so the answer is valid JSON of that shape).
+    let plain = Agent::builder_arc(provider(Api::Chat, &server.url()))
+        .model("smollm2")
+        .params(params(60))
+        .build();
+    let typed = plain
+        .run_typed::<CityTemp>("It is 21 C in Paris. Give the city and the temperature.")
+        .await
+        .unwrap();
+    assert_eq!(typed.value.city, "Paris");
+    assert_eq!(typed.value.temperature_c, 21);
+    // With tools: the loop runs the tool, then the structured answer.
+    let typed = agent(Api::Chat, &server.url(), 60)
+        .run_typed::<CityTemp>("Call get_weather for Paris.")
+        .await
+        .unwrap();
+    // (The small model may also call it for the example's city: the answer
+    // names a city the tool reported on, in the schema's shape.)
+    let reported = typed
+        .outcome
+        .conversation
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls().to_vec())
+        .any(|call| call.arguments.contains(&typed.value.city));
+    assert!(reported, "{typed:?}");
+    assert_eq!(typed.value.temperature_c, 21, "{typed:?}");
+}

@@ -722,3 +722,126 @@ async fn cancelling_a_run_aborts_the_http_request() {
     }
     assert_eq!(server.client_hangups(), 1);
 }
+
+// ------------------------------------------------------------------ typed output
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct CityTemp {
+    city: String,
+    temperature_c: i64,
+}
+
+fn chat_sse(text: &str) -> Vec<u8> {
+    let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    format!("data: {chunk}\n\ndata: {end}\n\ndata: [DONE]\n\n").into_bytes()
+}
+
+#[tokio::test]
+async fn typed_output_uses_response_format_and_asks_again_once() {
+    // No tools: the structured call is the whole run. The first answer does
+    // not fit the schema; the second does.
+    let server = MockServer::start(vec![
+        Reply::sse_bytes(&chat_sse(r#"{"city": "Paris"}"#)),
+        Reply::sse_bytes(&chat_sse(r#"{"city": "Paris", "temperature_c": 21}"#)),
+    ])
+    .await;
+    let agent = Agent::builder(openai(&server)).model("m").build();
+    let typed = agent
+        .run_typed::<CityTemp>("It is 21 C in Paris.")
+        .await
+        .unwrap();
+    assert_eq!(
+        (typed.value.city.as_str(), typed.value.temperature_c),
+        ("Paris", 21)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let format = &requests[0].body["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["strict"], true);
+    assert_eq!(format["json_schema"]["name"], "CityTemp");
+    assert_eq!(
+        format["json_schema"]["schema"]["required"],
+        json!(["city", "temperature_c"])
+    );
+    // The retry tells the model what was wrong.
+    let retry = requests[1].body["messages"].as_array().unwrap();
+    let last = retry.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        last.contains("does not match the schema") && last.contains("temperature_c"),
+        "{last}"
+    );
+}
+
+#[tokio::test]
+async fn typed_output_gives_up_after_one_retry() {
+    let server = MockServer::start(vec![
+        Reply::sse_bytes(&chat_sse("not json")),
+        Reply::sse_bytes(&chat_sse("still not json")),
+    ])
+    .await;
+    let agent = Agent::builder(openai(&server)).model("m").build();
+    match agent.run_typed::<CityTemp>("Paris?").await {
+        Err(kinet_core::event::TypedError::Invalid { message, outcome }) => {
+            assert!(message.contains("still not json"), "{message}");
+            assert_eq!(outcome.turns, 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn typed_output_uses_text_format_on_responses_and_a_forced_tool_on_anthropic() {
+    let responses_sse = [
+        json!({"type": "response.output_text.delta", "item_id": "m1", "output_index": 0, "content_index": 0, "delta": "{\"city\":\"Oslo\",\"temperature_c\":3}"}),
+        json!({"type": "response.completed", "response": {"id": "r1", "status": "completed", "output": [], "usage": {"input_tokens": 5, "output_tokens": 7}}}),
+    ]
+    .iter()
+    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .collect::<String>();
+    let server = MockServer::start(vec![Reply::sse_bytes(responses_sse.as_bytes())]).await;
+    let typed = Agent::builder(responses(&server))
+        .model("m")
+        .build()
+        .run_typed::<CityTemp>("Oslo?")
+        .await
+        .unwrap();
+    assert_eq!(typed.value.city, "Oslo");
+    let format = &server.requests()[0].body["text"]["format"];
+    assert_eq!(
+        (format["type"].as_str(), format["strict"].as_bool()),
+        (Some("json_schema"), Some(true))
+    );
+
+    let anthropic_sse = [
+        json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 9, "output_tokens": 0}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "CityTemp", "input": {}}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"city\":\"Rome\","}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "\"temperature_c\":18}"}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}}),
+        json!({"type": "message_stop"}),
+    ]
+    .iter()
+    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .collect::<String>();
+    let server = MockServer::start(vec![Reply::sse_bytes(anthropic_sse.as_bytes())]).await;
+    let typed = Agent::builder(anthropic(&server))
+        .model("m")
+        .build()
+        .run_typed::<CityTemp>("Rome?")
+        .await
+        .unwrap();
+    assert_eq!(
+        (typed.value.city.as_str(), typed.value.temperature_c),
+        ("Rome", 18)
+    );
+    let body = &server.requests()[0].body;
+    assert_eq!(
+        body["tool_choice"],
+        json!({"type": "tool", "name": "CityTemp"})
+    );
+    let tools = body["tools"].as_array().unwrap();
+    assert_eq!(tools.last().unwrap()["name"], "CityTemp");
+}

@@ -3,6 +3,7 @@
 
 mod run;
 mod spawner;
+mod typed;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use crate::tooldef::{DynTool, Tool};
 use crate::toolset::{ToolSource, Toolset};
 
 pub use run::AgentRun;
+pub use typed::{Typed, TypedError};
 
 #[derive(Clone)]
 enum SpawnerSetting {

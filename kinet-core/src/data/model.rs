@@ -24,6 +24,21 @@ pub struct GenerationParams {
     /// Provider-specific fields merged into the request body as they are.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
+    /// Asks for the answer as JSON matching a schema, through each API's
+    /// native structured output (Chat Completions `response_format`,
+    /// Responses `text.format`, Anthropic a forced tool). Set by
+    /// [`Agent::run_typed`](crate::Agent::run_typed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSchema>,
+}
+
+/// A JSON schema the answer must match.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputSchema {
+    /// A name for the schema (letters, digits, `_`, `-`).
+    pub name: String,
+    /// The JSON schema.
+    pub schema: serde_json::Value,
 }
 
 /// One model call. Borrowed from the run where possible: the history is not

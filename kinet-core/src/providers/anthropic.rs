@@ -294,6 +294,24 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
                 .collect(),
         );
     }
+    if let Some(output) = &request.params.output {
+        // Anthropic's structured output: one tool whose input is the
+        // answer, and the model made to call it.
+        let tools = body
+            .entry("tools")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(tools) = tools.as_array_mut() {
+            tools.push(json!({
+                "name": output.name,
+                "description": "Give the final answer in this shape.",
+                "input_schema": output.schema,
+            }));
+        }
+        body.insert(
+            "tool_choice".into(),
+            json!({"type": "tool", "name": output.name}),
+        );
+    }
     body.insert("stream".into(), true.into());
     super::http::insert_sampling(&mut body, &request.params);
     Value::Object(body)

@@ -342,6 +342,15 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
         body.insert(field.into(), max.into());
     }
     insert_sampling(&mut body, params);
+    if let Some(output) = &params.output {
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": {"name": output.name, "schema": output.schema, "strict": true},
+            }),
+        );
+    }
     Value::Object(body)
 }
 

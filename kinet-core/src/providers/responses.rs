@@ -158,6 +158,17 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
         body.insert("max_output_tokens".into(), max.into());
     }
     insert_sampling(&mut body, params);
+    if let Some(output) = &params.output {
+        body.insert(
+            "text".into(),
+            json!({"format": {
+                "type": "json_schema",
+                "name": output.name,
+                "schema": output.schema,
+                "strict": true,
+            }}),
+        );
+    }
     Value::Object(body)
 }
 
