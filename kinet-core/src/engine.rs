@@ -89,6 +89,12 @@ pub(crate) async fn drive(
             });
         }
 
+        // Every request goes out in a shape providers accept, whatever the
+        // history was loaded from.
+        let repairs = crate::data::repair::repair(&mut conversation.messages);
+        if !repairs.is_empty() {
+            events.emit(AgentEvent::HistoryRepaired { repairs });
+        }
         let model_turn = match call_model(&config, &conversation, &tools, &cancel, &events).await {
             Ok(model_turn) => model_turn,
             Err(TurnFailure::Cancelled(text)) => {

@@ -4,3 +4,4 @@
 pub use crate::agent::{Typed, TypedError};
 pub use crate::data::error::AgentError;
 pub use crate::data::event::{AgentEvent, PackEvent, RunOutcome, RunStop};
+pub use crate::data::repair::Repair;

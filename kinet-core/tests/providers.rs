@@ -845,3 +845,128 @@ async fn typed_output_uses_text_format_on_responses_and_a_forced_tool_on_anthrop
     let tools = body["tools"].as_array().unwrap();
     assert_eq!(tools.last().unwrap()["name"], "CityTemp");
 }
+
+// ------------------------------------------------------------------ history repair
+
+/// A history as a crashed process or a host's editing could leave it: an
+/// unanswered call, an orphan result, a reused id.
+fn broken_history() -> Conversation {
+    use kinet_core::message::ToolCall;
+    let call = |id: &str, city: &str| ToolCall {
+        id: id.into(),
+        name: "get_weather".into(),
+        arguments: json!({"city": city}).to_string(),
+    };
+    let result = |id: &str| kinet_core::Message::Tool {
+        tool_call_id: id.into(),
+        name: "get_weather".into(),
+        content: vec![ContentPart::Text {
+            text: "Sunny".into(),
+        }],
+        is_error: false,
+    };
+    vec![
+        kinet_core::Message::user("Weather in Paris and Oslo?"),
+        kinet_core::Message::Assistant {
+            content: Vec::new(),
+            tool_calls: vec![call("c1", "Paris"), call("c2", "Oslo")],
+            provider_state: None,
+        },
+        result("c1"),
+        kinet_core::Message::user("And Rome?"),
+        result("ghost"),
+        kinet_core::Message::Assistant {
+            content: Vec::new(),
+            tool_calls: vec![call("c1", "Rome")],
+            provider_state: None,
+        },
+        result("c1"),
+        kinet_core::Message::user("Thanks. Summarise."),
+    ]
+    .into()
+}
+
+/// The (call ids, result ids) a request body carries, in order, per format.
+fn pairing(format: WireFormat, body: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut calls, mut results) = (Vec::new(), Vec::new());
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    match format {
+        WireFormat::OpenAiChat => {
+            for message in body["messages"].as_array().unwrap() {
+                for call in message["tool_calls"].as_array().into_iter().flatten() {
+                    calls.push(text(&call["id"]));
+                }
+                if message["role"] == "tool" {
+                    results.push(text(&message["tool_call_id"]));
+                }
+            }
+        }
+        WireFormat::Anthropic => {
+            for message in body["messages"].as_array().unwrap() {
+                for block in message["content"].as_array().into_iter().flatten() {
+                    match block["type"].as_str() {
+                        Some("tool_use") => calls.push(text(&block["id"])),
+                        Some("tool_result") => results.push(text(&block["tool_use_id"])),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        _ => {
+            for item in body["input"].as_array().unwrap() {
+                match item["type"].as_str() {
+                    Some("function_call") => calls.push(text(&item["call_id"])),
+                    Some("function_call_output") => results.push(text(&item["call_id"])),
+                    _ => {}
+                }
+            }
+        }
+    }
+    (calls, results)
+}
+
+#[tokio::test]
+async fn a_broken_history_is_sent_in_a_valid_shape_in_every_format() {
+    for (format, fixture) in [
+        (WireFormat::OpenAiChat, "openai/text.sse"),
+        (WireFormat::Anthropic, "anthropic/text.sse"),
+        (WireFormat::OpenAiResponses, "responses/text.sse"),
+    ] {
+        let server = MockServer::start(vec![Reply::sse_fixture(fixture)]).await;
+        let agent = match format {
+            WireFormat::OpenAiChat => agent(openai(&server)),
+            WireFormat::Anthropic => agent(anthropic(&server)),
+            _ => agent(responses(&server)),
+        };
+        let mut run = agent.run(broken_history());
+        let mut repaired = Vec::new();
+        while let Some(event) = futures::StreamExt::next(&mut run).await {
+            if let kinet_core::AgentEvent::HistoryRepaired { repairs } = event {
+                repaired = repairs;
+            }
+        }
+        let outcome = run.finish().await;
+        assert!(
+            outcome.stop.is_completed(),
+            "{format:?}: {:?}",
+            outcome.stop
+        );
+        assert_eq!(repaired.len(), 3, "{format:?}: {repaired:?}");
+        let body = &server.requests()[0].body;
+        let (calls, results) = pairing(format, body);
+        // Every call answered, nothing answered twice or without a call,
+        // ids unique, each result after its call.
+        let unique: std::collections::BTreeSet<_> = calls.iter().collect();
+        assert_eq!(unique.len(), calls.len(), "{format:?}: {calls:?}");
+        let mut sorted_calls = calls.clone();
+        let mut sorted_results = results.clone();
+        sorted_calls.sort();
+        sorted_results.sort();
+        assert_eq!(
+            sorted_calls, sorted_results,
+            "{format:?}: {calls:?} vs {results:?}"
+        );
+        assert_eq!(calls.len(), 3, "{format:?}: {calls:?}");
+        assert!(!results.contains(&"ghost".to_owned()), "{format:?}");
+    }
+}

@@ -124,6 +124,13 @@ pub enum AgentEvent {
     /// Something a tool pack reports in its own terms (the todo list
     /// changed, a team member answered).
     Pack(PackEvent),
+    /// The history was repaired before a model call so providers accept
+    /// it (an unanswered tool call got an "interrupted" result, an orphan
+    /// result was dropped, a duplicate id renamed).
+    HistoryRepaired {
+        /// What was changed.
+        repairs: Vec<super::repair::Repair>,
+    },
     /// Something the host may want to show but that did not stop the run
     /// (a tool source that was not ready in time, a duplicate tool name).
     Warning {

@@ -9,5 +9,6 @@ pub(crate) mod event;
 pub(crate) mod message;
 pub(crate) mod model;
 pub(crate) mod output;
+pub(crate) mod repair;
 pub(crate) mod spec;
 pub(crate) mod truncate;

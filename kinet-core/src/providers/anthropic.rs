@@ -229,6 +229,16 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             }
         }
     }
+    // Anthropic wants the conversation to open with a user turn.
+    if turns.first().is_some_and(|(role, _)| *role == "assistant") {
+        turns.insert(
+            0,
+            (
+                "user",
+                vec![json!({"type": "text", "text": "(the conversation continues)"})],
+            ),
+        );
+    }
     let cache = config.prompt_caching;
     let mut messages: Vec<Value> = turns
         .into_iter()
