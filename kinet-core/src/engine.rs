@@ -31,6 +31,7 @@ pub(crate) struct RunSettings {
     pub(crate) tools: Toolset,
     pub(crate) pipeline: Pipeline,
     pub(crate) max_turns: u32,
+    pub(crate) context: crate::context::ContextPolicy,
 }
 
 /// One model response, assembled from its stream.
@@ -63,6 +64,8 @@ pub(crate) async fn drive(
     let mut usage = Usage::default();
     let mut model_stop: Option<StopReason> = None;
     let mut turn: u32 = 0;
+    // Reported over estimated prompt tokens of the last request.
+    let mut calibration = 1.0;
     let stop = loop {
         if cancel.is_cancelled() {
             break RunStop::Cancelled;
@@ -95,7 +98,50 @@ pub(crate) async fn drive(
         if !repairs.is_empty() {
             events.emit(AgentEvent::HistoryRepaired { repairs });
         }
-        let model_turn = match call_model(&config, &conversation, &tools, &cancel, &events).await {
+        manage_context(
+            &config,
+            &mut conversation,
+            &tools,
+            calibration,
+            false,
+            &events,
+        )
+        .await;
+        let raw_estimate = crate::context::estimate(
+            &config.system_prompt,
+            &conversation.messages,
+            tools.specs(),
+            1.0,
+        );
+        let mut result = call_model(&config, &conversation, &tools, &cancel, &events).await;
+        // The request did not fit: learn the window the provider stated,
+        // compact once and try again.
+        if let Err(TurnFailure::Failed(AgentError::Provider {
+            source:
+                ProviderError::ContextLengthExceeded {
+                    limit, requested, ..
+                },
+            ..
+        })) = &result
+        {
+            let window = limit.or_else(|| requested.map(|n| n * 3 / 4));
+            if let Some(window) = window {
+                config.context.learn(window);
+            }
+            if manage_context(
+                &config,
+                &mut conversation,
+                &tools,
+                calibration,
+                true,
+                &events,
+            )
+            .await
+            {
+                result = call_model(&config, &conversation, &tools, &cancel, &events).await;
+            }
+        }
+        let model_turn = match result {
             Ok(model_turn) => model_turn,
             Err(TurnFailure::Cancelled(text)) => {
                 if !text.is_empty() {
@@ -105,6 +151,12 @@ pub(crate) async fn drive(
             }
             Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
         };
+        if let Some(usage) = &model_turn.usage
+            && usage.input_tokens > 0
+            && raw_estimate > 0
+        {
+            calibration = (usage.input_tokens as f64 / raw_estimate as f64).clamp(0.5, 4.0);
+        }
 
         let calls = unique_ids(model_turn.calls, &conversation, turn);
         model_stop = Some(model_turn.stop.clone());
@@ -167,6 +219,51 @@ pub(crate) async fn drive(
         model_stop,
         usage,
         turns: turn,
+    }
+}
+
+/// Compacts the conversation when the next request would pass the
+/// threshold of the model's window (or, `force`d, after a context-length
+/// error). Returns whether anything changed.
+async fn manage_context(
+    config: &RunSettings,
+    conversation: &mut Conversation,
+    tools: &ToolSnapshot,
+    calibration: f64,
+    force: bool,
+    events: &EventSink,
+) -> bool {
+    let Some(window) = config.context.window_for(&config.model) else {
+        return false;
+    };
+    let request = crate::context::Request {
+        system: &config.system_prompt,
+        tools: tools.specs(),
+        window,
+        calibration,
+        force,
+    };
+    let model = crate::context::Model {
+        provider: &*config.provider,
+        name: &config.model,
+        params: &config.params,
+    };
+    match crate::context::compact(&mut conversation.messages, request, &config.context, model).await
+    {
+        Ok(Some(done)) => {
+            events.emit(AgentEvent::ContextCompacted {
+                before_tokens: done.before_tokens,
+                after_tokens: done.after_tokens,
+                pruned_results: done.pruned_results,
+                summarized_messages: done.summarized_messages,
+            });
+            true
+        }
+        Ok(None) => false,
+        Err(message) => {
+            events.emit(AgentEvent::Warning { message });
+            false
+        }
     }
 }
 

@@ -74,6 +74,7 @@ mod agent;
 mod backend;
 mod batch;
 pub mod confirm;
+pub mod context;
 mod ctx;
 mod data;
 mod engine;

@@ -404,3 +404,124 @@ async fn typed_final_output_through_chat_completions() {
     assert!(reported, "{typed:?}");
     assert_eq!(typed.value.temperature_c, 21, "{typed:?}");
 }
+
+/// A weather tool with a long answer (about 400 tokens).
+struct LongWeather;
+
+#[async_trait::async_trait]
+impl Tool for LongWeather {
+    type Args = WeatherArgs;
+    fn name(&self) -> &str {
+        "get_weather"
+    }
+    fn description(&self) -> &str {
+        "Gets the current weather for a city."
+    }
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
+    }
+    async fn call(&self, args: WeatherArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let hours: String = (0..24)
+            .map(|h| format!("{h:02}:00 sunny 21 C wind 3 m/s humidity 40%; "))
+            .collect();
+        Ok(ToolOutput::text(format!(
+            "Forecast for {}: {hours}",
+            args.city
+        )))
+    }
+}
+
+#[tokio::test]
+async fn sixty_turns_fit_a_4096_token_window() {
+    if !llama::available() {
+        return;
+    }
+    let _serial = serial().await;
+    let server = llama::shared();
+    // No window configured and an unknown model name: the first overflow
+    // teaches it (llama.cpp states n_ctx), then compaction keeps every
+    // request inside.
+    let agent = Agent::builder_arc(provider(Api::Chat, &server.url()))
+        .system_prompt("You report the weather.")
+        .model("smollm2")
+        .params(params(40))
+        .tool(LongWeather)
+        .max_turns(3)
+        .build();
+    let cities = ["Paris", "Oslo", "Rome", "Lima", "Cairo", "Quito"];
+    let mut conversation = kinet_core::Conversation::new();
+    let mut compactions = 0;
+    for turn in 0..60 {
+        conversation.push(kinet_core::Message::user(format!(
+            "Call get_weather for {}.",
+            cities[turn % cities.len()]
+        )));
+        let mut run = agent.run(conversation);
+        while let Some(event) = run.next().await {
+            if matches!(event, AgentEvent::ContextCompacted { .. }) {
+                compactions += 1;
+            }
+        }
+        let outcome = run.finish().await;
+        assert!(
+            !matches!(
+                outcome.stop,
+                RunStop::Failed(AgentError::Provider {
+                    source: ProviderError::ContextLengthExceeded { .. },
+                    ..
+                })
+            ),
+            "turn {turn}: {:?}",
+            outcome.stop
+        );
+        assert!(
+            matches!(outcome.stop, RunStop::Completed | RunStop::MaxTurns),
+            "turn {turn}: {:?}",
+            outcome.stop
+        );
+        conversation = outcome.conversation;
+    }
+    assert!(compactions >= 1, "the session never compacted");
+}
+
+#[tokio::test]
+async fn the_server_cache_covers_the_prompt_turn_after_turn() {
+    if !llama::available() {
+        return;
+    }
+    let _serial = serial().await;
+    // A server of its own, so no other test's prompts evict the cache.
+    let server = llama::Server::start(llama::free_port(), 8192);
+    let rules: String = (1..=40)
+        .map(|n| format!("Rule {n}: answer in one short sentence and stay polite. "))
+        .collect();
+    let agent = Agent::builder_arc(provider(Api::Chat, &server.url()))
+        .system_prompt(rules)
+        .model("smollm2")
+        .params(params(24))
+        .build();
+    let mut conversation = kinet_core::Conversation::new();
+    let mut shares = Vec::new();
+    for turn in 0..50 {
+        conversation.push(kinet_core::Message::user(format!(
+            "Tell me one fact about the number {turn}."
+        )));
+        let outcome = agent.run_to_completion(conversation).await;
+        assert!(
+            outcome.stop.is_completed(),
+            "turn {turn}: {:?}",
+            outcome.stop
+        );
+        let usage = outcome.usage;
+        shares.push(usage.cache_read_tokens as f64 / usage.input_tokens.max(1) as f64);
+        conversation = outcome.conversation;
+    }
+    for (turn, share) in shares.iter().enumerate().skip(1) {
+        assert!(
+            *share >= 0.9,
+            "turn {}: {:.1}% cached ({shares:?})",
+            turn + 1,
+            share * 100.0
+        );
+    }
+}

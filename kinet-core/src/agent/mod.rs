@@ -160,6 +160,15 @@ impl AgentBuilder {
         self
     }
 
+    /// How requests are kept inside the model's context window. Default:
+    /// [`ContextPolicy::new`](crate::context::ContextPolicy::new) (the
+    /// window by model name or learned from the provider, compaction at
+    /// 80%).
+    pub fn context(mut self, policy: crate::context::ContextPolicy) -> Self {
+        self.config.run_mut().context = policy;
+        self
+    }
+
     /// How tool output is truncated for the model. Default: 8192-char
     /// threshold, 3000 head + 3000 tail.
     pub fn truncation(self, policy: TruncationPolicy) -> Self {
@@ -337,6 +346,7 @@ impl Agent {
                     tools: Toolset::new(),
                     pipeline: Pipeline::new(),
                     max_turns: 50,
+                    context: crate::context::ContextPolicy::default(),
                 }),
                 confirm: Arc::new(DenyingHandler),
                 cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),

@@ -131,6 +131,18 @@ pub enum AgentEvent {
         /// What was changed.
         repairs: Vec<super::repair::Repair>,
     },
+    /// The conversation was compacted to fit the model's window: large old
+    /// tool results pruned, older turns summarised.
+    ContextCompacted {
+        /// Estimated prompt tokens before.
+        before_tokens: u64,
+        /// Estimated prompt tokens after.
+        after_tokens: u64,
+        /// Tool results replaced by a stub.
+        pruned_results: usize,
+        /// Messages replaced by the summary.
+        summarized_messages: usize,
+    },
     /// Something the host may want to show but that did not stop the run
     /// (a tool source that was not ready in time, a duplicate tool name).
     Warning {
