@@ -86,6 +86,7 @@ mod providers;
 mod random;
 pub mod sandbox;
 mod scripted;
+pub mod session;
 mod tooldef;
 mod toolset;
 

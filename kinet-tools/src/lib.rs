@@ -102,6 +102,20 @@ impl LocalPack {
         Self::default()
     }
 
+    /// The pack's state to keep in a
+    /// [`Session`](kinet_core::session::Session): the file tracker and the
+    /// todo list.
+    #[allow(clippy::vec_init_then_push)]
+    pub fn states(&self) -> Vec<std::sync::Arc<dyn kinet_core::session::SessionState>> {
+        #[allow(unused_mut)]
+        let mut states: Vec<std::sync::Arc<dyn kinet_core::session::SessionState>> = Vec::new();
+        #[cfg(feature = "files")]
+        states.push(self.files.clone());
+        #[cfg(feature = "todo")]
+        states.push(std::sync::Arc::new(self.todos.clone()));
+        states
+    }
+
     /// Every tool of the enabled features, with default limits.
     pub fn toolset(&self) -> kinet_core::Toolset {
         #[allow(unused_mut)]

@@ -64,6 +64,28 @@ impl TodoList {
     }
 }
 
+/// Kept in a [`Session`](kinet_core::session::Session) as `"todo"`.
+impl kinet_core::session::SessionState for TodoList {
+    fn key(&self) -> &str {
+        "todo"
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::to_value(self.items()).unwrap_or_default()
+    }
+
+    fn restore(&self, state: &serde_json::Value) -> Result<(), String> {
+        let items: Vec<TodoItem> =
+            serde_json::from_value(state.clone()).map_err(|e| e.to_string())?;
+        let mut list = self
+            .0
+            .lock()
+            .map_err(|_| "the todo list is poisoned".to_owned())?;
+        *list = items;
+        Ok(())
+    }
+}
+
 /// Replaces the agent's todo list, checks it (at most one item in progress,
 /// no empty items), tells the host through a [`TodoUpdated`] pack event, and
 /// returns a compact summary. It changes only the agent's own list, so it

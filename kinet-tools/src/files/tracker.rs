@@ -35,6 +35,57 @@ pub struct FileTracker {
     seen: Mutex<HashMap<PathBuf, FileStamp>>,
 }
 
+/// Kept in a [`Session`](kinet_core::session::Session) as `"files"`: each
+/// file read, with its size and modification time then, so `edit_file`
+/// accepts a file read before a restart as long as it has not changed.
+impl kinet_core::session::SessionState for FileTracker {
+    fn key(&self) -> &str {
+        "files"
+    }
+
+    fn save(&self) -> serde_json::Value {
+        let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
+        let entries: Vec<serde_json::Value> = seen
+            .iter()
+            .map(|(path, stamp)| {
+                let modified = stamp
+                    .modified
+                    .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
+                serde_json::json!({
+                    "path": path,
+                    "len": stamp.len,
+                    "modified": modified.map(|d| (d.as_secs(), d.subsec_nanos())),
+                })
+            })
+            .collect();
+        serde_json::Value::Array(entries)
+    }
+
+    fn restore(&self, state: &serde_json::Value) -> Result<(), String> {
+        let entries = state.as_array().ok_or("the file state is not a list")?;
+        let mut seen = self
+            .seen
+            .lock()
+            .map_err(|_| "the file tracker is poisoned".to_owned())?;
+        for entry in entries {
+            let path = entry["path"].as_str().ok_or("an entry without a path")?;
+            let modified = entry["modified"].as_array().and_then(|pair| {
+                let secs = pair.first()?.as_u64()?;
+                let nanos = u32::try_from(pair.get(1)?.as_u64()?).ok()?;
+                std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+            });
+            seen.insert(
+                PathBuf::from(path),
+                FileStamp {
+                    len: entry["len"].as_u64().unwrap_or(0),
+                    modified,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
 impl FileTracker {
     /// An empty tracker.
     pub fn new() -> Arc<Self> {
