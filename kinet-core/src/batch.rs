@@ -44,6 +44,8 @@ struct Batch<'a> {
     base: &'a ToolCtx,
     results: Vec<Option<Message>>,
     stop: Option<RunStop>,
+    /// Each result is written here as its call finishes.
+    journal: Option<&'a dyn crate::session::Journal>,
 }
 
 /// Runs the calls, returns one result message per call (in call order) and
@@ -55,6 +57,7 @@ pub(crate) async fn run(
     calls: &[ToolCall],
     approvals: &mut BTreeSet<String>,
     base: &ToolCtx,
+    journal: Option<&dyn crate::session::Journal>,
 ) -> (Vec<Message>, Option<RunStop>) {
     let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
         .iter()
@@ -71,6 +74,7 @@ pub(crate) async fn run(
         base,
         results: calls.iter().map(|_| None).collect(),
         stop: None,
+        journal,
     };
 
     let mut start = 0;
@@ -251,6 +255,11 @@ impl Batch<'_> {
             .pipeline
             .finish(self.tools, call, result, elapsed, self.base, false)
             .await;
+        if let Some(journal) = self.journal {
+            journal.record(&crate::session::JournalEntry::Message {
+                message: finished.message.clone(),
+            });
+        }
         self.results[index] = Some(finished.message);
         match finished.stop {
             Some(stop) if self.stop.is_none() => {

@@ -32,6 +32,7 @@ pub(crate) struct RunSettings {
     pub(crate) pipeline: Pipeline,
     pub(crate) max_turns: u32,
     pub(crate) context: crate::context::ContextPolicy,
+    pub(crate) journal: Option<Arc<dyn crate::session::Journal>>,
 }
 
 /// One model response, assembled from its stream.
@@ -177,6 +178,11 @@ pub(crate) async fn drive(
             events.emit(AgentEvent::AssistantMessage {
                 message: message.clone(),
             });
+            if let Some(journal) = &config.journal {
+                journal.record(&crate::session::JournalEntry::Message {
+                    message: message.clone(),
+                });
+            }
             conversation.push(message);
         }
         if let Some(turn_usage) = model_turn.usage {
@@ -192,14 +198,21 @@ pub(crate) async fn drive(
             break RunStop::Completed;
         }
 
+        let approved_before = conversation.session_approvals.clone();
         let (results, batch_stop) = batch::run(
             &config.pipeline,
             &tools,
             &calls,
             &mut conversation.session_approvals,
             &base,
+            config.journal.as_deref(),
         )
         .await;
+        if let Some(journal) = &config.journal {
+            for tool in conversation.session_approvals.difference(&approved_before) {
+                journal.record(&crate::session::JournalEntry::Approval { tool: tool.clone() });
+            }
+        }
         conversation.messages.extend(results);
         events.emit(AgentEvent::TurnEnded {
             turn,

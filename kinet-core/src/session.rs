@@ -38,6 +38,69 @@ pub trait SessionState: Send + Sync {
     fn restore(&self, state: &serde_json::Value) -> Result<(), String>;
 }
 
+/// One step of a session's journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum JournalEntry {
+    /// A message joined the history: the input, a model turn, a tool result.
+    Message {
+        /// The message.
+        message: Message,
+    },
+    /// A tool was approved for the rest of the session.
+    Approval {
+        /// The tool.
+        tool: String,
+    },
+    /// A tool's state, replacing the earlier one under that key.
+    State {
+        /// [`SessionState::key`].
+        key: String,
+        /// [`SessionState::save`].
+        value: serde_json::Value,
+    },
+}
+
+/// Where a run writes its steps as they happen, so a process killed
+/// mid-run resumes from its last completed step. The engine calls
+/// [`record`](Self::record) for every message as it joins the history
+/// (each tool result as its call finishes, not at the end of the turn) and
+/// for every approval granted for the session; it must be quick (a local
+/// append), and it must not fail the run: report errors another way.
+pub trait Journal: Send + Sync {
+    /// Appends one entry.
+    fn record(&self, entry: &JournalEntry);
+}
+
+impl Session {
+    /// Applies one journal entry (what a store does when it reads a
+    /// journal back).
+    pub fn apply(&mut self, entry: JournalEntry) {
+        match entry {
+            JournalEntry::Message { message } => self.messages.push(message),
+            JournalEntry::Approval { tool } => {
+                self.approvals.insert(tool);
+            }
+            JournalEntry::State { key, value } => {
+                self.state.insert(key, value);
+            }
+        }
+    }
+
+    /// An empty session with this id.
+    pub fn empty(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            format: SESSION_FORMAT,
+            messages: Vec::new(),
+            approvals: BTreeSet::new(),
+            state: BTreeMap::new(),
+            forked_from: None,
+        }
+    }
+}
+
 /// Where a forked session came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkPoint {

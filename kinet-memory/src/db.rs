@@ -63,6 +63,23 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX triples_subject ON triples(subject, predicate);
     CREATE INDEX triples_object ON triples(object);
     ",
+    // 3: sessions and their journals (kinet_memory::SqliteSessionStore).
+    "
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        forked_from TEXT,
+        fork_at INTEGER
+    );
+    CREATE TABLE session_entries (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    );
+    ",
 ];
 
 /// The schema version this build writes.

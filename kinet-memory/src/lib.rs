@@ -38,6 +38,7 @@ mod db;
 mod embed;
 mod hooks;
 mod recall;
+pub mod sessions;
 mod store;
 mod tools;
 mod triples;
@@ -50,6 +51,7 @@ pub use embed::OpenAiEmbedder;
 pub use embed::{EmbedError, Embedder, HashEmbedder};
 pub use hooks::{BlocksHook, HistoryHook};
 pub use kinet_core;
+pub use sessions::SqliteSessionStore;
 pub use store::{
     Block, BlockSpec, Hit, MemoryConfig, MemoryStore, Recall, RecallMode, Triple, TripleQuery,
 };

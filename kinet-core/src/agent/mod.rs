@@ -160,6 +160,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Writes every step of the agent's runs to `journal` as it happens
+    /// (see [`Journal`](crate::session::Journal)). Default: none.
+    pub fn journal(mut self, journal: Arc<dyn crate::session::Journal>) -> Self {
+        self.config.run_mut().journal = Some(journal);
+        self
+    }
+
     /// How requests are kept inside the model's context window. Default:
     /// [`ContextPolicy::new`](crate::context::ContextPolicy::new) (the
     /// window by model name or learned from the provider, compaction at
@@ -347,6 +354,7 @@ impl Agent {
                     pipeline: Pipeline::new(),
                     max_turns: 50,
                     context: crate::context::ContextPolicy::default(),
+                    journal: None,
                 }),
                 confirm: Arc::new(DenyingHandler),
                 cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
