@@ -13,7 +13,12 @@ use kinet_core::{Message, ToolError, ToolOutput};
 
 use crate::store::MemoryStore;
 
-/// Renders the memory blocks into the system prompt before each model call.
+/// Renders the memory blocks into each model request, at the front of the
+/// latest user message (in the request only; the history is not changed).
+/// There a changed block leaves the system prompt, the tools and every
+/// earlier message byte-identical, so provider-side prompt caches keep
+/// hitting; in the system prompt every edit would rewrite the whole prefix.
+/// A request without a user message gets them in the system prompt.
 #[derive(Debug, Clone)]
 pub struct BlocksHook {
     store: MemoryStore,
@@ -52,7 +57,23 @@ impl Hook for BlocksHook {
             ));
         }
         text.push_str("</memory_blocks>");
-        request.system.to_mut().push_str(&text);
+        let latest_user = request
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }));
+        match latest_user {
+            Some(at) => {
+                if let Some(Message::User { content }) = request.messages.to_mut().get_mut(at) {
+                    content.insert(
+                        0,
+                        kinet_core::message::ContentPart::Text {
+                            text: text.trim_start().to_owned(),
+                        },
+                    );
+                }
+            }
+            None => request.system.to_mut().push_str(&text),
+        }
         Ok(())
     }
 }

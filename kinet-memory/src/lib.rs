@@ -4,7 +4,7 @@
 //!
 //! - session **facts**: key/value anchors (`remember_fact`, `recall_fact`);
 //! - labelled **memory blocks** with character limits, rendered into the
-//!   system prompt by [`BlocksHook`] and edited by the model with
+//!   latest user message of each request by [`BlocksHook`] and edited by the model with
 //!   `memory_replace` / `memory_append`;
 //! - **history** records (written by [`HistoryHook`]) recalled by
 //!   `recall_memory`: embedding similarity and FTS5 bm25 fused by

@@ -471,8 +471,8 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
             .unwrap();
         assert_eq!(version as usize, previous);
         assert!(
-            conn.prepare("SELECT * FROM triples").is_err(),
-            "triples arrive in the new version"
+            conn.prepare("SELECT * FROM sessions").is_err(),
+            "sessions arrive in the new version"
         );
     }
     let store = open(&path, Some(Arc::new(HashEmbedder::new(64)))).await;
@@ -502,7 +502,7 @@ async fn an_agent_remembers_across_runs_through_tools_and_hooks() {
     let store = open(&path, Some(Arc::new(HashEmbedder::new(256)))).await;
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
-            .expect(Expectation::SystemContains(
+            .expect(Expectation::LastUserContains(
                 "<user_profile chars=\"0/2000\">".into(),
             ))
             .tool_call(
@@ -537,7 +537,7 @@ async fn an_agent_remembers_across_runs_through_tools_and_hooks() {
     let store = open(&path, Some(Arc::new(HashEmbedder::new(256)))).await;
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
-            .expect(Expectation::SystemContains(
+            .expect(Expectation::LastUserContains(
                 "Name: Ada. Prefers Rust.".into(),
             ))
             .tool_call(
