@@ -229,3 +229,34 @@ async fn the_request_prefix_is_byte_stable_between_compactions() {
         assert!(pair[1].starts_with(previous), "the prefix changed");
     }
 }
+
+#[tokio::test]
+async fn the_host_can_compact_on_demand() {
+    let summarizer = Arc::new(Recording::default());
+    let agent = Agent::builder_arc(Arc::new(Counting::default()))
+        .model("test-model")
+        .context(ContextPolicy::new().summarizer(summarizer.clone()))
+        .build();
+    let mut conversation = Conversation::new();
+    for n in 0..10 {
+        conversation.push(Message::user(format!("question {n}")));
+        conversation.push(Message::assistant(format!("answer {n} ").repeat(50)));
+    }
+    let (compacted, done) = agent.compact(conversation).await.unwrap();
+    assert_eq!(*summarizer.calls.lock().unwrap(), 1);
+    assert!(done.after_tokens < done.before_tokens, "{done:?}");
+    assert!(done.summarized_messages >= 10, "{done:?}");
+    // The latest turns are kept whole; the first message is the summary.
+    assert!(
+        user_text(&compacted.messages[0])
+            .unwrap()
+            .contains("Summary of the earlier conversation")
+    );
+    assert!(
+        compacted
+            .messages
+            .iter()
+            .filter_map(user_text)
+            .any(|t| t == "question 9")
+    );
+}

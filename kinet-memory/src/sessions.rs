@@ -157,20 +157,35 @@ impl SqliteSessionStore {
                     at: usize::try_from(at).unwrap_or(0),
                 });
             }
+            Ok(Some(session))
+        })?
+        .map(|mut session| {
+            for entry in self.entries(id)? {
+                session.apply(entry);
+            }
+            Ok(session)
+        })
+        .transpose()
+    }
+
+    /// The journal of `id` in order, for a host that re-renders a session
+    /// step by step.
+    pub fn entries(&self, id: &str) -> Result<Vec<JournalEntry>, MemoryError> {
+        self.with(|conn| {
             let mut statement = conn
                 .prepare("SELECT body FROM session_entries WHERE session = ?1 ORDER BY seq")
                 .map_err(sql)?;
             let bodies = statement
                 .query_map(params![id], |row| row.get::<_, String>(0))
                 .map_err(sql)?;
+            let mut entries = Vec::new();
             for body in bodies {
                 let body = body.map_err(sql)?;
-                let entry: JournalEntry = serde_json::from_str(&body).map_err(|e| {
+                entries.push(serde_json::from_str(&body).map_err(|e| {
                     MemoryError::Io(format!("a journal entry of `{id}` is unreadable: {e}"))
-                })?;
-                session.apply(entry);
+                })?);
             }
-            Ok(Some(session))
+            Ok(entries)
         })
     }
 

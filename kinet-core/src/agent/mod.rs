@@ -1,6 +1,7 @@
 //! `Agent` and its builder; `AgentRun`, the handle of one run; the
 //! engine's sub-agent spawner.
 
+mod compact;
 mod run;
 mod spawner;
 mod typed;

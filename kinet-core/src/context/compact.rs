@@ -10,11 +10,16 @@ use crate::data::spec::ToolSpec;
 
 /// What one compaction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Compaction {
-    pub(crate) before_tokens: u64,
-    pub(crate) after_tokens: u64,
-    pub(crate) pruned_results: usize,
-    pub(crate) summarized_messages: usize,
+#[non_exhaustive]
+pub struct Compaction {
+    /// Estimated prompt tokens before.
+    pub before_tokens: u64,
+    /// Estimated prompt tokens after.
+    pub after_tokens: u64,
+    /// Tool results replaced by a stub.
+    pub pruned_results: usize,
+    /// Messages replaced by the summary.
+    pub summarized_messages: usize,
 }
 
 /// The request a compaction works for.

@@ -28,6 +28,7 @@ use async_trait::async_trait;
 use crate::data::message::{ContentPart, Message};
 use crate::data::spec::ToolSpec;
 
+pub use compact::Compaction;
 pub(crate) use compact::{Model, Request, compact};
 
 /// Writes the summary that replaces older turns.

@@ -1,0 +1,51 @@
+//! Compaction on the host's command.
+
+use super::Agent;
+use crate::data::error::AgentError;
+use crate::data::message::Conversation;
+
+impl Agent {
+    /// Compacts `conversation` now, whatever its size (a host's "compact"
+    /// command): large tool results pruned, then the turns before the
+    /// latest ones summarised by the policy's summariser or the model. The
+    /// window is the policy's (or, when unknown, the conversation's own
+    /// estimated size, so it halves).
+    pub async fn compact(
+        &self,
+        conversation: Conversation,
+    ) -> Result<(Conversation, crate::context::Compaction), AgentError> {
+        let run = &self.config.run;
+        let mut conversation = conversation;
+        let specs = run.tools.snapshot().await;
+        let window = run.context.window_for(&run.model).unwrap_or_else(|| {
+            crate::context::estimate(
+                &run.system_prompt,
+                &conversation.messages,
+                specs.specs(),
+                1.0,
+            )
+            .max(1)
+        });
+        let request = crate::context::Request {
+            system: &run.system_prompt,
+            tools: specs.specs(),
+            window,
+            calibration: 1.0,
+            force: true,
+        };
+        let model = crate::context::Model {
+            provider: &*run.provider,
+            name: &run.model,
+            params: &run.params,
+        };
+        let done =
+            crate::context::compact(&mut conversation.messages, request, &run.context, model)
+                .await
+                .map_err(|message| AgentError::Provider {
+                    provider: run.provider.name().to_owned(),
+                    source: crate::data::model::ProviderError::Stream(message),
+                })?
+                .unwrap_or_default();
+        Ok((conversation, done))
+    }
+}
