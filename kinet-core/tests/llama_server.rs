@@ -452,9 +452,12 @@ async fn sixty_turns_fit_a_4096_token_window() {
     let mut conversation = kinet_core::Conversation::new();
     let mut compactions = 0;
     for turn in 0..60 {
+        // Long enough that 60 turns pass the window whether or not the
+        // small model calls the tool.
         conversation.push(kinet_core::Message::user(format!(
-            "Call get_weather for {}.",
-            cities[turn % cities.len()]
+            "Call get_weather for {}. {}",
+            cities[turn % cities.len()],
+            "I am planning a trip and want to know what to pack for it. ".repeat(6)
         )));
         let mut run = agent.run(conversation);
         while let Some(event) = run.next().await {
