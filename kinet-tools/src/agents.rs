@@ -130,9 +130,21 @@ type Reply = Result<String, String>;
 
 struct Member {
     role: String,
+    engine: Option<String>,
     inbox: mpsc::Sender<(String, oneshot::Sender<Reply>)>,
     task: JoinHandle<()>,
     state: Arc<Mutex<(usize, bool)>>,
+    /// Its history, as of its last reply (for sessions).
+    history: Arc<Mutex<Conversation>>,
+}
+
+/// A member restored from a session, started again on its first message.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct Dormant {
+    role: String,
+    #[serde(default)]
+    engine: Option<String>,
+    history: Conversation,
 }
 
 /// The agent's team of persistent member agents: each runs as a tokio task
@@ -141,7 +153,48 @@ struct Member {
 #[derive(Clone, Default)]
 pub struct Team {
     members: Arc<Mutex<BTreeMap<String, Member>>>,
+    /// Members restored from a session and not yet started again.
+    dormant: Arc<Mutex<BTreeMap<String, Dormant>>>,
     stop: Arc<Mutex<CancellationToken>>,
+}
+
+/// Kept in a [`Session`](kinet_core::session::Session) as `"team"`: each
+/// member's role, engine and history. Restored members start again on
+/// their first message, remembering everything up to their last reply.
+impl kinet_core::session::SessionState for Team {
+    fn key(&self) -> &str {
+        "team"
+    }
+
+    fn save(&self) -> serde_json::Value {
+        let mut saved: BTreeMap<String, Dormant> =
+            self.dormant.lock().map(|d| d.clone()).unwrap_or_default();
+        if let Ok(members) = self.members.lock() {
+            for (name, member) in members.iter() {
+                let history = member.history.lock().map(|h| h.clone()).unwrap_or_default();
+                saved.insert(
+                    name.clone(),
+                    Dormant {
+                        role: member.role.clone(),
+                        engine: member.engine.clone(),
+                        history,
+                    },
+                );
+            }
+        }
+        serde_json::to_value(saved).unwrap_or_default()
+    }
+
+    fn restore(&self, state: &serde_json::Value) -> Result<(), String> {
+        let saved: BTreeMap<String, Dormant> =
+            serde_json::from_value(state.clone()).map_err(|e| e.to_string())?;
+        let mut dormant = self
+            .dormant
+            .lock()
+            .map_err(|_| "the team is poisoned".to_owned())?;
+        *dormant = saved;
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Team {
@@ -158,9 +211,11 @@ impl Team {
         Self::default()
     }
 
-    /// Every member's state.
+    /// Every member's state (members restored from a session count, and
+    /// start again on their first message).
     pub fn status(&self) -> Vec<MemberStatus> {
-        self.members
+        let mut all: Vec<MemberStatus> = self
+            .members
             .lock()
             .map(|members| {
                 members
@@ -176,7 +231,26 @@ impl Team {
                     })
                     .collect()
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Ok(dormant) = self.dormant.lock() {
+            for (name, member) in dormant.iter() {
+                if !all.iter().any(|m| &m.name == name) {
+                    all.push(MemberStatus {
+                        name: name.clone(),
+                        role: member.role.clone(),
+                        replies: member
+                            .history
+                            .messages
+                            .iter()
+                            .filter(|m| matches!(m, kinet_core::Message::Assistant { .. }))
+                            .count(),
+                        busy: false,
+                    });
+                }
+            }
+        }
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
     }
 
     /// Ends every member's task; returns how many there were.
@@ -192,18 +266,28 @@ impl Team {
         for member in members.values() {
             member.task.abort();
         }
+        let dormant = self
+            .dormant
+            .lock()
+            .map(|mut dormant| std::mem::take(&mut *dormant))
+            .unwrap_or_default();
+        let closed = members.len() + dormant.keys().filter(|n| !members.contains_key(*n)).count();
         if let Ok(mut stop) = self.stop.lock() {
             *stop = CancellationToken::new();
         }
-        members.len()
+        closed
     }
 
     fn add(
         &self,
         name: String,
         role: String,
+        engine: Option<String>,
         agent: Arc<dyn AgentHandle>,
+        history: Conversation,
     ) -> Result<(), ToolError> {
+        let shared_history = Arc::new(Mutex::new(history.clone()));
+        let task_history = Arc::clone(&shared_history);
         let (inbox, mut messages) = mpsc::channel::<(String, oneshot::Sender<Reply>)>(16);
         let state = Arc::new(Mutex::new((0usize, false)));
         let stop = self
@@ -213,7 +297,7 @@ impl Team {
             .map_err(|_| ToolError::failed("the team is poisoned"))?;
         let task_state = Arc::clone(&state);
         let task = tokio::spawn(async move {
-            let mut conversation = Conversation::new();
+            let mut conversation = history;
             while let Some((message, reply)) = tokio::select! {
                 message = messages.recv() => message,
                 _ = stop.cancelled() => None,
@@ -230,6 +314,9 @@ impl Team {
                     other => Err(format!("its run {other}")),
                 };
                 conversation = outcome.conversation;
+                if let Ok(mut saved) = task_history.lock() {
+                    *saved = conversation.clone();
+                }
                 if let Ok(mut state) = task_state.lock() {
                     state.0 += 1;
                     state.1 = false;
@@ -241,18 +328,42 @@ impl Team {
             .members
             .lock()
             .map_err(|_| ToolError::failed("the team is poisoned"))?;
+        if let Ok(mut dormant) = self.dormant.lock() {
+            dormant.remove(&name);
+        }
         if let Some(old) = members.insert(
             name,
             Member {
                 role,
+                engine,
                 inbox,
                 task,
                 state,
+                history: shared_history,
             },
         ) {
             old.task.abort();
         }
         Ok(())
+    }
+
+    /// Starts a member restored from a session again, with its history.
+    fn wake(&self, name: &str, ctx: &ToolCtx) {
+        let Some(member) = self.dormant.lock().ok().and_then(|d| d.get(name).cloned()) else {
+            return;
+        };
+        let Some(spawner) = ctx.spawner() else {
+            return;
+        };
+        if let Ok(agent) = spawner.member_agent(member.engine.as_deref(), Some(&member.role), ctx) {
+            let _ = self.add(
+                name.to_owned(),
+                member.role,
+                member.engine,
+                agent,
+                member.history,
+            );
+        }
     }
 
     /// Sends `message` to the named members at once and collects their
@@ -266,6 +377,7 @@ impl Team {
     ) -> Vec<(String, Reply)> {
         let mut pending = Vec::new();
         for name in names {
+            self.wake(name, ctx);
             let inbox = self
                 .members
                 .lock()
@@ -423,7 +535,13 @@ impl Tool for SpawnTeam {
                 )));
             }
             let agent = spawner.member_agent(member.engine.as_deref(), Some(&member.role), ctx)?;
-            self.0.team.add(member.name.clone(), member.role, agent)?;
+            self.0.team.add(
+                member.name.clone(),
+                member.role,
+                member.engine.clone(),
+                agent,
+                Conversation::new(),
+            )?;
             names.push(member.name);
         }
         Ok(ToolOutput::text(format!(

@@ -297,3 +297,67 @@ async fn skills_are_discovered_listed_and_loaded() {
     let _ = ToolCtx::new(".");
     let _ = LoadSkillTool::new(registry).name().to_owned();
 }
+
+#[tokio::test]
+async fn team_members_keep_their_history_across_a_session_restore() {
+    use kinet_core::session::{Session, SessionState};
+    let echo = Arc::new(EchoModel);
+    let members_engine = Agent::builder_arc(echo.clone()).build();
+    // First process: a member hears one message.
+    let tools = TeamPack::new(Team::new(), Duration::from_secs(10));
+    let states: Vec<Arc<dyn SessionState>> = vec![Arc::new(tools.team().clone())];
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new().tool_call(
+            "s",
+            "spawn_team",
+            json!({"members": [{"name": "critic", "role": "You criticise.", "engine": "echo"}]}),
+        ),
+        ScriptedTurn::new().tool_call(
+            "b",
+            "team_send",
+            json!({"member": "critic", "message": "Review the plan"}),
+        ),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(provider)
+        .toolset(tools.toolset())
+        .engine("echo", &members_engine)
+        .build();
+    let outcome = agent.run_to_completion("start").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let json = Session::capture(&outcome.conversation, &states).to_json();
+    tools.team().close();
+
+    // Second process: a fresh team, restored; the member remembers.
+    let tools = TeamPack::new(Team::new(), Duration::from_secs(10));
+    let states: Vec<Arc<dyn SessionState>> = vec![Arc::new(tools.team().clone())];
+    let (mut conversation, _) = Session::from_json(&json).unwrap().resume(&states).unwrap();
+    assert_eq!(tools.team().status().len(), 1);
+    conversation.push(kinet_core::Message::user("go on"));
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new().tool_call(
+            "t",
+            "team_send",
+            json!({"member": "critic", "message": "And now?"}),
+        ),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(provider)
+        .toolset(tools.toolset())
+        .engine("echo", &members_engine)
+        .build();
+    let outcome = agent.run_to_completion(conversation).await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let reply = outcome
+        .conversation
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            kinet_core::Message::Tool { tool_call_id, .. } if tool_call_id == "t" => Some(m.text()),
+            _ => None,
+        })
+        .unwrap();
+    // Two messages from before the restart, and the new one.
+    assert!(reply.contains("heard: And now? (history 3)"), "{reply}");
+    tools.team().close();
+}
