@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinet::core::context::{ContextPolicy, Summarizer};
-use kinet::core::session::{Journal, JournalEntry, Session};
+use kinet::core::session::{Journal, JournalEntry, Session, SessionStore};
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::core::{Agent, AgentEvent, Message};
 use kinet::memory::SqliteSessionStore;

@@ -5,30 +5,20 @@
 //! session's journal ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal))
 //! and records its own input through it; every model turn and every tool
 //! result is then written as it happens, with the tools' state after each
-//! result. After a crash, [`load`](SqliteSessionStore::load) gives back
+//! result. After a crash, `SessionStore::load` gives back
 //! everything that completed, and the next request's repair answers the
 //! call that was running with an "interrupted" result.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use kinet_core::session::{ForkPoint, Journal, JournalEntry, Session, SessionState};
+use kinet_core::session::{
+    ForkPoint, JournalEntry, Session, SessionInfo, SessionState, SessionStore, StoreError,
+    StoreJournal,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::MemoryError;
-
-/// A session as listed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionInfo {
-    /// The id.
-    pub id: String,
-    /// When it was created (ms since the epoch).
-    pub created_at: i64,
-    /// When its journal last grew (ms since the epoch).
-    pub updated_at: i64,
-    /// Messages in it.
-    pub messages: usize,
-}
 
 /// Sessions in a SQLite file (WAL). Cheap to clone.
 #[derive(Clone)]
@@ -136,42 +126,36 @@ impl SqliteSessionStore {
         })
     }
 
-    /// The session as its journal says, or `None` if there is none.
-    pub fn load(&self, id: &str) -> Result<Option<Session>, MemoryError> {
-        self.with(|conn| {
-            let fork: Option<(Option<String>, Option<i64>)> = conn
-                .query_row(
-                    "SELECT forked_from, fork_at FROM sessions WHERE id = ?1",
-                    params![id],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(sql)?;
-            let Some((forked_from, fork_at)) = fork else {
-                return Ok(None);
-            };
-            let mut session = Session::empty(id);
-            if let (Some(parent), Some(at)) = (forked_from, fork_at) {
-                session.forked_from = Some(ForkPoint {
-                    session: parent,
-                    at: usize::try_from(at).unwrap_or(0),
-                });
-            }
-            Ok(Some(session))
-        })?
-        .map(|mut session| {
-            for entry in self.entries(id)? {
-                session.apply(entry);
-            }
-            Ok(session)
-        })
-        .transpose()
+    /// The journal of session `id` for an agent
+    /// ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal)): each
+    /// entry written as it comes, and the state of `states` after every tool
+    /// result.
+    pub fn journal(&self, id: &str, states: Vec<Arc<dyn SessionState>>) -> Arc<StoreJournal> {
+        StoreJournal::new(Arc::new(self.clone()), id, states)
+    }
+}
+
+impl SessionStore for SqliteSessionStore {
+    fn create(&self, session: &Session) -> Result<(), StoreError> {
+        Ok(SqliteSessionStore::create(self, session)?)
     }
 
-    /// The journal of `id` in order, for a host that re-renders a session
-    /// step by step.
-    pub fn entries(&self, id: &str) -> Result<Vec<JournalEntry>, MemoryError> {
-        self.with(|conn| {
+    fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError> {
+        Ok(SqliteSessionStore::append(self, id, entry)?)
+    }
+
+    fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
+        let exists = self.with(|conn| {
+            conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", params![id], |_| {
+                Ok(())
+            })
+            .optional()
+            .map_err(sql)
+        })?;
+        if exists.is_none() {
+            return Ok(None);
+        }
+        let entries = self.with(|conn| {
             let mut statement = conn
                 .prepare("SELECT body FROM session_entries WHERE session = ?1 ORDER BY seq")
                 .map_err(sql)?;
@@ -186,12 +170,12 @@ impl SqliteSessionStore {
                 })?);
             }
             Ok(entries)
-        })
+        })?;
+        Ok(Some(entries))
     }
 
-    /// Every session, most recently updated first.
-    pub fn list(&self) -> Result<Vec<SessionInfo>, MemoryError> {
-        self.with(|conn| {
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        Ok(self.with(|conn| {
             let mut statement = conn
                 .prepare(
                     "SELECT s.id, s.created_at, s.updated_at, \
@@ -201,21 +185,20 @@ impl SqliteSessionStore {
                 .map_err(sql)?;
             let rows = statement
                 .query_map([], |row| {
-                    Ok(SessionInfo {
-                        id: row.get(0)?,
-                        created_at: row.get(1)?,
-                        updated_at: row.get(2)?,
-                        messages: usize::try_from(row.get::<_, i64>(3)?).unwrap_or(0),
-                    })
+                    Ok(SessionInfo::new(
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        usize::try_from(row.get::<_, i64>(3)?).unwrap_or(0),
+                    ))
                 })
                 .map_err(sql)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(sql)
-        })
+        })?)
     }
 
-    /// Deletes a session and its journal; whether there was one.
-    pub fn delete(&self, id: &str) -> Result<bool, MemoryError> {
-        self.with(|conn| {
+    fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.with(|conn| {
             let tx = conn.transaction().map_err(sql)?;
             tx.execute(
                 "DELETE FROM session_entries WHERE session = ?1",
@@ -227,28 +210,25 @@ impl SqliteSessionStore {
                 .map_err(sql)?;
             tx.commit().map_err(sql)?;
             Ok(gone > 0)
-        })
+        })?)
     }
 
-    /// A new session sharing the first `at` messages of `id` (and its
-    /// approvals and tool state); its id.
-    pub fn fork(&self, id: &str, at: usize) -> Result<String, MemoryError> {
-        let session = self
-            .load(id)?
-            .ok_or_else(|| MemoryError::Invalid(format!("there is no session `{id}`")))?;
-        let fork = session.fork(at);
-        self.create(&fork)?;
-        Ok(fork.id)
-    }
-
-    /// The journal of session `id` for an agent: it writes each entry as it
-    /// comes, and the state of `states` after every tool result.
-    pub fn journal(&self, id: &str, states: Vec<Arc<dyn SessionState>>) -> Arc<SqliteJournal> {
-        Arc::new(SqliteJournal {
-            store: self.clone(),
-            id: id.to_owned(),
-            states,
-            errors: Mutex::new(Vec::new()),
+    fn fork_point(&self, id: &str) -> Result<Option<ForkPoint>, StoreError> {
+        let row: Option<(Option<String>, Option<i64>)> = self.with(|conn| {
+            conn.query_row(
+                "SELECT forked_from, fork_at FROM sessions WHERE id = ?1",
+                params![id],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(sql)
+        })?;
+        Ok(match row {
+            Some((Some(session), Some(at))) => Some(ForkPoint {
+                session,
+                at: usize::try_from(at).unwrap_or(0),
+            }),
+            _ => None,
         })
     }
 }
@@ -259,73 +239,5 @@ fn kind(entry: &JournalEntry) -> &'static str {
         JournalEntry::Approval { .. } => "approval",
         JournalEntry::State { .. } => "state",
         _ => "other",
-    }
-}
-
-/// One session's journal (see [`SqliteSessionStore::journal`]).
-pub struct SqliteJournal {
-    store: SqliteSessionStore,
-    id: String,
-    states: Vec<Arc<dyn SessionState>>,
-    errors: Mutex<Vec<String>>,
-}
-
-impl std::fmt::Debug for SqliteJournal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteJournal")
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl SqliteJournal {
-    /// The session's id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Records the host's own input (a user message) before a run.
-    pub fn input(&self, message: &kinet_core::Message) {
-        self.record(&JournalEntry::Message {
-            message: message.clone(),
-        });
-    }
-
-    /// Writes that failed since the last call (a full disk, say).
-    pub fn take_errors(&self) -> Vec<String> {
-        self.errors
-            .lock()
-            .map(|mut e| std::mem::take(&mut *e))
-            .unwrap_or_default()
-    }
-}
-
-impl Journal for SqliteJournal {
-    fn record(&self, entry: &JournalEntry) {
-        let mut failed = Vec::new();
-        if let Err(error) = self.store.append(&self.id, entry) {
-            failed.push(error.to_string());
-        }
-        if matches!(
-            entry,
-            JournalEntry::Message {
-                message: kinet_core::Message::Tool { .. }
-            }
-        ) {
-            for state in &self.states {
-                let entry = JournalEntry::State {
-                    key: state.key().to_owned(),
-                    value: state.save(),
-                };
-                if let Err(error) = self.store.append(&self.id, &entry) {
-                    failed.push(error.to_string());
-                }
-            }
-        }
-        if !failed.is_empty()
-            && let Ok(mut errors) = self.errors.lock()
-        {
-            errors.extend(failed);
-        }
     }
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinet_core::session::{JournalEntry, Session};
+use kinet_core::session::{JournalEntry, Session, SessionStore};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::{Agent, Message, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use kinet_memory::SqliteSessionStore;

@@ -16,6 +16,10 @@
 //! assert!(restored.session_approvals.contains("shell"));
 //! ```
 
+mod store;
+
+pub use store::{SessionInfo, SessionStore, StoreError, StoreJournal};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

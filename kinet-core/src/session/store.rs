@@ -1,0 +1,163 @@
+//! Where sessions are kept: a store behind a trait (kinet-memory has the
+//! SQLite one), and a journal that writes a run's steps into any store.
+
+use std::sync::{Arc, Mutex};
+
+use super::{Journal, JournalEntry, Session, SessionState};
+use crate::data::message::Message;
+
+/// A store failure, in words a user can act on.
+pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A session as listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// The id.
+    pub id: String,
+    /// When it was created (ms since the epoch).
+    pub created_at: i64,
+    /// When its journal last grew (ms since the epoch).
+    pub updated_at: i64,
+    /// Messages in it.
+    pub messages: usize,
+}
+
+impl SessionInfo {
+    /// A listing entry.
+    pub fn new(id: String, created_at: i64, updated_at: i64, messages: usize) -> Self {
+        Self {
+            id,
+            created_at,
+            updated_at,
+            messages,
+        }
+    }
+}
+
+/// Sessions kept as append-only journals. Calls are quick local writes
+/// and reads; they block.
+pub trait SessionStore: Send + Sync {
+    /// Stores a new session (its messages, approvals and state become the
+    /// journal's first entries).
+    fn create(&self, session: &Session) -> Result<(), StoreError>;
+    /// Appends one entry to a session's journal.
+    fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError>;
+    /// The journal of `id`, in order (a host re-renders a session from it).
+    fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError>;
+    /// Every session, most recently updated first.
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Deletes a session; whether there was one.
+    fn delete(&self, id: &str) -> Result<bool, StoreError>;
+    /// Where `id` was forked from, if it was.
+    fn fork_point(&self, id: &str) -> Result<Option<super::ForkPoint>, StoreError>;
+
+    /// The session as its journal says, or `None` if there is none.
+    fn load(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        let Some(entries) = self.entries(id)? else {
+            return Ok(None);
+        };
+        let mut session = Session::empty(id);
+        session.forked_from = self.fork_point(id)?;
+        for entry in entries {
+            session.apply(entry);
+        }
+        Ok(Some(session))
+    }
+
+    /// A new session sharing the first `at` messages of `id` (and its
+    /// approvals and tool state); its id.
+    fn fork(&self, id: &str, at: usize) -> Result<String, StoreError> {
+        let session = self
+            .load(id)?
+            .ok_or_else(|| format!("there is no session `{id}`"))?;
+        let fork = session.fork(at);
+        self.create(&fork)?;
+        Ok(fork.id)
+    }
+}
+
+/// A run's journal into a [`SessionStore`]: each entry written as it comes,
+/// and the state of the given tools after every tool result. Writes that
+/// fail do not stop the run; [`take_errors`](Self::take_errors) reports them.
+pub struct StoreJournal {
+    store: Arc<dyn SessionStore>,
+    id: String,
+    states: Vec<Arc<dyn SessionState>>,
+    errors: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for StoreJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreJournal")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoreJournal {
+    /// The journal of session `id` in `store`, saving `states` after each
+    /// tool result.
+    pub fn new(
+        store: Arc<dyn SessionStore>,
+        id: impl Into<String>,
+        states: Vec<Arc<dyn SessionState>>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            id: id.into(),
+            states,
+            errors: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Records the host's own input (a user message) before a run.
+    pub fn input(&self, message: &Message) {
+        self.record(&JournalEntry::Message {
+            message: message.clone(),
+        });
+    }
+
+    /// Writes that failed since the last call (a full disk, say).
+    pub fn take_errors(&self) -> Vec<String> {
+        self.errors
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}
+
+impl Journal for StoreJournal {
+    fn record(&self, entry: &JournalEntry) {
+        let mut failed = Vec::new();
+        if let Err(error) = self.store.append(&self.id, entry) {
+            failed.push(error.to_string());
+        }
+        if matches!(
+            entry,
+            JournalEntry::Message {
+                message: Message::Tool { .. }
+            }
+        ) {
+            for state in &self.states {
+                let entry = JournalEntry::State {
+                    key: state.key().to_owned(),
+                    value: state.save(),
+                };
+                if let Err(error) = self.store.append(&self.id, &entry) {
+                    failed.push(error.to_string());
+                }
+            }
+        }
+        if !failed.is_empty()
+            && let Ok(mut errors) = self.errors.lock()
+        {
+            errors.extend(failed);
+        }
+    }
+}
