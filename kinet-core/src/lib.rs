@@ -24,8 +24,15 @@
 //!   contained in a PID namespace, optionally confined by Landlock with the
 //!   network off.
 //!
+//! - Long sessions: [`session`] keeps a conversation with its approvals and
+//!   tool state (versioned, resumable, forkable, journalled step by step into
+//!   a [`session::SessionStore`]); the history is repaired before every
+//!   request; [`context`] keeps requests inside the model's window (prune,
+//!   then summarise) with a byte-stable prefix between compactions.
+//!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`],
-//! [`confirm`], [`sandbox`], [`provider`], [`message`], [`event`], [`testing`]. Modules
+//! [`confirm`], [`sandbox`], [`session`], [`context`], [`provider`],
+//! [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the
 //! scheduler, the engine and the agent.
