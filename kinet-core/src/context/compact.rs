@@ -138,6 +138,10 @@ pub(crate) async fn compact(
             break;
         }
     }
+    if done.pruned_results == 0 && done.summarized_messages == 0 {
+        // Nothing older than the kept turns: a retry would fail the same way.
+        return Ok(None);
+    }
     done.after_tokens = size(messages);
     Ok(Some(done))
 }
