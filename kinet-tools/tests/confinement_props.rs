@@ -204,8 +204,16 @@ impl World {
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).unwrap() {
                 let entry = entry.unwrap();
+                // Not following symlinks: a link the setup made outside may
+                // point back into the root, whose files may change.
                 let kind = entry.file_type().unwrap();
-                if kind.is_dir() {
+                if kind.is_symlink() {
+                    let target = std::fs::read_link(entry.path()).unwrap();
+                    state.insert(
+                        entry.path(),
+                        format!("<link {}>", target.display()).into_bytes(),
+                    );
+                } else if kind.is_dir() {
                     stack.push(entry.path());
                     state.insert(entry.path(), b"<dir>".to_vec());
                 } else {
