@@ -298,17 +298,8 @@ fn unique_ids(mut calls: Vec<ToolCall>, conversation: &Conversation, turn: u32) 
         if !call.id.trim().is_empty() && taken.insert(call.id.clone()) {
             continue;
         }
-        let base = if call.id.trim().is_empty() {
-            format!("call_{turn}_{index}")
-        } else {
-            call.id.clone()
-        };
-        let mut candidate = base.clone();
-        let mut n = 1;
-        while taken.contains(&candidate) {
-            n += 1;
-            candidate = format!("{base}_{n}");
-        }
+        let candidate =
+            crate::data::repair::fresh_id(&call.id, &taken, || format!("call_{turn}_{index}"));
         tracing::debug!(from = %call.id, to = %candidate, "renamed a duplicate or empty tool-call id");
         taken.insert(candidate.clone());
         call.id = candidate;

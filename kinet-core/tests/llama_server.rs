@@ -38,8 +38,9 @@ struct WeatherArgs {
     city: String,
 }
 
-/// A weather tool with a fixed answer.
-struct Weather;
+/// A weather tool with a fixed answer (`Weather(true)`: a long, hourly
+/// one of about 400 tokens).
+struct Weather(bool);
 
 #[async_trait::async_trait]
 impl Tool for Weather {
@@ -54,7 +55,16 @@ impl Tool for Weather {
         ToolAnnotations::read_only()
     }
     async fn call(&self, args: WeatherArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(format!("Sunny, 21 C in {}", args.city)))
+        if !self.0 {
+            return Ok(ToolOutput::text(format!("Sunny, 21 C in {}", args.city)));
+        }
+        let hours: String = (0..24)
+            .map(|h| format!("{h:02}:00 sunny 21 C wind 3 m/s humidity 40%; "))
+            .collect();
+        Ok(ToolOutput::text(format!(
+            "Forecast for {}: {hours}",
+            args.city
+        )))
     }
 }
 
@@ -123,7 +133,7 @@ fn agent(api: Api, url: &str, max_tokens: u32) -> Agent {
         .system_prompt("You report the weather.")
         .model("smollm2")
         .params(params(max_tokens))
-        .tool(Weather)
+        .tool(Weather(false))
         .max_turns(4)
         .build()
 }
@@ -405,32 +415,6 @@ async fn typed_final_output_through_chat_completions() {
     assert_eq!(typed.value.temperature_c, 21, "{typed:?}");
 }
 
-/// A weather tool with a long answer (about 400 tokens).
-struct LongWeather;
-
-#[async_trait::async_trait]
-impl Tool for LongWeather {
-    type Args = WeatherArgs;
-    fn name(&self) -> &str {
-        "get_weather"
-    }
-    fn description(&self) -> &str {
-        "Gets the current weather for a city."
-    }
-    fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::read_only()
-    }
-    async fn call(&self, args: WeatherArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let hours: String = (0..24)
-            .map(|h| format!("{h:02}:00 sunny 21 C wind 3 m/s humidity 40%; "))
-            .collect();
-        Ok(ToolOutput::text(format!(
-            "Forecast for {}: {hours}",
-            args.city
-        )))
-    }
-}
-
 #[tokio::test]
 async fn sixty_turns_fit_a_4096_token_window() {
     if !llama::available() {
@@ -445,7 +429,7 @@ async fn sixty_turns_fit_a_4096_token_window() {
         .system_prompt("You report the weather.")
         .model("smollm2")
         .params(params(40))
-        .tool(LongWeather)
+        .tool(Weather(true))
         .max_turns(3)
         .build();
     let cities = ["Paris", "Oslo", "Rome", "Lima", "Cairo", "Quito"];

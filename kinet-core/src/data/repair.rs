@@ -42,6 +42,27 @@ pub enum Repair {
 /// The text an interrupted call's result carries.
 pub(crate) const INTERRUPTED: &str = "[no result: this call was interrupted before it finished (the process stopped or the run was cancelled); call the tool again if the result is still needed]";
 
+/// An id for a call whose own (`id`) is empty or taken: `id_2`, `id_3`, ...
+/// or, for an empty one, `empty()` (numbered the same way if taken too).
+pub(crate) fn fresh_id(
+    id: &str,
+    taken: &HashSet<String>,
+    empty: impl FnOnce() -> String,
+) -> String {
+    let base = if id.trim().is_empty() {
+        empty()
+    } else {
+        id.to_owned()
+    };
+    let mut candidate = base.clone();
+    let mut n = 1;
+    while taken.contains(&candidate) {
+        n += 1;
+        candidate = format!("{base}_{n}");
+    }
+    candidate
+}
+
 /// Repairs `messages` in place and says what it changed (nothing, for a
 /// history the engine wrote itself).
 pub(crate) fn repair(messages: &mut Vec<Message>) -> Vec<Repair> {
@@ -82,17 +103,8 @@ pub(crate) fn repair(messages: &mut Vec<Message>) -> Vec<Repair> {
                 }
                 for (index, call) in tool_calls.iter_mut().enumerate() {
                     if call.id.trim().is_empty() || taken.contains(&call.id) {
-                        let base = if call.id.trim().is_empty() {
-                            format!("call_r{position}_{index}")
-                        } else {
-                            call.id.clone()
-                        };
-                        let mut candidate = base.clone();
-                        let mut n = 1;
-                        while taken.contains(&candidate) {
-                            n += 1;
-                            candidate = format!("{base}_{n}");
-                        }
+                        let candidate =
+                            fresh_id(&call.id, &taken, || format!("call_r{position}_{index}"));
                         renamed
                             .entry(call.id.clone())
                             .or_default()
