@@ -51,6 +51,9 @@ impl EngineSpawner {
         let policy = self.parent.run.pipeline.policy().for_sub_agent();
         let run = config.run_mut();
         run.pipeline = std::mem::take(&mut run.pipeline).with_policy(policy);
+        // A sub-agent's own history is not the session's: the parent
+        // journals the sub-agent's result as its tool call's result.
+        run.journal = None;
         config.depth = self.parent.depth + 1;
         config.max_depth = self.parent.max_depth;
         config.engines = self.parent.engines.clone();
