@@ -67,6 +67,10 @@ pub(crate) async fn drive(
     let mut turn: u32 = 0;
     // Reported over estimated prompt tokens of the last request.
     let mut calibration = 1.0;
+    // The input the journal has not seen yet (a new user message).
+    if let Some(journal) = &config.journal {
+        journal.begin(&conversation.messages);
+    }
     let stop = loop {
         if cancel.is_cancelled() {
             break RunStop::Cancelled;
@@ -108,7 +112,7 @@ pub(crate) async fn drive(
             &events,
         )
         .await;
-        let raw_estimate = crate::context::estimate(
+        let mut raw_estimate = crate::context::estimate(
             &config.system_prompt,
             &conversation.messages,
             tools.specs(),
@@ -127,7 +131,7 @@ pub(crate) async fn drive(
         {
             let window = limit.or_else(|| requested.map(|n| n * 3 / 4));
             if let Some(window) = window {
-                config.context.learn(window);
+                config.context.learn(&config.model, window);
             }
             if manage_context(
                 &config,
@@ -139,6 +143,12 @@ pub(crate) async fn drive(
             )
             .await
             {
+                raw_estimate = crate::context::estimate(
+                    &config.system_prompt,
+                    &conversation.messages,
+                    tools.specs(),
+                    1.0,
+                );
                 result = call_model(&config, &conversation, &tools, &cancel, &events).await;
             }
         }
@@ -146,7 +156,13 @@ pub(crate) async fn drive(
             Ok(model_turn) => model_turn,
             Err(TurnFailure::Cancelled(text)) => {
                 if !text.is_empty() {
-                    conversation.push(Message::assistant(text));
+                    let message = Message::assistant(text);
+                    if let Some(journal) = &config.journal {
+                        journal.record(&crate::session::JournalEntry::Message {
+                            message: message.clone(),
+                        });
+                    }
+                    conversation.push(message);
                 }
                 break RunStop::Cancelled;
             }

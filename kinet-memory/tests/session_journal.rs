@@ -171,6 +171,15 @@ async fn a_fork_continues_on_its_own() {
         base.messages.push(Message::user(format!("m{n}")));
     }
     store.create(&base).unwrap();
+    // Approved after the fork point: the fork must not have it.
+    store
+        .append(
+            "base",
+            &JournalEntry::Approval {
+                tool: "shell".into(),
+            },
+        )
+        .unwrap();
     let fork = store.fork("base", 2).unwrap();
     store
         .append(
@@ -194,6 +203,8 @@ async fn a_fork_continues_on_its_own() {
     assert_eq!(texts(&base), ["m0", "m1", "m2", "m3", "base only"]);
     assert_eq!(texts(&forked), ["m0", "m1", "fork only"]);
     assert_eq!(forked.forked_from.as_ref().unwrap().session, "base");
+    assert!(base.approvals.contains("shell"));
+    assert!(forked.approvals.is_empty(), "{:?}", forked.approvals);
     let listed: Vec<String> = store.list().unwrap().into_iter().map(|s| s.id).collect();
     assert_eq!(listed.len(), 2);
     assert!(store.delete(&fork).unwrap());

@@ -96,14 +96,17 @@ pub(crate) async fn compact(
     let size = |messages: &[Message]| {
         estimate(request.system, messages, request.tools, request.calibration)
     };
-    let limit = (request.window as f64 * policy.threshold) as u64;
+    // Room for the answer: servers refuse prompt + max_tokens > window.
+    let room = u64::from(model.params.max_tokens.unwrap_or(0)).min(request.window / 2);
+    let usable = request.window.saturating_sub(room);
+    let limit = (usable as f64 * policy.threshold) as u64;
     let before = size(messages);
     if before <= limit && !request.force {
         return Ok(None);
     }
     // Aim well under the threshold so the next turns do not compact again
     // at once.
-    let target = (request.window as f64 * policy.threshold * 0.6) as u64;
+    let target = (usable as f64 * policy.threshold * 0.6) as u64;
     let mut done = Compaction {
         before_tokens: before,
         ..Compaction::default()
@@ -112,29 +115,53 @@ pub(crate) async fn compact(
     let mut start = tail_start(messages, keep);
     done.pruned_results += prune(&mut messages[..start], policy.prune_over_chars);
     if size(messages) > target {
-        // The tail itself may be the problem: prune it too, but for the
-        // latest result.
-        let end = messages.len().saturating_sub(1);
-        if start < end {
-            done.pruned_results += prune(&mut messages[start..end], policy.prune_over_chars);
+        // The kept turns may be the problem: prune them too, but never the
+        // results the model has not read yet (after its last message).
+        let unread = messages
+            .iter()
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+            .unwrap_or(messages.len());
+        if start < unread {
+            done.pruned_results += prune(&mut messages[start..unread], policy.prune_over_chars);
         }
     }
     // Summarise older turns when pruning was not enough; keep fewer turns
     // whole if the kept tail alone is too large.
     while size(messages) > target && start > 0 {
         let head: Vec<Message> = messages[..start].to_vec();
-        let summary = summarize(&head, &request, policy, &model).await?;
-        let mut compacted = vec![summary_message(&head, &summary, request.window)];
-        compacted.extend(messages.drain(start..));
+        let summary = match summarize(&head, &request, policy, &model).await {
+            Ok(summary) => summary,
+            // Pruning alone may have made it fit: keep what it did.
+            Err(error) if done.pruned_results > 0 => {
+                tracing::warn!(%error, "the summary failed; keeping the pruning only");
+                break;
+            }
+            Err(error) => return Err(error),
+        };
+        let mut tail: Vec<Message> = messages.drain(start..).collect();
+        // The summary opens the first kept user message, so roles still
+        // alternate (strict chat templates refuse two user turns in a row).
+        match tail.first_mut() {
+            Some(Message::User { content }) => {
+                let mut merged = vec![ContentPart::Text {
+                    text: summary_text(&head, &summary, request.window),
+                }];
+                merged.append(content);
+                *content = merged;
+            }
+            _ => tail.insert(
+                0,
+                Message::user(summary_text(&head, &summary, request.window)),
+            ),
+        }
         done.summarized_messages += head.len();
-        *messages = compacted;
+        *messages = tail;
         if size(messages) <= target || keep <= 1 {
             break;
         }
         keep -= 1;
         start = tail_start(messages, keep);
-        // The summary itself is at index 0: summarising again folds it in.
-        if start <= 1 {
+        if start == 0 {
             break;
         }
     }
@@ -146,9 +173,9 @@ pub(crate) async fn compact(
     Ok(Some(done))
 }
 
-/// The message that replaces the summarised turns: the summary, then the
+/// The text that replaces the summarised turns: the summary, then the
 /// user's own words verbatim as far as they fit in a tenth of the window.
-fn summary_message(head: &[Message], summary: &str, window: u64) -> Message {
+fn summary_text(head: &[Message], summary: &str, window: u64) -> String {
     let mut text = format!(
         "[Summary of the earlier conversation, written to save context]\n{}",
         summary.trim()
@@ -159,7 +186,12 @@ fn summary_message(head: &[Message], summary: &str, window: u64) -> Message {
         .filter_map(|m| match m {
             Message::User { content } => {
                 let text = text_of(content);
-                (!text.starts_with("[Summary of the earlier conversation")).then_some(text)
+                // A message that opens with an earlier summary: its own
+                // words follow the summary's end.
+                match text.split_once("[End of the summary]") {
+                    Some((_, own)) => Some(own.trim().to_owned()).filter(|t| !t.is_empty()),
+                    None => Some(text),
+                }
             }
             _ => None,
         })
@@ -181,7 +213,8 @@ fn summary_message(head: &[Message], summary: &str, window: u64) -> Message {
             text.push_str(said);
         }
     }
-    Message::user(text)
+    text.push_str("\n[End of the summary]\n\n");
+    text
 }
 
 const INSTRUCTIONS: &str = "You summarise the earlier part of a conversation between a user and an AI agent that uses tools, so the agent can go on without it. Write plain text with these headings: Goals; Decisions; Files touched; Open todos; Key facts. Keep names, paths, numbers and the user's requests exact. Be brief.";

@@ -21,7 +21,6 @@
 mod compact;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
@@ -47,7 +46,8 @@ pub struct ContextPolicy {
     pub(crate) keep_user_turns: usize,
     pub(crate) prune_over_chars: usize,
     pub(crate) summarizer: Option<Arc<dyn Summarizer>>,
-    pub(crate) learned: Arc<AtomicU64>,
+    /// Windows providers stated, by model name.
+    pub(crate) learned: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl std::fmt::Debug for ContextPolicy {
@@ -121,13 +121,15 @@ impl ContextPolicy {
     /// provider, else known by name.
     pub(crate) fn window_for(&self, model: &str) -> Option<u64> {
         self.window
-            .or_else(|| Some(self.learned.load(Ordering::Relaxed)).filter(|&n| n > 0))
+            .or_else(|| self.learned.lock().ok()?.get(model).copied())
             .or_else(|| known_window(model))
     }
 
-    /// Remembers a window a provider stated.
-    pub(crate) fn learn(&self, tokens: u64) {
-        self.learned.store(tokens, Ordering::Relaxed);
+    /// Remembers a window a provider stated for `model`.
+    pub(crate) fn learn(&self, model: &str, tokens: u64) {
+        if let Ok(mut learned) = self.learned.lock() {
+            learned.insert(model.to_owned(), tokens);
+        }
     }
 }
 

@@ -60,7 +60,8 @@ pub struct ChatRequest<'a> {
 /// Token counts reported by a provider.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens, all of them: the cached ones below are part of this
+    /// count (Anthropic's separate counts are summed into it).
     pub input_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,

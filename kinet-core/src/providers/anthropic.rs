@@ -489,7 +489,14 @@ impl SseDecoder for MessagesDecoder {
                         json!({"anthropic": {"thinking": blocks}}),
                     )));
                 }
-                out.push_back(Ok(StreamEvent::Usage(self.usage)));
+                // Anthropic counts cached prompt tokens apart from
+                // `input_tokens`; `Usage::input_tokens` is the whole prompt.
+                let mut usage = self.usage;
+                usage.input_tokens = usage
+                    .input_tokens
+                    .saturating_add(usage.cache_read_tokens)
+                    .saturating_add(usage.cache_write_tokens);
+                out.push_back(Ok(StreamEvent::Usage(usage)));
                 let stop = self.stop.take().unwrap_or(StopReason::EndTurn);
                 out.push_back(Ok(StreamEvent::Finished(stop)));
                 return Flow::Done;

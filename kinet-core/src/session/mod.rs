@@ -75,6 +75,13 @@ pub enum JournalEntry {
 pub trait Journal: Send + Sync {
     /// Appends one entry.
     fn record(&self, entry: &JournalEntry);
+
+    /// Called when a run starts with its input: a journal that knows how
+    /// many messages it holds records the ones past them (the new user
+    /// message). Default: nothing.
+    fn begin(&self, messages: &[Message]) {
+        let _ = messages;
+    }
 }
 
 impl Session {

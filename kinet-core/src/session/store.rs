@@ -67,11 +67,20 @@ pub trait SessionStore: Send + Sync {
 
     /// A new session sharing the first `at` messages of `id` (and its
     /// approvals and tool state); its id.
+    /// The approvals and tool state are those the journal held when its
+    /// `at`-th message was written.
     fn fork(&self, id: &str, at: usize) -> Result<String, StoreError> {
-        let session = self
-            .load(id)?
+        let entries = self
+            .entries(id)?
             .ok_or_else(|| format!("there is no session `{id}`"))?;
-        let fork = session.fork(at);
+        let mut upto = Session::empty(id);
+        for entry in entries {
+            if upto.messages.len() == at && matches!(entry, JournalEntry::Message { .. }) {
+                break;
+            }
+            upto.apply(entry);
+        }
+        let fork = upto.fork(at);
         self.create(&fork)?;
         Ok(fork.id)
     }
@@ -85,6 +94,8 @@ pub struct StoreJournal {
     id: String,
     states: Vec<Arc<dyn SessionState>>,
     errors: Mutex<Vec<String>>,
+    /// Messages the session's journal holds.
+    messages: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for StoreJournal {
@@ -103,11 +114,20 @@ impl StoreJournal {
         id: impl Into<String>,
         states: Vec<Arc<dyn SessionState>>,
     ) -> Arc<Self> {
+        let id = id.into();
+        let messages = match store.entries(&id) {
+            Ok(Some(entries)) => entries
+                .iter()
+                .filter(|e| matches!(e, JournalEntry::Message { .. }))
+                .count(),
+            _ => 0,
+        };
         Arc::new(Self {
             store,
-            id: id.into(),
+            id,
             states,
             errors: Mutex::new(Vec::new()),
+            messages: std::sync::atomic::AtomicUsize::new(messages),
         })
     }
 
@@ -116,7 +136,8 @@ impl StoreJournal {
         &self.id
     }
 
-    /// Records the host's own input (a user message) before a run.
+    /// Records the host's own input (a user message) before a run. (A run
+    /// records the input it is given past what the journal holds itself.)
     pub fn input(&self, message: &Message) {
         self.record(&JournalEntry::Message {
             message: message.clone(),
@@ -133,10 +154,22 @@ impl StoreJournal {
 }
 
 impl Journal for StoreJournal {
+    fn begin(&self, messages: &[Message]) {
+        let held = self.messages.load(std::sync::atomic::Ordering::SeqCst);
+        for message in messages.iter().skip(held) {
+            self.record(&JournalEntry::Message {
+                message: message.clone(),
+            });
+        }
+    }
+
     fn record(&self, entry: &JournalEntry) {
         let mut failed = Vec::new();
         if let Err(error) = self.store.append(&self.id, entry) {
             failed.push(error.to_string());
+        } else if matches!(entry, JournalEntry::Message { .. }) {
+            self.messages
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         if matches!(
             entry,
