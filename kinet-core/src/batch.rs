@@ -256,9 +256,7 @@ impl Batch<'_> {
             .finish(self.tools, call, result, elapsed, self.base, false)
             .await;
         if let Some(journal) = self.journal {
-            journal.record(&crate::session::JournalEntry::Message {
-                message: finished.message.clone(),
-            });
+            journal.message(&finished.message);
         }
         self.results[index] = Some(finished.message);
         match finished.stop {

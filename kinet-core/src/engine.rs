@@ -103,21 +103,17 @@ pub(crate) async fn drive(
         if !repairs.is_empty() {
             events.emit(AgentEvent::HistoryRepaired { repairs });
         }
-        manage_context(
-            &config,
-            &mut conversation,
-            &tools,
-            calibration,
-            false,
-            &events,
-        )
-        .await;
-        let mut raw_estimate = crate::context::estimate(
-            &config.system_prompt,
-            &conversation.messages,
-            tools.specs(),
-            1.0,
-        );
+        // Sizes are only estimated where a window is known to keep them in.
+        let mut sizer = config
+            .context
+            .window_for(&config.model)
+            .map(|_| crate::context::Sizer::new(&config.system_prompt, tools.specs(), calibration));
+        let mut raw_estimate = sizer.as_ref().map(|s| s.raw(&conversation.messages));
+        if let (Some(sizer), Some(raw)) = (&sizer, raw_estimate)
+            && manage_context(&config, &mut conversation, sizer, raw, false, &events).await
+        {
+            raw_estimate = Some(sizer.raw(&conversation.messages));
+        }
         let mut result = call_model(&config, &conversation, &tools, &cancel, &events).await;
         // The request did not fit: learn the window the provider stated,
         // compact once and try again.
@@ -133,22 +129,12 @@ pub(crate) async fn drive(
             if let Some(window) = window {
                 config.context.learn(&config.model, window);
             }
-            if manage_context(
-                &config,
-                &mut conversation,
-                &tools,
-                calibration,
-                true,
-                &events,
-            )
-            .await
-            {
-                raw_estimate = crate::context::estimate(
-                    &config.system_prompt,
-                    &conversation.messages,
-                    tools.specs(),
-                    1.0,
-                );
+            let sizer = sizer.get_or_insert_with(|| {
+                crate::context::Sizer::new(&config.system_prompt, tools.specs(), calibration)
+            });
+            let raw = raw_estimate.unwrap_or_else(|| sizer.raw(&conversation.messages));
+            if manage_context(&config, &mut conversation, sizer, raw, true, &events).await {
+                raw_estimate = Some(sizer.raw(&conversation.messages));
                 result = call_model(&config, &conversation, &tools, &cancel, &events).await;
             }
         }
@@ -158,9 +144,7 @@ pub(crate) async fn drive(
                 if !text.is_empty() {
                     let message = Message::assistant(text);
                     if let Some(journal) = &config.journal {
-                        journal.record(&crate::session::JournalEntry::Message {
-                            message: message.clone(),
-                        });
+                        journal.message(&message);
                     }
                     conversation.push(message);
                 }
@@ -168,11 +152,11 @@ pub(crate) async fn drive(
             }
             Err(TurnFailure::Failed(error)) => break RunStop::Failed(error),
         };
-        if let Some(usage) = &model_turn.usage
+        if let (Some(usage), Some(raw)) = (&model_turn.usage, raw_estimate)
             && usage.input_tokens > 0
-            && raw_estimate > 0
+            && raw > 0
         {
-            calibration = (usage.input_tokens as f64 / raw_estimate as f64).clamp(0.5, 4.0);
+            calibration = (usage.input_tokens as f64 / raw as f64).clamp(0.5, 4.0);
         }
 
         let calls = unique_ids(model_turn.calls, &conversation, turn);
@@ -195,9 +179,7 @@ pub(crate) async fn drive(
                 message: message.clone(),
             });
             if let Some(journal) = &config.journal {
-                journal.record(&crate::session::JournalEntry::Message {
-                    message: message.clone(),
-                });
+                journal.message(&message);
             }
             conversation.push(message);
         }
@@ -257,8 +239,8 @@ pub(crate) async fn drive(
 async fn manage_context(
     config: &RunSettings,
     conversation: &mut Conversation,
-    tools: &ToolSnapshot,
-    calibration: f64,
+    sizer: &crate::context::Sizer,
+    raw: u64,
     force: bool,
     events: &EventSink,
 ) -> bool {
@@ -266,10 +248,9 @@ async fn manage_context(
         return false;
     };
     let request = crate::context::Request {
-        system: &config.system_prompt,
-        tools: tools.specs(),
+        sizer,
+        raw,
         window,
-        calibration,
         force,
     };
     let model = crate::context::Model {

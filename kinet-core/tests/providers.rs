@@ -791,6 +791,14 @@ async fn typed_output_gives_up_after_one_retry() {
     }
 }
 
+/// One SSE event named by its payload's `type`.
+fn typed_event(event: &Value) -> String {
+    format!(
+        "event: {}\ndata: {event}\n\n",
+        event["type"].as_str().unwrap()
+    )
+}
+
 #[tokio::test]
 async fn typed_output_uses_text_format_on_responses_and_a_forced_tool_on_anthropic() {
     let responses_sse = [
@@ -798,7 +806,7 @@ async fn typed_output_uses_text_format_on_responses_and_a_forced_tool_on_anthrop
         json!({"type": "response.completed", "response": {"id": "r1", "status": "completed", "output": [], "usage": {"input_tokens": 5, "output_tokens": 7}}}),
     ]
     .iter()
-    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .map(typed_event)
     .collect::<String>();
     let server = MockServer::start(vec![Reply::sse_bytes(responses_sse.as_bytes())]).await;
     let typed = Agent::builder(responses(&server))
@@ -824,7 +832,7 @@ async fn typed_output_uses_text_format_on_responses_and_a_forced_tool_on_anthrop
         json!({"type": "message_stop"}),
     ]
     .iter()
-    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .map(typed_event)
     .collect::<String>();
     let server = MockServer::start(vec![Reply::sse_bytes(anthropic_sse.as_bytes())]).await;
     let typed = Agent::builder(anthropic(&server))

@@ -145,17 +145,16 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
-        let exists = self.with(|conn| {
-            conn.query_row("SELECT 1 FROM sessions WHERE id = ?1", params![id], |_| {
-                Ok(())
-            })
-            .optional()
-            .map_err(sql)
-        })?;
-        if exists.is_none() {
-            return Ok(None);
-        }
-        let entries = self.with(|conn| {
+        Ok(self.with(|conn| {
+            let exists = conn
+                .query_row("SELECT 1 FROM sessions WHERE id = ?1", params![id], |_| {
+                    Ok(())
+                })
+                .optional()
+                .map_err(sql)?;
+            if exists.is_none() {
+                return Ok(None);
+            }
             let mut statement = conn
                 .prepare("SELECT body FROM session_entries WHERE session = ?1 ORDER BY seq")
                 .map_err(sql)?;
@@ -169,9 +168,8 @@ impl SessionStore for SqliteSessionStore {
                     MemoryError::Io(format!("a journal entry of `{id}` is unreadable: {e}"))
                 })?);
             }
-            Ok(entries)
-        })?;
-        Ok(Some(entries))
+            Ok(Some(entries))
+        })?)
     }
 
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kinet_core::session::{JournalEntry, Session, SessionStore};
+use kinet_core::session::{Journal, JournalEntry, Session, SessionStore};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::{Agent, Message, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use kinet_memory::SqliteSessionStore;
@@ -52,7 +52,7 @@ async fn doomed(db: &Path) {
     store.create(&Session::empty(ID)).unwrap();
     let journal = store.journal(ID, Vec::new());
     let input = Message::user("Wait twice.");
-    journal.input(&input);
+    journal.message(&input);
     let provider = ScriptedProvider::new([ScriptedTurn::new()
         .tool_call("quick-1", "quick", json!({"ms": 10}))
         .tool_call("slow-1", "slow", json!({"ms": 60_000}))]);

@@ -17,20 +17,13 @@ impl Agent {
         let run = &self.config.run;
         let mut conversation = conversation;
         let specs = run.tools.snapshot().await;
-        let window = run.context.window_for(&run.model).unwrap_or_else(|| {
-            crate::context::estimate(
-                &run.system_prompt,
-                &conversation.messages,
-                specs.specs(),
-                1.0,
-            )
-            .max(1)
-        });
+        let sizer = crate::context::Sizer::new(&run.system_prompt, specs.specs(), 1.0);
+        let raw = sizer.raw(&conversation.messages);
+        let window = run.context.window_for(&run.model).unwrap_or(raw.max(1));
         let request = crate::context::Request {
-            system: &run.system_prompt,
-            tools: specs.specs(),
+            sizer: &sizer,
+            raw,
             window,
-            calibration: 1.0,
             force: true,
         };
         let model = crate::context::Model {

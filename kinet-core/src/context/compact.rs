@@ -2,11 +2,10 @@
 
 use futures::StreamExt;
 
-use super::{ContextPolicy, estimate, message_chars};
+use super::{ContextPolicy, Sizer, message_chars};
 use crate::backend::Provider;
 use crate::data::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, GenerationParams, StreamEvent};
-use crate::data::spec::ToolSpec;
 
 /// What one compaction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -24,10 +23,11 @@ pub struct Compaction {
 
 /// The request a compaction works for.
 pub(crate) struct Request<'a> {
-    pub(crate) system: &'a str,
-    pub(crate) tools: &'a [ToolSpec],
+    /// Sizes of this request's messages.
+    pub(crate) sizer: &'a Sizer,
+    /// The raw estimate of the messages as they are (the caller has it).
+    pub(crate) raw: u64,
     pub(crate) window: u64,
-    pub(crate) calibration: f64,
     /// Compact even under the threshold (after a context-length error).
     pub(crate) force: bool,
 }
@@ -71,8 +71,9 @@ fn prune(messages: &mut [Message], over_chars: usize) -> usize {
     let mut pruned = 0;
     for message in messages.iter_mut() {
         if let Message::Tool { name, content, .. } = message {
-            let chars = text_of(content).len();
-            if chars > over_chars && !text_of(content).starts_with("[pruned") {
+            let text = text_of(content);
+            let chars = text.len();
+            if chars > over_chars && !text.starts_with("[pruned") {
                 *content = vec![ContentPart::Text {
                     text: format!(
                         "[pruned: {chars} characters of `{name}` output were removed to save context; call `{name}` again if you need them]"
@@ -93,14 +94,12 @@ pub(crate) async fn compact(
     policy: &ContextPolicy,
     model: Model<'_>,
 ) -> Result<Option<Compaction>, String> {
-    let size = |messages: &[Message]| {
-        estimate(request.system, messages, request.tools, request.calibration)
-    };
+    let size = |messages: &[Message]| request.sizer.tokens(messages);
     // Room for the answer: servers refuse prompt + max_tokens > window.
     let room = u64::from(model.params.max_tokens.unwrap_or(0)).min(request.window / 2);
     let usable = request.window.saturating_sub(room);
     let limit = (usable as f64 * policy.threshold) as u64;
-    let before = size(messages);
+    let before = request.sizer.calibrated(request.raw);
     if before <= limit && !request.force {
         return Ok(None);
     }

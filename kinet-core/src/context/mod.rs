@@ -190,21 +190,41 @@ fn message_chars(message: &Message) -> usize {
     }
 }
 
-/// A fast token estimate of a request: about four characters a token plus
-/// a little per message, times `calibration` (reported over estimated
-/// tokens of the last request).
-pub(crate) fn estimate(
-    system: &str,
-    messages: &[Message],
-    tools: &[ToolSpec],
-    calibration: f64,
-) -> u64 {
-    let tool_chars: usize = tools
-        .iter()
-        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-        .sum();
-    let chars: usize =
-        system.len() + tool_chars + messages.iter().map(message_chars).sum::<usize>();
-    let raw = chars as f64 / 4.0 + 6.0 * messages.len() as f64 + 8.0;
-    (raw * calibration).ceil() as u64
+/// Fast token estimates of requests that share one system prompt and one
+/// set of tools (a turn): their characters are counted once, the messages
+/// each time. About four characters a token plus a little per message;
+/// [`tokens`](Self::tokens) multiplies by `calibration` (reported over
+/// estimated tokens of the last request).
+pub(crate) struct Sizer {
+    fixed_chars: usize,
+    pub(crate) calibration: f64,
+}
+
+impl Sizer {
+    pub(crate) fn new(system: &str, tools: &[ToolSpec], calibration: f64) -> Self {
+        let tool_chars: usize = tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum();
+        Self {
+            fixed_chars: system.len() + tool_chars,
+            calibration,
+        }
+    }
+
+    /// The uncalibrated estimate.
+    pub(crate) fn raw(&self, messages: &[Message]) -> u64 {
+        let chars = self.fixed_chars + messages.iter().map(message_chars).sum::<usize>();
+        (chars as f64 / 4.0 + 6.0 * messages.len() as f64 + 8.0).ceil() as u64
+    }
+
+    /// A raw estimate, calibrated.
+    pub(crate) fn calibrated(&self, raw: u64) -> u64 {
+        (raw as f64 * self.calibration).ceil() as u64
+    }
+
+    /// The calibrated estimate.
+    pub(crate) fn tokens(&self, messages: &[Message]) -> u64 {
+        self.calibrated(self.raw(messages))
+    }
 }

@@ -76,6 +76,13 @@ pub trait Journal: Send + Sync {
     /// Appends one entry.
     fn record(&self, entry: &JournalEntry);
 
+    /// Appends a message (the host records its own input this way).
+    fn message(&self, message: &Message) {
+        self.record(&JournalEntry::Message {
+            message: message.clone(),
+        });
+    }
+
     /// Called when a run starts with its input: a journal that knows how
     /// many messages it holds records the ones past them (the new user
     /// message). Default: nothing.

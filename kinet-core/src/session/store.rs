@@ -136,14 +136,6 @@ impl StoreJournal {
         &self.id
     }
 
-    /// Records the host's own input (a user message) before a run. (A run
-    /// records the input it is given past what the journal holds itself.)
-    pub fn input(&self, message: &Message) {
-        self.record(&JournalEntry::Message {
-            message: message.clone(),
-        });
-    }
-
     /// Writes that failed since the last call (a full disk, say).
     pub fn take_errors(&self) -> Vec<String> {
         self.errors
@@ -157,9 +149,7 @@ impl Journal for StoreJournal {
     fn begin(&self, messages: &[Message]) {
         let held = self.messages.load(std::sync::atomic::Ordering::SeqCst);
         for message in messages.iter().skip(held) {
-            self.record(&JournalEntry::Message {
-                message: message.clone(),
-            });
+            self.message(message);
         }
     }
 
