@@ -1,6 +1,6 @@
 //! Regression tests for what a hostile repository or a careless model did
 //! to the local tools: symlink chains out of the root, repository programs
-//! run by git, daemons outliving the shell, line-ending and encoding traps,
+//! run by git, line-ending and encoding traps,
 //! FIFOs and huge targets, writes landing after their timeout.
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -268,82 +268,6 @@ async fn git_diff_refuses_a_repository_outside_the_workspace() {
 }
 
 /// Host threads of this process.
-fn threads() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Threads:"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
-/// Live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            entry.file_name().to_str()?.parse::<u32>().ok()?;
-            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
-            if stat.contains(") Z ") {
-                return None;
-            }
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            cmdline.contains(marker).then_some(cmdline)
-        })
-        .collect()
-}
-
-#[test]
-fn setsid_daemons_end_with_the_call_and_leave_no_thread() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let ws = workspace();
-        let shell = ShellTool::default();
-        let before = threads();
-        let commands = [
-            "setsid sleep 1000.301 > /dev/null 2>&1 &",
-            "setsid sleep 1000.302 &",
-            "(setsid sh -c 'sleep 1000.303' &)",
-            "setsid -f sleep 1000.304",
-            "nohup sleep 1000.305 > /dev/null 2>&1 &",
-        ];
-        for round in 0..4 {
-            for command in commands {
-                let started = Instant::now();
-                let out = call(&shell, &ws.ctx, json!({"command": command}))
-                    .await
-                    .unwrap();
-                assert!(
-                    out.text.contains("[exit code: 0]"),
-                    "{command}: {}",
-                    out.text
-                );
-                assert!(
-                    started.elapsed() < Duration::from_secs(3),
-                    "{command} held the call"
-                );
-            }
-            let left = processes_with("1000.30");
-            assert!(
-                left.is_empty(),
-                "round {round}: daemons outlived their calls: {left:?}"
-            );
-        }
-        let after = threads();
-        assert!(
-            after <= before + 1,
-            "host threads went from {before} to {after}"
-        );
-    });
-}
-
 #[tokio::test]
 async fn crlf_and_mixed_endings_edit_without_panic() {
     let ws = workspace();
