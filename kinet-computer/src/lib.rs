@@ -1,7 +1,11 @@
 //! Computer use for kinet agents: screenshots, mouse and keyboard, and a
-//! dedicated headless Chrome. Each part is a cargo feature (all on by
-//! default), so a host that wants only the browser does not build screen
-//! capture:
+//! dedicated headless Chrome. Each part is a cargo feature, so a host that
+//! wants only the browser does not build screen capture. `input` and
+//! `browser` are on by default and need no system library to build;
+//! `screen` is off by default because screen capture builds against the
+//! system's X, Wayland, PipeWire and D-Bus libraries (on Debian: `libxcb1-dev
+//! libxrandr-dev libdbus-1-dev libpipewire-0.3-dev libwayland-dev libegl-dev
+//! libgbm-dev libclang-dev pkg-config`):
 //!
 //! | tools | feature | read-only |
 //! |---|---|---|

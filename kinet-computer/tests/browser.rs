@@ -127,7 +127,7 @@ async fn serve() -> String {
 fn browser() -> Option<(Toolset, BrowserSession)> {
     let config = BrowserConfig::default();
     if let Err(error) = config.find_executable() {
-        eprintln!("\n\n*** SKIPPED: {error} (.ci/run installs chromium) ***\n\n");
+        kinet_core::testing::skipped(&format!("{error} (.ci/test installs chromium)"));
         return None;
     }
     let session = BrowserSession::new(config);

@@ -85,9 +85,9 @@ fn root_property(display: &str, name: &str) -> String {
 fn screen_and_input_reach_a_real_x_window_under_xvfb() {
     for program in ["Xvfb", "xev", "xdotool", "xprop", "openbox"] {
         if !have(program) {
-            eprintln!(
-                "\n\n*** SKIPPED: {program} is not installed (.ci/run installs xvfb, x11-utils, xdotool and openbox) ***\n\n"
-            );
+            kinet_core::testing::skipped(&format!(
+                "{program} is not installed (.ci/test installs xvfb, x11-utils, xdotool and openbox)"
+            ));
             return;
         }
     }

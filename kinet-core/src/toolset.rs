@@ -98,14 +98,16 @@ impl ToolSnapshot {
         &self.warnings
     }
 
-    fn insert(&mut self, tool: Arc<dyn DynTool>, spec: ToolSpec) -> Result<(), String> {
+    fn insert(
+        &mut self,
+        tool: Arc<dyn DynTool>,
+        spec: ToolSpec,
+        layers: Layers,
+    ) -> Result<(), String> {
         if self.by_name.contains_key(&spec.name) {
             return Err(spec.name);
         }
-        let entry = Entry {
-            tool,
-            layers: Arc::new([]),
-        };
+        let entry = Entry { tool, layers };
         self.by_name.insert(spec.name.clone(), entry);
         self.specs.push(spec);
         Ok(())
@@ -154,7 +156,9 @@ impl fmt::Debug for ToolSnapshot {
 #[derive(Clone)]
 pub struct Toolset {
     statics: Arc<ToolSnapshot>,
-    sources: Vec<Arc<dyn ToolSource>>,
+    /// Each source with the layers of the set it was merged from (empty
+    /// for a source added here).
+    sources: Vec<(Arc<dyn ToolSource>, Layers)>,
     readiness: Duration,
 }
 
@@ -174,7 +178,11 @@ impl fmt::Debug for Toolset {
             .field("tools", &self.statics.names().collect::<Vec<_>>())
             .field(
                 "sources",
-                &self.sources.iter().map(|s| s.name()).collect::<Vec<_>>(),
+                &self
+                    .sources
+                    .iter()
+                    .map(|(s, _)| s.name())
+                    .collect::<Vec<_>>(),
             )
             .field("readiness", &self.readiness)
             .finish()
@@ -244,7 +252,55 @@ impl Toolset {
 
     /// Adds a dynamic source.
     pub fn add_source(&mut self, source: Arc<dyn ToolSource>) {
-        self.sources.push(source);
+        self.sources.push((source, Arc::new([])));
+    }
+
+    /// Adds every tool and source of `other` (a tool pack's set), replacing
+    /// static tools of the same name. `other`'s own layers keep wrapping
+    /// its tools, inside this set's layers; its readiness deadline is not
+    /// taken.
+    ///
+    /// ```
+    /// use kinet_core::Toolset;
+    /// # use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+    /// # #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// # struct NoArgs {}
+    /// # struct Named(&'static str);
+    /// # #[async_trait::async_trait]
+    /// # impl Tool for Named {
+    /// #     type Args = NoArgs;
+    /// #     fn name(&self) -> &str { self.0 }
+    /// #     fn description(&self) -> &str { "A tool." }
+    /// #     async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+    /// #         Ok(ToolOutput::text(self.0))
+    /// #     }
+    /// # }
+    /// let mut tools = Toolset::new().with(Named("read"));
+    /// tools.merge(Toolset::new().with(Named("remember")));
+    /// assert_eq!(tools.static_tools().names().collect::<Vec<_>>(), ["read", "remember"]);
+    /// ```
+    pub fn merge(&mut self, other: Toolset) {
+        let set_layers = Arc::clone(&other.statics.layers);
+        for spec in other.statics.specs() {
+            if let Some(entry) = other.statics.entry(&spec.name) {
+                let layers: Layers = set_layers
+                    .iter()
+                    .chain(entry.layers.iter())
+                    .cloned()
+                    .collect();
+                self.insert_static(Arc::clone(&entry.tool), layers);
+            }
+        }
+        for (source, layers) in other.sources {
+            let layers: Layers = set_layers.iter().chain(layers.iter()).cloned().collect();
+            self.sources.push((source, layers));
+        }
+    }
+
+    /// [`merge`](Self::merge), by value.
+    pub fn merged(mut self, other: Toolset) -> Self {
+        self.merge(other);
+        self
     }
 
     /// Adds a dynamic source.
@@ -296,13 +352,14 @@ impl Toolset {
         let grace = ready_by
             .checked_add(Duration::from_millis(50))
             .unwrap_or(ready_by);
-        let answers = futures::future::join_all(self.sources.iter().map(|source| async move {
-            let tools = tokio::time::timeout_at(grace, source.tools(ready_by)).await;
-            (source.name(), tools)
-        }))
-        .await;
+        let answers =
+            futures::future::join_all(self.sources.iter().map(|(source, layers)| async move {
+                let tools = tokio::time::timeout_at(grace, source.tools(ready_by)).await;
+                (source.name(), layers, tools)
+            }))
+            .await;
         let mut snapshot = (*self.statics).clone();
-        for (source, tools) in answers {
+        for (source, layers, tools) in answers {
             match tools {
                 Ok(tools) => {
                     for tool in tools {
@@ -314,7 +371,7 @@ impl Toolset {
                             ));
                             continue;
                         }
-                        if let Err(name) = snapshot.insert(tool, spec) {
+                        if let Err(name) = snapshot.insert(tool, spec, Arc::clone(layers)) {
                             snapshot.warnings.push(format!(
                                 "tool `{name}` from source `{source}` was left out: the name is taken"
                             ));

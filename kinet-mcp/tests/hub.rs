@@ -24,8 +24,8 @@ fn peers() -> Option<PathBuf> {
     if dir.join("server-everything/dist/index.js").exists() && which("node") {
         Some(dir)
     } else {
-        eprintln!(
-            "\n!!! SKIPPING: the MCP reference servers are not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/run does)\n"
+        kinet_core::testing::skipped(
+            "the MCP reference servers are not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/test does)",
         );
         None
     }

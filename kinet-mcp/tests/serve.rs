@@ -168,9 +168,13 @@ async fn the_python_sdk_client_lists_and_calls_over_stdio_and_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_inspector_cli_lists_and_calls() {
     let cli = common::peers().join("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js");
-    if !cli.exists() {
-        eprintln!(
-            "\n!!! SKIPPING: the MCP Inspector is not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/run does)\n"
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !cli.exists() || !node {
+        kinet_core::testing::skipped(
+            "the MCP Inspector or Node.js is not installed; run `npm ci` in kinet-mcp/tests/peers (.ci/test does)",
         );
         return;
     }

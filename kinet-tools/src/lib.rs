@@ -94,6 +94,10 @@ pub struct LocalPack {
     /// The agent's todo list.
     #[cfg(feature = "todo")]
     pub todos: todo::TodoList,
+    /// Settings of `shell` (time limits, output cap, containment, the
+    /// environment its commands see). Default: [`shell::ShellConfig::default`].
+    #[cfg(feature = "shell")]
+    pub shell: shell::ShellConfig,
 }
 
 impl LocalPack {
@@ -121,7 +125,7 @@ impl LocalPack {
         #[allow(unused_mut)]
         let mut tools = kinet_core::Toolset::new();
         #[cfg(feature = "shell")]
-        tools.add(shell::ShellTool::default());
+        tools.add(shell::ShellTool::new(self.shell.clone()));
         #[cfg(feature = "files")]
         {
             tools.add(files::ReadFileTool::new(std::sync::Arc::clone(&self.files)));

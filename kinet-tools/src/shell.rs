@@ -1,7 +1,7 @@
 //! `shell`: runs a command line, contained so that every process it starts
 //! ends with the call, and optionally sandboxed.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,6 +49,10 @@ pub struct ShellConfig {
     /// it, so every process it starts ends with the call. `false`: a
     /// process group only, which `setsid` daemons can leave. Default `true`.
     pub contain: bool,
+    /// Changes to the host's environment for every command: `Some(value)`
+    /// sets a variable, `None` removes it (an API key the model should not
+    /// read, say). Default: none, the host's environment as it is.
+    pub env: BTreeMap<String, Option<String>>,
 }
 
 impl Default for ShellConfig {
@@ -59,6 +63,7 @@ impl Default for ShellConfig {
             max_output_bytes: 1024 * 1024,
             drain_after_exit: Duration::from_millis(250),
             contain: true,
+            env: BTreeMap::new(),
         }
     }
 }
@@ -496,6 +501,12 @@ async fn run_command(
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_err));
+    for (name, value) in &config.env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
     let sandboxed = launch.is_sandboxed();
     let containment = launch
         .prepare(&mut command)

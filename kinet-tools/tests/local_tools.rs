@@ -78,6 +78,29 @@ async fn shell_merges_streams_in_order_and_reports_the_exit_code() {
 
 /// Live processes (zombies count as gone) whose command line contains
 /// `marker`: pids inside a command's PID namespace mean nothing out here.
+#[tokio::test]
+async fn shell_env_sets_and_removes_variables_for_every_command() {
+    let ws = workspace();
+    let tool = ShellTool::new(ShellConfig {
+        env: [
+            ("KINET_TEST_SET".to_owned(), Some("set value".to_owned())),
+            ("HOME".to_owned(), None),
+        ]
+        .into_iter()
+        .collect(),
+        ..ShellConfig::default()
+    });
+    let out = text(
+        call(
+            &tool,
+            &ws.ctx,
+            json!({"command": "echo \"[$KINET_TEST_SET] [${HOME-unset}]\""}),
+        )
+        .await,
+    );
+    assert!(out.contains("[set value] [unset]"), "{out}");
+}
+
 fn processes_with(marker: &str) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .unwrap()

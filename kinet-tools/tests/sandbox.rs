@@ -22,7 +22,7 @@ fn supported(policy: &SandboxPolicy) -> bool {
     match support().sandbox_unavailable(policy) {
         None => true,
         Some(why) => {
-            eprintln!("SKIPPED: the sandbox cannot be enforced here: {why}");
+            kinet_core::testing::skipped(&format!("the sandbox cannot be enforced here: {why}"));
             false
         }
     }

@@ -51,7 +51,7 @@ pub(crate) fn available() -> bool {
     if std::env::var_os("KINET_REQUIRE_LLAMA").is_some() {
         panic!("{message}");
     }
-    eprintln!("SKIPPED: {message}");
+    kinet_core::testing::skipped(message);
     false
 }
 

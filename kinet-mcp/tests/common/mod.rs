@@ -22,8 +22,8 @@ pub fn python() -> Option<String> {
             .is_ok_and(|o| o.status.success())
     });
     if found.is_none() {
-        eprintln!(
-            "\n!!! SKIPPING: the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/run does)\n"
+        kinet_core::testing::skipped(
+            "the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/test does)",
         );
     }
     found

@@ -1,0 +1,247 @@
+//! Everything a coding agent needs, put together for one project: the
+//! local tools, the MCP servers from the user's config files, memory and
+//! sessions in one SQLite file under the project, and the approval handler.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use kinet::core::sandbox::SandboxPolicy;
+use kinet::core::session::{Session, SessionState, SessionStore, StoreJournal, new_id};
+use kinet::mcp::{Discovery, HubSettings, McpHub, ServerState};
+use kinet::memory::{
+    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    SqliteSessionStore,
+};
+use kinet::tools::LocalPack;
+use kinet::tools::shell::ShellTool;
+use kinet::{Agent, ConfirmHandler, Conversation, Provider};
+
+use super::ui::{Out, Style};
+
+/// Variables the shell's commands do not see: the model has no business
+/// reading the keys it is called with.
+const SECRETS: [&str; 4] = [
+    "KINET_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ZHIPU_API_KEY",
+];
+
+/// How to set the agent up.
+pub struct Options {
+    /// The project: the tools' working directory and workspace root.
+    pub project: PathBuf,
+    /// Where MCP config files are looked for (default: the user's home).
+    pub home: Option<PathBuf>,
+    /// Run shell commands in the sandbox (writes only under the project,
+    /// no network).
+    pub sandbox: bool,
+    /// Continue this session.
+    pub resume: Option<String>,
+    /// How long to wait at start for MCP servers to connect.
+    pub mcp_wait: Duration,
+    /// Extra changes to the shell's environment.
+    pub shell_env: Vec<(String, Option<String>)>,
+}
+
+/// The assembled agent and the handles the terminal needs.
+pub struct Workbench {
+    pub agent: Agent,
+    pub pack: LocalPack,
+    pub hub: Option<McpHub>,
+    pub journal: Arc<StoreJournal>,
+    pub session_id: String,
+    /// The conversation to continue (empty for a new session).
+    pub conversation: Conversation,
+}
+
+/// `<project>/.kinet`, created with a `.gitignore` that keeps it out of git.
+pub fn data_dir(project: &Path) -> anyhow::Result<PathBuf> {
+    let dir = project.join(".kinet");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "*\n")
+            .with_context(|| format!("cannot write {}", ignore.display()))?;
+    }
+    Ok(dir)
+}
+
+/// The session store in `<project>/.kinet/kinet.db`.
+pub fn session_store(project: &Path) -> anyhow::Result<Arc<SqliteSessionStore>> {
+    let db = data_dir(project)?.join("kinet.db");
+    Ok(Arc::new(SqliteSessionStore::open(&db).with_context(
+        || format!("cannot open the session store {}", db.display()),
+    )?))
+}
+
+/// Builds the agent for `options.project`, printing what it found (MCP
+/// servers and their state, the memory file, the session id).
+pub async fn open(
+    provider: Arc<dyn Provider>,
+    model: Option<String>,
+    confirm: Arc<dyn ConfirmHandler>,
+    options: &Options,
+    out: &Out,
+) -> anyhow::Result<Workbench> {
+    let project = std::fs::canonicalize(&options.project)
+        .with_context(|| format!("no project directory at {}", options.project.display()))?;
+    let db = data_dir(&project)?.join("kinet.db");
+
+    // Memory: blocks shown to the model, facts, recall over past sessions.
+    let embedder = Model2VecEmbedder::bundled()
+        .ok()
+        .map(|e| Arc::new(e) as Arc<dyn kinet::memory::Embedder>);
+    let memory = MemoryStore::open(
+        &db,
+        MemoryConfig {
+            embedder,
+            blocks: BlockSpec::defaults(),
+        },
+    )
+    .await
+    .with_context(|| format!("cannot open the memory in {}", db.display()))?;
+    out.line(&format!(
+        "memory   {} ({} records)",
+        db.display(),
+        memory.record_count().await.unwrap_or(0)
+    ));
+
+    // Sessions: a journal written as the run goes, resumable by id.
+    let sessions = session_store(&project)?;
+    let mut pack = LocalPack::new();
+    for name in SECRETS {
+        pack.shell.env.insert(name.to_owned(), None);
+    }
+    for (name, value) in &options.shell_env {
+        pack.shell.env.insert(name.clone(), value.clone());
+    }
+    let states: Vec<Arc<dyn SessionState>> = pack.states();
+    let (session_id, conversation) = match &options.resume {
+        Some(id) => {
+            let session = sessions
+                .load(id)
+                .map_err(|e| anyhow::anyhow!(e))?
+                .with_context(|| {
+                    format!(
+                        "no session `{id}` in {} (list them with --sessions)",
+                        db.display()
+                    )
+                })?;
+            let (conversation, _) = session.resume(&states)?;
+            out.line(&format!(
+                "session  {id} (resumed: {} messages)",
+                conversation.messages.len()
+            ));
+            (id.clone(), conversation)
+        }
+        None => {
+            let id = new_id();
+            sessions.create(&Session::empty(id.clone()))?;
+            out.line(&format!(
+                "session  {id} {}",
+                out.paint(Style::Dim, "(continue it later with --resume <id>)")
+            ));
+            (id, Conversation::new())
+        }
+    };
+    let journal = sessions.journal(&session_id, states);
+
+    // Tools: the local pack (its shell sandboxed if asked) and memory.
+    let mut tools = pack.toolset();
+    if options.sandbox {
+        tools.retain(|tool| tool.name() != "shell");
+        tools.add(ShellTool::new(pack.shell.clone()).sandboxed(SandboxPolicy::workspace_write()));
+    }
+    tools.merge(MemoryPack::new(memory.clone(), session_id.clone()).toolset());
+
+    // MCP servers from Claude Desktop / Claude Code / Codex config files.
+    let mut discovery = Discovery::new().project(&project);
+    if let Some(home) = &options.home {
+        discovery = discovery.home(home);
+    }
+    let found = discovery.discover();
+    for problem in &found.problems {
+        out.line(&out.paint(
+            Style::Yellow,
+            &format!("mcp      ! {}: {}", problem.file.display(), problem.message),
+        ));
+    }
+    let hub = if found.servers.is_empty() {
+        out.line(&format!(
+            "mcp      {}",
+            out.paint(
+                Style::Dim,
+                "no servers configured (Claude Desktop, ~/.claude.json, .mcp.json, ~/.codex/config.toml)"
+            )
+        ));
+        None
+    } else {
+        let hub = McpHub::from_discovery(&found, HubSettings::default());
+        out.line(&format!(
+            "mcp      starting {} server(s)…",
+            found.servers.len()
+        ));
+        hub.wait_settled(options.mcp_wait).await;
+        for server in hub.status() {
+            let state = match &server.state {
+                ServerState::Ready => out.paint(
+                    Style::Green,
+                    &format!("ready, {} tools", server.tools.len()),
+                ),
+                ServerState::Failed { reason } => out.paint(
+                    Style::Red,
+                    &format!("failed: {}", reason.lines().next().unwrap_or_default()),
+                ),
+                ServerState::Starting => {
+                    out.paint(Style::Yellow, "still starting (its tools join when ready)")
+                }
+                ServerState::Disabled => out.paint(Style::Dim, "disabled"),
+                other => out.paint(Style::Yellow, &format!("{other:?}").to_lowercase()),
+            };
+            out.line(&format!(
+                "mcp      {} ({}): {state}",
+                server.name, server.source
+            ));
+        }
+        tools.add_source(Arc::new(hub.clone()));
+        Some(hub)
+    };
+
+    let mut builder = Agent::builder_arc(provider)
+        .system_prompt(system_prompt(&project))
+        .toolset(tools)
+        .hook(BlocksHook::new(memory.clone()))
+        .hook(HistoryHook::new(memory, session_id.clone()))
+        .confirm_handler_arc(confirm)
+        .cwd(&project)
+        .workspace_root(&project)
+        .journal(journal.clone());
+    if let Some(model) = model {
+        builder = builder.model(model);
+    }
+    Ok(Workbench {
+        agent: builder.build(),
+        pack,
+        hub,
+        journal,
+        session_id,
+        conversation,
+    })
+}
+
+fn system_prompt(project: &Path) -> String {
+    format!(
+        "You are a coding agent working in the project at {}. \
+         Work in small verified steps: find the relevant code with grep and glob, read it with \
+         read_file before editing, change it with edit_file (or write_file for new files), and \
+         run the project's tests with shell. For a task of several steps, keep a todo list with \
+         todo_write and update it as you go. Check your change with git_diff before you finish. \
+         Save what you learn about the project or the user that will matter in later sessions \
+         with memory_append, and use recall_memory when the user refers to earlier work. \
+         Answer briefly: say what you changed and how you checked it.",
+        project.display()
+    )
+}
