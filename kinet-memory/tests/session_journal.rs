@@ -151,15 +151,10 @@ async fn a_process_killed_during_a_slow_tool_resumes_with_what_completed() {
 
 /// SQLite's own integrity check of the file.
 fn rusqlite_check(db: &Path) -> String {
-    let output = Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA integrity_check').fetchone()[0])",
-        ])
-        .arg(db)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    let connection = rusqlite::Connection::open(db).unwrap();
+    connection
+        .query_row("PRAGMA integrity_check", [], |row| row.get::<_, String>(0))
+        .unwrap()
 }
 
 #[tokio::test]
