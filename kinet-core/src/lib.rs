@@ -92,6 +92,7 @@ pub mod pipeline;
 mod providers;
 mod random;
 pub mod sandbox;
+pub mod schema;
 mod scripted;
 pub mod session;
 mod tooldef;

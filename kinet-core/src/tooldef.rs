@@ -189,6 +189,10 @@ pub fn schema_for<T: JsonSchema>() -> serde_json::Value {
         // `true` or `{}`: any object.
         schema = serde_json::json!({"type": "object", "properties": {}});
     }
+    // Recursive types keep a `$ref` schemars cannot inline.
+    if schema.to_string().contains("\"$ref\"") {
+        schema = crate::schema::sanitize(&schema, crate::schema::SchemaDialect::OpenAi);
+    }
     schema
 }
 

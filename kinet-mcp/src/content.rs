@@ -92,74 +92,16 @@ fn base64_len(data: &str) -> usize {
 }
 
 /// Makes a server's input schema acceptable to model providers: an object
-/// schema with `properties`, without `$schema`, with local `$ref`s to
-/// `$defs`/`definitions` inlined (many compatible servers reject `$ref`).
+/// schema with `properties`, every local `$ref` inlined (to `$defs`,
+/// `definitions` or any JSON pointer such as `#/properties/a`; many
+/// compatible servers reject `$ref`), bookkeeping keywords (`$schema`,
+/// `$id`, ...) dropped. Provider-specific rules are applied when a request
+/// is built (see `kinet_core::schema`).
 pub(crate) fn normalize_schema(schema: &Map<String, Value>) -> Value {
-    let mut schema = Value::Object(schema.clone());
-    let definitions = schema
-        .get("$defs")
-        .or_else(|| schema.get("definitions"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let original = schema.clone();
-    inline_refs(&mut schema, &definitions, 0);
-    // Recursive schemas keep refs (and need their definitions); a schema
-    // that inlining blows up stays as the server sent it.
-    let text = schema.to_string();
-    if text.len() > 64 * 1024 {
-        schema = original;
-    }
-    let refs_left = schema.to_string().contains("\"$ref\"");
-    if let Some(object) = schema.as_object_mut() {
-        object.remove("$schema");
-        if !refs_left {
-            object.remove("$defs");
-            object.remove("definitions");
-        }
-        object.entry("type").or_insert_with(|| "object".into());
-        if object.get("type").and_then(Value::as_str) == Some("object") {
-            object
-                .entry("properties")
-                .or_insert_with(|| Value::Object(Map::new()));
-        }
-    }
-    schema
-}
-
-fn inline_refs(value: &mut Value, definitions: &Value, depth: usize) {
-    if depth > 16 {
-        return; // recursive schemas keep their remaining refs
-    }
-    match value {
-        Value::Object(object) => {
-            if let Some(Value::String(reference)) = object.get("$ref") {
-                let name = reference
-                    .strip_prefix("#/$defs/")
-                    .or_else(|| reference.strip_prefix("#/definitions/"));
-                if let Some(target) = name.and_then(|n| definitions.get(n)).cloned() {
-                    object.remove("$ref");
-                    if let Value::Object(fields) = target {
-                        for (key, field) in fields {
-                            object.entry(key).or_insert(field);
-                        }
-                    }
-                    inline_refs(value, definitions, depth + 1);
-                    return;
-                }
-            }
-            for (key, child) in object.iter_mut() {
-                if key != "$defs" && key != "definitions" {
-                    inline_refs(child, definitions, depth + 1);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                inline_refs(item, definitions, depth + 1);
-            }
-        }
-        _ => {}
-    }
+    kinet_core::schema::sanitize(
+        &Value::Object(schema.clone()),
+        kinet_core::schema::SchemaDialect::OpenAi,
+    )
 }
 
 #[cfg(test)]

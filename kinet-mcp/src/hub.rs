@@ -48,6 +48,8 @@ struct HubInner {
     tool_cache: std::sync::Mutex<Option<Arc<NamedTools>>>,
     /// The pipeline and context of the host's direct calls (`call`).
     direct: (Pipeline, ToolCtx),
+    /// Tools the model found with `mcp_tool_search`.
+    loaded: Arc<crate::search::Loaded>,
 }
 
 impl Drop for HubInner {
@@ -127,6 +129,7 @@ impl McpHub {
                 changed,
                 shutdown,
                 tool_cache: std::sync::Mutex::new(None),
+                loaded: Arc::default(),
                 direct: (
                     Pipeline::new().with_policy(ApprovalPolicy::never()),
                     ToolCtx::new(std::env::current_dir().unwrap_or_else(|_| ".".into())),
@@ -189,6 +192,10 @@ impl McpHub {
 
     /// Stops every server (their process groups are killed).
     pub async fn shutdown(&self) {
+        for slot in &self.inner.slots {
+            slot.stopping
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         self.inner.shutdown.cancel();
         let _ = self
             .wait_until(Instant::now() + Duration::from_secs(5))
@@ -341,12 +348,46 @@ impl ToolSource for McpHub {
         "mcp"
     }
 
+    /// The ready servers' tools; past
+    /// [`HubSettings::tool_search_budget`], the tools the model found so
+    /// far and `mcp_tool_search` for the rest.
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
         self.wait_until(ready_by).await;
-        self.named_tools()
+        let named = self.named_tools();
+        let over_budget = self
+            .inner
+            .settings
+            .tool_search_budget
+            .is_some_and(|budget| {
+                named
+                    .tools
+                    .iter()
+                    .map(|t| crate::search::spec_tokens(t))
+                    .sum::<usize>()
+                    > budget
+            });
+        if !over_budget {
+            return named
+                .tools
+                .iter()
+                .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>)
+                .collect();
+        }
+        let (loaded, rest): (Vec<_>, Vec<_>) = named
             .tools
             .iter()
-            .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>)
-            .collect()
+            .cloned()
+            .partition(|tool| self.inner.loaded.contains(&tool.name));
+        let mut offered: Vec<Arc<dyn DynTool>> = loaded
+            .into_iter()
+            .map(|tool| tool as Arc<dyn DynTool>)
+            .collect();
+        if !rest.is_empty() {
+            offered.push(Arc::new(crate::search::SearchTool::new(
+                rest,
+                Arc::clone(&self.inner.loaded),
+            )));
+        }
+        offered
     }
 }

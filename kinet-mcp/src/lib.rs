@@ -1,13 +1,20 @@
 //! MCP for kinet agents: a client hub that discovers the user's configured
-//! MCP servers (Claude Desktop, Claude Code, Codex) and exposes their tools
-//! to the loop as `mcp__<server>__<tool>`.
+//! MCP servers (Claude Code, Claude Desktop, Codex, Cursor, VS Code) and
+//! exposes their tools to the loop as `mcp__<server>__<tool>`.
 //!
-//! - [`Discovery`] reads the configuration files; every server is tagged
-//!   with its [`ConfigSource`], and a bad file is reported, never fatal.
+//! - [`Discovery`] reads the configuration files with Claude Code's
+//!   documented semantics (scopes local > project > user, approvals,
+//!   `${VAR}` expansion that names what is missing, parent `.mcp.json`
+//!   files, the managed file); every server is tagged with its
+//!   [`ConfigSource`], and a bad file is reported, never fatal.
 //! - [`McpHub`] starts every server concurrently (stdio children in their
-//!   own process group, or streamable HTTP), lists their tools, restarts
-//!   dropped connections with backoff, refreshes on `tools/list_changed`,
-//!   and is a [`kinet_core::tool::ToolSource`] for the loop.
+//!   own process group, streamable HTTP, or the legacy HTTP+SSE
+//!   transport), lists their tools, restarts dropped connections with
+//!   backoff, pings remote servers so one that went away is noticed,
+//!   refreshes on `tools/list_changed`, and is a
+//!   [`kinet_core::tool::ToolSource`] for the loop. Tool schemas have every
+//!   `$ref` inlined; each provider gets them in its own dialect
+//!   ([`kinet_core::schema`]).
 //!
 //! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
 //!   chosen tools) to other MCP clients over stdio or streamable HTTP.
@@ -21,9 +28,11 @@
 //! working directory: paths outside are refused), approval policy (by
 //! default only calls that change nothing run) and timeout.
 //!
-//! Modules: `config` (discovery), `supervisor` (one client connection,
-//! restarted when it drops), `remote_tool` (an MCP tool as a kinet tool),
-//! `hub`, `settings`, `server` (kinet as an MCP server).
+//! Modules: `config` (discovery: `claude`, `editors`, `codex`, `plugins`,
+//! `entry`, `expand`), `supervisor` (one client connection, restarted when
+//! it drops), `sse` (the legacy SSE client transport), `remote_tool` (an
+//! MCP tool as a kinet tool), `hub`, `settings`, `server` (kinet as an MCP
+//! server; `gate` checks origin and token).
 //!
 //! Built on the official Rust SDK, `rmcp`.
 
@@ -33,8 +42,10 @@ mod hub;
 mod naming;
 mod progress;
 mod remote_tool;
+mod search;
 mod server;
 mod settings;
+mod sse;
 mod supervisor;
 
 pub use config::{

@@ -67,11 +67,19 @@ impl McpTool {
         // pipeline drops the call; rmcp's own timeout option would cost a
         // watcher per request.
         let options = PeerRequestOptions::no_options();
-        let limit = match ctx.deadline() {
-            Some(deadline) => deadline.saturating_duration_since(Instant::now()),
-            None => self.timeout,
+        // The server's timeout bounds the silence, not the call: each
+        // progress notification starts it again (a long tool that reports
+        // progress is not cut off). A deadline from the host or the agent
+        // holds as it is.
+        let idle = self.timeout;
+        let hard = ctx.deadline();
+        let limit_from = |now: Instant| {
+            let soft = now + idle;
+            hard.map_or(soft, |hard| hard.min(soft))
         };
-        let deadline = tokio::time::sleep(limit);
+        let started = Instant::now();
+        let limit = limit_from(started).saturating_duration_since(started);
+        let deadline = tokio::time::sleep_until(limit_from(started));
         let handle = connection
             .peer
             .send_request_with_option(
@@ -79,7 +87,7 @@ impl McpTool {
                 options,
             )
             .await
-            .map_err(|e| call_error(server, &self.tool, e, limit))?;
+            .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
         let id = handle.id.clone();
         let peer = handle.peer.clone();
         let mut progress = connection
@@ -102,6 +110,7 @@ impl McpTool {
                 }
                 Some(update) = progress.next() => {
                     report_progress(ctx, update);
+                    deadline.as_mut().reset(limit_from(Instant::now()));
                 },
             }
         };
@@ -119,7 +128,7 @@ impl McpTool {
             Ok(_) => Err(ToolError::failed(format!(
                 "the MCP server `{server}` answered tools/call with something else"
             ))),
-            Err(error) => Err(call_error(server, &self.tool, error, limit)),
+            Err(error) => Err(call_error(&self.slot, &self.tool, error, limit)),
         }
     }
 }
@@ -135,12 +144,20 @@ fn report_progress(ctx: &ToolCtx, update: rmcp::model::ProgressNotificationParam
     ctx.progress(format!("{line}\n"));
 }
 
-fn call_error(server: &str, tool: &str, error: ServiceError, timeout: Duration) -> ToolError {
+fn call_error(slot: &ServerSlot, tool: &str, error: ServiceError, timeout: Duration) -> ToolError {
+    let server = slot.config.name.as_str();
     match error {
+        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+            if slot.stopping.load(std::sync::atomic::Ordering::SeqCst) =>
+        {
+            ToolError::unavailable(format!(
+                "the MCP server `{server}` was stopped (the host is shutting its MCP servers down) while `{tool}` ran; it is not available any more"
+            ))
+        }
         ServiceError::Timeout { .. } => ToolError::new(
             ToolErrorKind::Timeout,
             format!(
-                "the MCP tool `{tool}` on `{server}` did not answer within {:.0} s",
+                "the MCP tool `{tool}` on `{server}` did not answer (nor report progress) within {:.0} s",
                 timeout.as_secs_f64()
             ),
         ),
@@ -153,7 +170,10 @@ fn call_error(server: &str, tool: &str, error: ServiceError, timeout: Duration) 
             "the MCP server `{server}` rejected the call to `{tool}`: {} (code {})",
             error.message, error.code.0
         )),
-        other => ToolError::failed(format!("calling `{tool}` on `{server}` failed: {other}")),
+        other => ToolError::failed(format!(
+            "calling `{tool}` on `{server}` failed: {}",
+            crate::supervisor::service_error(&other)
+        )),
     }
 }
 
@@ -174,8 +194,10 @@ impl DynTool for McpTool {
         self.annotations
     }
 
+    /// None: the call enforces the server's timeout itself, as a limit on
+    /// silence that progress notifications restart.
     fn timeout(&self) -> Option<Duration> {
-        Some(self.timeout)
+        None
     }
 
     fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {

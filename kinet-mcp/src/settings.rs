@@ -8,7 +8,8 @@ use std::time::Duration;
 pub struct HubSettings {
     /// How long `initialize` may take. Default 30 s.
     pub startup_timeout: Duration,
-    /// How long one `tools/call` may take. Default 120 s.
+    /// How long one `tools/call` may go without an answer or a progress
+    /// notification (each notification starts it again). Default 120 s.
     pub tool_timeout: Duration,
     /// Consecutive restarts after a dropped connection before the server is
     /// marked failed. Default 5.
@@ -19,6 +20,17 @@ pub struct HubSettings {
     pub max_restart_backoff: Duration,
     /// The client name sent in `initialize`. Default `kinet`.
     pub client_name: String,
+    /// How often a remote (HTTP or SSE) server is pinged while idle, so a
+    /// server that went away is noticed, reported and reconnected. Default
+    /// 15 s.
+    pub health_check: Duration,
+    /// When the MCP tools' schemas would take more than this many tokens
+    /// of every request, the model is offered `mcp_tool_search` instead
+    /// (names and one-line descriptions, keyword search) and each tool it
+    /// finds is offered in full from its next step, for the hub's
+    /// lifetime. `None`: always every tool. Default `Some(12_000)`, about
+    /// 10% of a 128k-token window; set it from your model's window.
+    pub tool_search_budget: Option<usize>,
 }
 
 impl Default for HubSettings {
@@ -30,6 +42,8 @@ impl Default for HubSettings {
             restart_backoff: Duration::from_millis(250),
             max_restart_backoff: Duration::from_secs(10),
             client_name: "kinet".into(),
+            health_check: Duration::from_secs(15),
+            tool_search_budget: Some(12_000),
         }
     }
 }

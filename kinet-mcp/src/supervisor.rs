@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use process_wrap::tokio::CommandWrap;
 #[cfg(unix)]
@@ -103,13 +103,20 @@ pub(crate) struct ServerSlot {
     pub(crate) tools: Mutex<Vec<Tool>>,
     pub(crate) connection: Mutex<Option<Connection>>,
     pub(crate) pid: Mutex<Option<u32>>,
-    pub(crate) stderr: Arc<Mutex<VecDeque<String>>>,
+    /// The last lines the server wrote to stderr, with when.
+    pub(crate) stderr: Arc<Mutex<VecDeque<(Instant, String)>>>,
+    /// The hub is shutting down: a call cut off now will not be retried.
+    pub(crate) stopping: std::sync::atomic::AtomicBool,
 }
 
 const STDERR_LINES: usize = 50;
 
 /// Longest stderr line kept, in characters.
 const STDERR_LINE_CHARS: usize = 1000;
+
+/// A dropped connection's reason quotes stderr written this shortly
+/// before (its last words, not what earlier failed calls printed).
+const LAST_WORDS: Duration = Duration::from_secs(5);
 
 /// A connection up this long resets the restart budget.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
@@ -128,6 +135,7 @@ impl ServerSlot {
             connection: Mutex::new(None),
             pid: Mutex::new(None),
             stderr: Arc::new(Mutex::new(VecDeque::new())),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -144,14 +152,30 @@ impl ServerSlot {
         self.connection.lock().ok().and_then(|c| c.clone())
     }
 
-    fn stderr_tail(&self, lines: usize) -> String {
-        let tail = self.stderr.lock().map(|t| t.clone()).unwrap_or_default();
+    /// The last `lines` lines written at or after `since`.
+    fn stderr_tail(&self, lines: usize, since: Option<Instant>) -> String {
+        let tail: Vec<String> = self
+            .stderr
+            .lock()
+            .map(|t| {
+                t.iter()
+                    .filter(|(at, _)| since.is_none_or(|since| *at >= since))
+                    .map(|(_, line)| line.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
         let skip = tail.len().saturating_sub(lines);
-        tail.into_iter().skip(skip).collect::<Vec<_>>().join("\n")
+        tail[skip..].join("\n")
     }
 
+    /// `reason` with everything stderr got since this start attempt.
     fn with_stderr(&self, reason: String) -> String {
-        let tail = self.stderr_tail(10);
+        self.with_stderr_since(reason, None)
+    }
+
+    /// `reason` with what stderr got at or after `since`.
+    fn with_stderr_since(&self, reason: String, since: Option<Instant>) -> String {
+        let tail = self.stderr_tail(10, since);
         if tail.is_empty() {
             reason
         } else {
@@ -257,8 +281,25 @@ pub(crate) async fn supervise(
         // the hub shuts down.
         let cancel = service.cancellation_token();
         let mut waiting = std::pin::pin!(service.waiting());
+        // A remote server can go away without closing anything the client
+        // holds (streamable HTTP keeps no connection open): ping it, so
+        // `status()` stops saying Ready and the tools leave the next turn.
+        let remote = !matches!(slot.config.transport, ServerTransport::Stdio { .. });
+        let mut health =
+            tokio::time::interval(settings.health_check.max(Duration::from_millis(10)));
+        health.tick().await;
         let reason = loop {
             tokio::select! {
+                _ = health.tick(), if remote => {
+                    let ping = peer.send_request(rmcp::model::ClientRequest::PingRequest(
+                        rmcp::model::PingRequest::default(),
+                    ));
+                    match tokio::time::timeout(startup_timeout.min(Duration::from_secs(10)), ping).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(error)) => break format!("it stopped answering (ping: {})", service_error(&error)),
+                        Err(_) => break "it stopped answering (no reply to a ping)".to_owned(),
+                    }
+                }
                 _ = shutdown.cancelled() => {
                     cancel.cancel();
                     let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
@@ -290,17 +331,25 @@ pub(crate) async fn supervise(
         }
         failures += 1;
         let gave_up = failures > settings.max_restarts;
+        // Let the stderr reader catch the child's last words.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let connected = connected_at.into_std();
+        let since = Some(
+            Instant::now()
+                .checked_sub(LAST_WORDS)
+                .map_or(connected, |recent| recent.max(connected)),
+        );
         let next = if gave_up {
             ServerState::Failed {
-                reason: slot.with_stderr(format!(
-                    "{reason}; gave up after {} restarts",
-                    settings.max_restarts
-                )),
+                reason: slot.with_stderr_since(
+                    format!("{reason}; gave up after {} restarts", settings.max_restarts),
+                    since,
+                ),
             }
         } else {
             ServerState::Restarting {
                 attempt: failures,
-                reason: slot.with_stderr(reason),
+                reason: slot.with_stderr_since(reason, since),
             }
         };
         // Leave `Ready` and drop the connection in one step, before anything
@@ -373,7 +422,10 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                             if tail.len() == STDERR_LINES {
                                 tail.pop_front();
                             }
-                            tail.push_back(line.chars().take(STDERR_LINE_CHARS).collect());
+                            tail.push_back((
+                                Instant::now(),
+                                line.chars().take(STDERR_LINE_CHARS).collect(),
+                            ));
                         }
                     }
                 });
@@ -382,7 +434,7 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .clone()
                 .serve(transport)
                 .await
-                .map_err(|e| format!("initialize failed: {e}"))?;
+                .map_err(|e| init_error(&e, &format!("`{command}`")))?;
             Ok((service, handler))
         }
         ServerTransport::Http {
@@ -390,14 +442,10 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             headers,
             bearer_token,
         } => {
-            let mut custom = HashMap::new();
-            for (name, value) in headers {
-                let name = http::HeaderName::from_bytes(name.as_bytes())
-                    .map_err(|_| format!("invalid header name `{name}`"))?;
-                let value = http::HeaderValue::from_str(value)
-                    .map_err(|_| format!("invalid value for header `{name}`"))?;
-                custom.insert(name, value);
-            }
+            let custom: HashMap<_, _> = crate::sse::header_map(headers)?
+                .into_iter()
+                .filter_map(|(name, value)| Some((name?, value)))
+                .collect();
             let mut config =
                 StreamableHttpClientTransportConfig::with_uri(url.clone()).custom_headers(custom);
             if let Some(token) = bearer_token {
@@ -408,10 +456,76 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .clone()
                 .serve(transport)
                 .await
-                .map_err(|e| format!("initialize failed at {url}: {e}"))?;
+                .map_err(|e| init_error(&e, url))?;
+            Ok((service, handler))
+        }
+        ServerTransport::Sse { url, headers } => {
+            let timeout = slot
+                .config
+                .startup_timeout
+                .unwrap_or(settings.startup_timeout);
+            let transport = crate::sse::SseTransport::connect(url, headers, timeout).await?;
+            let service = handler
+                .clone()
+                .serve(transport)
+                .await
+                .map_err(|e| init_error(&e, url))?;
             Ok((service, handler))
         }
     }
+}
+
+/// A failed `initialize` in the user's terms: the HTTP status and what to
+/// check, or what the transport said, without the SDK's type names.
+fn init_error(error: &rmcp::service::ClientInitializeError, peer: &str) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match error {
+        E::TransportError { error, .. } => {
+            let text = error_chain(&*error.error);
+            if text.starts_with("Auth required") {
+                format!(
+                    "401 from {peer}: the server wants authorization; check the token or headers configured for it"
+                )
+            } else if text.starts_with("Insufficient scope") {
+                format!("403 from {peer}: the token lacks a scope the server needs")
+            } else {
+                format!("initialize failed at {peer}: {text}")
+            }
+        }
+        E::ConnectionClosed(_) => {
+            format!("{peer} closed the connection before answering initialize")
+        }
+        other => format!("initialize failed at {peer}: {other}"),
+    }
+}
+
+/// A request's failure in the user's terms (the transport's own words,
+/// without the SDK's type names).
+pub(crate) fn service_error(error: &rmcp::ServiceError) -> String {
+    use rmcp::ServiceError as E;
+    match error {
+        E::TransportSend(error) => error_chain(&*error.error),
+        E::TransportClosed => "the connection closed".to_owned(),
+        E::McpError(error) => format!("{} (code {})", error.message, error.code.0),
+        E::Timeout { timeout } => format!("no answer within {:.1} s", timeout.as_secs_f64()),
+        other => other.to_string(),
+    }
+}
+
+/// An error and its causes, joined with `: ` (what reqwest and hyper put
+/// in the chain is what the user needs: "connection refused").
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// `tools/list`, following cursors (at most 100 pages).
@@ -422,7 +536,7 @@ pub(crate) async fn list_tools(peer: &Peer<RoleClient>) -> Result<Vec<Tool>, Str
         let page = peer
             .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| service_error(&e))?;
         tools.extend(page.tools);
         cursor = page.next_cursor;
         if cursor.is_none() {

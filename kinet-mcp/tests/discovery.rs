@@ -230,7 +230,7 @@ fn malformed_sources_are_reported_and_the_rest_still_load() {
         .env(BTreeMap::new())
         .discover();
     let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["b", "fine"]);
+    assert_eq!(names, ["b", "fine", "legacy"]);
     let messages: Vec<String> = found
         .problems
         .iter()
@@ -242,7 +242,7 @@ fn malformed_sources_are_reported_and_the_rest_still_load() {
             )
         })
         .collect();
-    assert_eq!(messages.len(), 5, "{messages:#?}");
+    assert_eq!(messages.len(), 4, "{messages:#?}");
     assert!(
         messages
             .iter()
@@ -262,11 +262,6 @@ fn malformed_sources_are_reported_and_the_rest_still_load() {
         messages
             .iter()
             .any(|m| m.contains("server `bad-args`: `args` must be an array"))
-    );
-    assert!(
-        messages
-            .iter()
-            .any(|m| m.contains("server `legacy`: the legacy SSE transport"))
     );
 
     // An empty home: nothing, no problems.
@@ -305,6 +300,17 @@ fn project_servers_need_the_users_approval() {
         &project.path().join(".claude/settings.local.json"),
         r#"{"enabledMcpjsonServers": ["one", "two"], "disabledMcpjsonServers": ["two"]}"#,
     );
+    assert!(
+        enabled(&discovery.clone().discover()).is_empty(),
+        "a project the user never trusted cannot approve its own servers"
+    );
+    write(
+        &home.path().join(".claude.json"),
+        &format!(
+            r#"{{"projects": {{"{}": {{"hasTrustDialogAccepted": true}}}}}}"#,
+            project.path().display()
+        ),
+    );
     assert_eq!(enabled(&discovery.clone().discover()), ["one"]);
     write(
         &project.path().join(".claude/settings.json"),
@@ -316,4 +322,230 @@ fn project_servers_need_the_users_approval() {
         ["one", "three"],
         "an explicit disable still wins"
     );
+}
+
+fn enabled_names(found: &kinet_mcp::Discovered) -> Vec<String> {
+    found
+        .servers
+        .iter()
+        .filter(|s| s.enabled)
+        .map(|s| s.name.clone())
+        .collect()
+}
+
+fn command_of(server: &ServerConfig) -> String {
+    match &server.transport {
+        ServerTransport::Stdio { command, .. } => command.clone(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// What `claude mcp list` showed for the same files: local > project >
+/// user, unset variables kept and named, `disabledMcpServers`,
+/// `enabledMcpjsonServers` in the user's settings, a trailing slash, a
+/// parent directory's `.mcp.json`, and SSE servers.
+#[test]
+fn discovery_resolves_like_claude_code() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let root = tempfile::tempdir().unwrap();
+    // A repository with the project in a subdirectory; `.mcp.json` at the
+    // repository root and another in the project.
+    let repo = root.path().join("repo");
+    let project = repo.join("packages/app");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::create_dir_all(&project).unwrap();
+    write(
+        &repo.join(".mcp.json"),
+        r#"{"mcpServers": {
+            "same": {"command": "from-project"},
+            "parent-only": {"command": "parent"},
+            "near": {"command": "far-copy"},
+            "legacy": {"type": "sse", "url": "https://legacy.example.invalid/sse", "headers": {"X-Key": "${LEGACY_KEY:-anon}"}},
+            "untyped-url": {"url": "https://x.example.invalid/mcp"}
+        }}"#,
+    );
+    write(
+        &project.join(".mcp.json"),
+        r#"{"mcpServers": {"near": {"command": "near-copy"}}}"#,
+    );
+    // The local scope is keyed by the repository root, written with a
+    // trailing slash.
+    write(
+        &h.join(".claude.json"),
+        &format!(
+            r#"{{
+                "mcpServers": {{
+                    "same": {{"command": "from-user"}},
+                    "user-only": {{"command": "u", "env": {{"AUTH": "Bearer ${{API_TOKEN}}"}}}},
+                    "toggled-off": {{"command": "t"}}
+                }},
+                "projects": {{"{}/": {{
+                    "mcpServers": {{"same": {{"command": "from-local"}}}},
+                    "disabledMcpServers": ["toggled-off"]
+                }}}}
+            }}"#,
+            repo.display()
+        ),
+    );
+    write(
+        &h.join(".claude/settings.json"),
+        r#"{"enabledMcpjsonServers": ["parent-only", "near", "legacy"]}"#,
+    );
+    let found = Discovery::new()
+        .home(h)
+        .project(&project)
+        .env(BTreeMap::new())
+        .discover();
+
+    let same = server(&found, "same");
+    assert_eq!(command_of(same), "from-local", "local > project > user");
+    assert!(matches!(&same.source, ConfigSource::ClaudeCodeLocal { project: p, .. } if p == &repo));
+    // Without the local entry, project beats user.
+    let found_no_local = Discovery::new()
+        .home(h)
+        .project(root.path().join("elsewhere"))
+        .env(BTreeMap::new())
+        .server(ServerConfig::stdio("unrelated", "x", vec![]))
+        .discover();
+    assert_eq!(command_of(server(&found_no_local, "same")), "from-user");
+
+    match &server(&found, "user-only").transport {
+        ServerTransport::Stdio { env, .. } => assert_eq!(env["AUTH"], "Bearer ${API_TOKEN}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        found.problems.iter().any(|p| p
+            .message
+            .contains("server `user-only`: missing environment variables: API_TOKEN")),
+        "{:?}",
+        found.problems
+    );
+    assert!(!server(&found, "toggled-off").enabled, "disabledMcpServers");
+    assert_eq!(command_of(server(&found, "parent-only")), "parent");
+    assert_eq!(
+        command_of(server(&found, "near")),
+        "near-copy",
+        "the nearest .mcp.json wins"
+    );
+    assert!(
+        matches!(&server(&found, "near").source, ConfigSource::ProjectMcpJson(f) if f == &project.join(".mcp.json"))
+    );
+    assert_eq!(
+        server(&found, "legacy").transport,
+        ServerTransport::Sse {
+            url: "https://legacy.example.invalid/sse".into(),
+            headers: [("X-Key".to_owned(), "anon".to_owned())].into(),
+        }
+    );
+    assert!(
+        found.problems.iter().any(|p| p
+            .message
+            .contains("server `untyped-url`: has a `url` but no `type`")),
+        "{:?}",
+        found.problems
+    );
+    assert_eq!(
+        enabled_names(&found),
+        ["legacy", "near", "parent-only", "same", "user-only"],
+        "approved in ~/.claude/settings.json"
+    );
+}
+
+#[test]
+fn cursor_and_vscode_files_are_read_and_project_ones_wait_for_trust() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let p = project.path();
+    write(
+        &h.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {
+            "cursor-remote": {"url": "https://c.example.invalid/sse", "headers": {"Authorization": "Bearer ${env:CURSOR_TOKEN}"}},
+            "cursor-http": {"url": "https://c.example.invalid/mcp"}
+        }}"#,
+    );
+    write(
+        &h.join(".config/Code/User/mcp.json"),
+        r#"{"servers": {"vs-user": {"type": "stdio", "command": "${userHome}/bin/srv"}}, "inputs": []}"#,
+    );
+    write(&p.join(".env.mcp"), "TOKEN=from-file\nOTHER=1\n");
+    write(
+        &p.join(".vscode/mcp.json"),
+        r#"{"servers": {"vs-project": {"command": "node", "args": ["${workspaceFolder}/server.js"], "envFile": "${workspaceFolder}/.env.mcp", "env": {"OTHER": "2", "KEY": "${input:api-key}"}}}}"#,
+    );
+    write(
+        &p.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {"cursor-project": {"command": "./run.sh"}}}"#,
+    );
+    let discovery = Discovery::new()
+        .home(h)
+        .project(p)
+        .env([("CURSOR_TOKEN".to_owned(), "ct".to_owned())].into());
+    let found = discovery.clone().discover();
+    assert_eq!(
+        server(&found, "cursor-remote").transport,
+        ServerTransport::Sse {
+            url: "https://c.example.invalid/sse".into(),
+            headers: [("Authorization".to_owned(), "Bearer ct".to_owned())].into(),
+        }
+    );
+    assert!(matches!(
+        server(&found, "cursor-http").transport,
+        ServerTransport::Http { .. }
+    ));
+    assert!(
+        matches!(&server(&found, "cursor-http").source, ConfigSource::Cursor(f) if f.ends_with(".cursor/mcp.json"))
+    );
+    assert_eq!(
+        command_of(server(&found, "vs-user")),
+        format!("{}/bin/srv", h.display())
+    );
+    let vs = server(&found, "vs-project");
+    match &vs.transport {
+        ServerTransport::Stdio { args, env, .. } => {
+            assert_eq!(args[0], format!("{}/server.js", p.display()));
+            assert_eq!(env["TOKEN"], "from-file");
+            assert_eq!(env["OTHER"], "2", "env overrides envFile");
+            assert_eq!(env["KEY"], "${input:api-key}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        found
+            .problems
+            .iter()
+            .any(|pr| pr.message.contains("input:api-key"))
+    );
+    assert!(
+        !vs.enabled && !server(&found, "cursor-project").enabled,
+        "repository files wait for trust"
+    );
+    assert!(server(&found, "vs-user").enabled && server(&found, "cursor-remote").enabled);
+    let trusted = discovery.trust_project_servers(true).discover();
+    assert!(server(&trusted, "vs-project").enabled && server(&trusted, "cursor-project").enabled);
+}
+
+#[test]
+fn a_managed_file_replaces_every_other_source() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    write(
+        &home.path().join(".claude.json"),
+        r#"{"mcpServers": {"user-server": {"command": "u"}}}"#,
+    );
+    let managed = home.path().join("managed-mcp.json");
+    write(
+        &managed,
+        r#"{"mcpServers": {"company": {"type": "http", "url": "https://mcp.corp.invalid/mcp"}}}"#,
+    );
+    let found = Discovery::new()
+        .home(home.path())
+        .project(project.path())
+        .managed_config(&managed)
+        .server(ServerConfig::stdio("host", "h", vec![]))
+        .discover();
+    let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["company", "host"]);
+    assert!(matches!(&found.servers[0].source, ConfigSource::ClaudeManaged(f) if f == &managed));
 }

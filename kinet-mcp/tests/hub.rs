@@ -395,3 +395,363 @@ async fn streamable_http_servers_work_too() {
     hub.shutdown().await;
     child.kill().await.unwrap();
 }
+
+/// After a kill -9 the restart reason quotes no stderr the server wrote
+/// before (it had no last words); a call cut off by `shutdown()` is told
+/// the server was stopped, not to try again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_and_shutdown_are_reported_truthfully() {
+    let Some(peers) = peers() else { return };
+    let script = format!(
+        "echo 'warning: noise from an earlier call' >&2; exec node {} stdio",
+        peers.join("server-everything/dist/index.js").display()
+    );
+    let noisy = ServerConfig::stdio("everything", "sh", vec!["-c".into(), script]);
+    let hub = McpHub::start(
+        vec![noisy],
+        HubSettings {
+            restart_backoff: Duration::from_secs(5),
+            ..settings()
+        },
+    );
+    ready(&hub).await;
+    let pid = hub.status()[0].pid.unwrap();
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let reason = loop {
+        if let ServerState::Restarting { reason, .. } = hub.status().remove(0).state {
+            break reason;
+        }
+        assert!(Instant::now() < deadline, "{:?}", hub.status());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(!reason.contains("noise from an earlier call"), "{reason}");
+
+    // Back up, then a long call cut off by shutdown.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hub.status()[0].state != ServerState::Ready {
+        assert!(Instant::now() < deadline, "{:?}", hub.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let in_flight = {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            hub.call(
+                "everything",
+                "trigger-long-running-operation",
+                json!({"duration": 10, "steps": 2}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    hub.shutdown().await;
+    let error = in_flight.await.unwrap().unwrap_err();
+    assert!(
+        error.message().contains("was stopped"),
+        "{}",
+        error.message()
+    );
+    assert!(
+        !error.message().contains("try the call again"),
+        "{}",
+        error.message()
+    );
+}
+
+/// The Python reference servers (`mcp-server-time`, `mcp-server-git`),
+/// from `KINET_MCP_SERVERS` (a directory holding them) or the virtual
+/// environment .ci/setup makes; loudly absent otherwise.
+fn python_servers(repo: &std::path::Path) -> Vec<ServerConfig> {
+    let dir = std::env::var("KINET_MCP_SERVERS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| "/var/tmp/kinet-mcp-servers/bin".into());
+    if !dir.join("mcp-server-time").exists() {
+        kinet_core::testing::skipped(
+            "mcp-server-time / mcp-server-git are not installed (pip install mcp-server-time mcp-server-git; .ci/test does)",
+        );
+        return Vec::new();
+    }
+    vec![
+        ServerConfig::stdio(
+            "time",
+            dir.join("mcp-server-time").display().to_string(),
+            vec!["--local-timezone".into(), "UTC".into()],
+        ),
+        ServerConfig::stdio(
+            "git",
+            dir.join("mcp-server-git").display().to_string(),
+            vec!["--repository".into(), repo.display().to_string()],
+        ),
+    ]
+}
+
+/// Every tool schema of the reference servers passes each provider's
+/// rules once sanitised, and none keeps a `$ref` (sequential-thinking's
+/// `#/properties/...` refs were left in before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reference_server_schema_passes_each_provider() {
+    use kinet_core::schema::{SchemaDialect, for_dialect, violations};
+    use kinet_core::tool::ToolSource;
+    let Some(peers) = peers() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let node = |name: &str, package: &str, args: Vec<String>| {
+        let mut all = vec![
+            peers
+                .join(package)
+                .join("dist/index.js")
+                .display()
+                .to_string(),
+        ];
+        all.extend(args);
+        ServerConfig::stdio(name, "node", all)
+    };
+    let mut servers = vec![
+        everything(&peers),
+        filesystem(&peers, dir.path()),
+        node("thinking", "server-sequential-thinking", vec![]),
+        node("memory", "server-memory", vec![]),
+    ];
+    if std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(dir.path())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        servers.extend(python_servers(dir.path()));
+    }
+    let count = servers.len();
+    let hub = McpHub::start(
+        servers,
+        HubSettings {
+            tool_search_budget: None,
+            ..settings()
+        },
+    );
+    ready(&hub).await;
+    for status in hub.status() {
+        assert_eq!(status.state, ServerState::Ready, "{status:?}");
+    }
+    let tools = hub
+        .tools(tokio::time::Instant::now() + Duration::from_secs(5))
+        .await;
+    assert!(
+        tools.len() > 30,
+        "{} tools from {count} servers",
+        tools.len()
+    );
+    for tool in &tools {
+        let schema = tool.parameters();
+        assert!(
+            !schema.to_string().contains("\"$ref\""),
+            "{}: {schema}",
+            tool.name()
+        );
+        for dialect in SchemaDialect::ALL {
+            let sent = for_dialect(&schema, dialect);
+            let problems = violations(&sent, dialect);
+            assert!(
+                problems.is_empty(),
+                "{} for {dialect:?}: {problems:?}\n{sent}",
+                tool.name()
+            );
+        }
+    }
+    hub.shutdown().await;
+}
+
+/// Eight servers with 150+ tools in full against the same servers with
+/// tool search: what a request carries, and every tool still reachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
+    use kinet_core::tool::ToolSource;
+    let Some(peers) = peers() else { return };
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let node = |name: &str, package: &str, args: Vec<String>| {
+        let mut all = vec![
+            peers
+                .join(package)
+                .join("dist/index.js")
+                .display()
+                .to_string(),
+        ];
+        all.extend(args);
+        ServerConfig::stdio(name, "node", all)
+    };
+    let catalog = |name: &str| {
+        let script =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/catalog_server.py");
+        ServerConfig::stdio(
+            name,
+            python.clone(),
+            vec![script.display().to_string(), name.into(), "45".into()],
+        )
+    };
+    let root = dir.path().display().to_string();
+    let set = || {
+        vec![
+            node("e1", "server-everything", vec!["stdio".into()]),
+            node("e2", "server-everything", vec!["stdio".into()]),
+            node("fs1", "server-filesystem", vec![root.clone()]),
+            node("fs2", "server-filesystem", vec![root.clone()]),
+            node("m1", "server-memory", vec![]),
+            node("thinking", "server-sequential-thinking", vec![]),
+            catalog("acme"),
+            catalog("globex"),
+        ]
+    };
+    let tokens = |tools: &[std::sync::Arc<dyn kinet_core::tool::DynTool>]| -> usize {
+        tools
+            .iter()
+            .map(|t| {
+                (t.name().len() + t.description().len() + t.parameters().to_string().len())
+                    .div_ceil(4)
+            })
+            .sum()
+    };
+    let soon = || tokio::time::Instant::now() + Duration::from_secs(5);
+
+    let full_hub = McpHub::start(
+        set(),
+        HubSettings {
+            tool_search_budget: None,
+            ..settings()
+        },
+    );
+    ready(&full_hub).await;
+    let all = full_hub.tools(soon()).await;
+    let full_tokens = tokens(&all);
+    full_hub.shutdown().await;
+
+    let hub = McpHub::start(set(), settings());
+    ready(&hub).await;
+    let offered = hub.tools(soon()).await;
+    let names: Vec<&str> = offered.iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        ["mcp_tool_search"],
+        "{} tools, {full_tokens} tokens in full",
+        all.len()
+    );
+    let search_tokens = tokens(&offered);
+    eprintln!(
+        "tool tokens per request: {full_tokens} for {} tools in full, {search_tokens} with tool search",
+        all.len()
+    );
+    assert!(all.len() >= 150, "{}", all.len());
+    assert!(search_tokens < 5_000, "{search_tokens}");
+
+    // The model path: search, then call what it found.
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .expect(Expectation::HasTools(vec!["mcp_tool_search".into()]))
+            .tool_call(
+                "s1",
+                "mcp_tool_search",
+                json!({"query": "echo message back"}),
+            ),
+        ScriptedTurn::new()
+            .expect(Expectation::HasTools(vec!["mcp__e1__echo".into()]))
+            .tool_call("c1", "mcp__e1__echo", json!({"message": "found it"})),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool_source(std::sync::Arc::new(hub.clone()))
+        .build();
+    let outcome = agent.run_to_completion("echo something").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let results: Vec<String> = outcome
+        .conversation
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("mcp__e1__echo —")),
+        "{results:#?}"
+    );
+    assert!(
+        results.iter().any(|r| r.contains("Echo: found it")),
+        "{results:#?}"
+    );
+
+    // Every tool can be found and is then offered in full.
+    let before = hub.tools(soon()).await;
+    let already = before.len() - 1; // found by the search above
+    let search = before
+        .into_iter()
+        .find(|t| t.name() == "mcp_tool_search")
+        .unwrap();
+    let wanted: Vec<String> = all.iter().map(|t| t.name().to_owned()).collect();
+    let prepared = search
+        .prepare(&json!({"query": format!("select:{}", wanted.join(","))}).to_string())
+        .unwrap();
+    let listed = prepared
+        .call(kinet_core::ToolCtx::new(dir.path()))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.text.lines().filter(|l| l.contains(" — ")).count(),
+        wanted.len() - already
+    );
+    let now_offered: Vec<String> = hub
+        .tools(soon())
+        .await
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    for name in &wanted {
+        assert!(
+            now_offered.contains(name),
+            "{name} not offered after it was found"
+        );
+    }
+    hub.shutdown().await;
+}
+
+/// A long tool that reports progress is not cut off by a timeout shorter
+/// than the whole call: each notification starts the timeout again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_notifications_restart_the_call_timeout() {
+    let Some(peers) = peers() else { return };
+    let server = everything(&peers).tool_timeout(Duration::from_millis(1500));
+    let hub = McpHub::start(vec![server], settings());
+    ready(&hub).await;
+    let started = Instant::now();
+    let done = hub
+        .call(
+            "everything",
+            "trigger-long-running-operation",
+            json!({"duration": 3, "steps": 6}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(started.elapsed() >= Duration::from_secs(3), "{done:?}");
+    hub.shutdown().await;
+}
+
+/// A Python with the official MCP SDK, or `None` after a loud message.
+fn python() -> Option<String> {
+    let candidates = [
+        std::env::var("KINET_PYTHON").ok(),
+        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
+        Some("python3".to_owned()),
+    ];
+    let found = candidates.into_iter().flatten().find(|python| {
+        std::process::Command::new(python)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        kinet_core::testing::skipped(
+            "the Python MCP SDK is not installed (pip install mcp==2.3.0; .ci/test does)",
+        );
+    }
+    found
+}

@@ -366,6 +366,111 @@ async fn non_loopback_binds_need_a_token_and_check_it() {
     handle.shutdown().await;
 }
 
+/// An HTTP server that goes away is noticed (a ping fails), not shown
+/// Ready forever; its tools leave, and a call says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_went_away_is_not_reported_ready() {
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", handle.local_addr().port());
+    let hub = McpHub::start(
+        vec![ServerConfig::http("remote", url)],
+        HubSettings {
+            health_check: Duration::from_millis(200),
+            restart_backoff: Duration::from_millis(50),
+            max_restarts: 1,
+            ..HubSettings::default()
+        },
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    assert_eq!(hub.status()[0].state, kinet_mcp::ServerState::Ready);
+    handle.shutdown().await;
+    let started = std::time::Instant::now();
+    loop {
+        let state = hub.status()[0].state.clone();
+        if !matches!(state, kinet_mcp::ServerState::Ready) {
+            let text = format!("{state:?}");
+            assert!(
+                text.contains("stopped answering") || text.contains("refused"),
+                "{text}"
+            );
+            assert!(!text.contains("rmcp::"), "{text}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "still Ready after the server went away"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hub.shutdown().await;
+}
+
+/// What the Python client and browsers met: a lower-case `bearer`
+/// scheme, a foreign `Origin`, and a session DELETE answered 202.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_follows_the_spec_on_auth_origin_and_delete() {
+    let handle = McpServer::builder(Agent::builder(Echo).build())
+        .allow_origin("https://app.example.com")
+        .build()
+        .serve_http("127.0.0.1:0".parse().unwrap(), Some("s3cret".into()))
+        .await
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", handle.local_addr().port());
+    let client = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |auth: &str, origin: Option<&str>| {
+        let mut request = client
+            .post(&url)
+            .header("authorization", auth)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialize.to_string());
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    let lower = post("bearer s3cret", None).await.unwrap();
+    assert_eq!(lower.status(), 200, "the scheme is case-insensitive");
+    let session = lower.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(post("BEARER s3cret", None).await.unwrap().status(), 200);
+    assert_eq!(post("Basic s3cret", None).await.unwrap().status(), 401);
+    let foreign = post("Bearer s3cret", Some("https://evil.example"))
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), 403);
+    assert!(
+        foreign
+            .text()
+            .await
+            .unwrap()
+            .contains("https://evil.example")
+    );
+    for allowed in ["http://localhost:5173", "https://app.example.com"] {
+        assert_eq!(
+            post("Bearer s3cret", Some(allowed)).await.unwrap().status(),
+            200,
+            "{allowed}"
+        );
+    }
+    let deleted = client
+        .delete(&url)
+        .header("authorization", "Bearer s3cret")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    handle.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_concurrent_sessions_do_not_cross_talk() {
     let handle = echo_server()

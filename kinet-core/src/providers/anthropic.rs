@@ -294,7 +294,7 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
                     let mut tool = json!({
                         "name": tool.name,
                         "description": tool.description,
-                        "input_schema": tool.parameters,
+                        "input_schema": crate::schema::for_dialect(&tool.parameters, crate::schema::SchemaDialect::Anthropic),
                     });
                     if cache && index + 1 == count {
                         tool["cache_control"] = json!({"type": "ephemeral"});

@@ -59,6 +59,12 @@ pub struct OpenAiConfig {
     pub system_role: String,
     /// Retries and timeouts.
     pub http: HttpSettings,
+    /// The schema rules tool parameters are rewritten to. Default
+    /// [`SchemaDialect::OpenAi`](crate::schema::SchemaDialect::OpenAi)
+    /// (refs already inlined, nothing else changed); set
+    /// [`Gemini`](crate::schema::SchemaDialect::Gemini) for Google's
+    /// OpenAI-compatible endpoint.
+    pub schema_dialect: crate::schema::SchemaDialect,
 }
 
 impl Default for OpenAiConfig {
@@ -72,6 +78,7 @@ impl Default for OpenAiConfig {
             stream_usage: true,
             system_role: "system".into(),
             http: HttpSettings::default(),
+            schema_dialect: crate::schema::SchemaDialect::OpenAi,
         }
     }
 }
@@ -99,6 +106,11 @@ impl OpenAiConfig {
     /// Sets the model used when the agent names none.
     pub fn default_model(mut self, model: impl Into<String>) -> Self {
         self.default_model = model.into();
+        self
+    }
+    /// Sets the schema rules tool parameters follow.
+    pub fn schema_dialect(mut self, dialect: crate::schema::SchemaDialect) -> Self {
+        self.schema_dialect = dialect;
         self
     }
     /// Sets the token-limit field.
@@ -322,7 +334,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                         "function": {
                             "name": tool.name,
                             "description": tool.description,
-                            "parameters": tool.parameters,
+                            "parameters": crate::schema::for_dialect(&tool.parameters, config.schema_dialect),
                         }
                     })
                 })

@@ -144,7 +144,7 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                         "type": "function",
                         "name": tool.name,
                         "description": tool.description,
-                        "parameters": tool.parameters,
+                        "parameters": crate::schema::for_dialect(&tool.parameters, config.schema_dialect),
                         "strict": false,
                     })
                 })

@@ -1,5 +1,6 @@
-//! Discovering the MCP servers a user has configured for Claude Desktop,
-//! Claude Code (user, project-local, `.mcp.json`, plugins) and Codex.
+//! Discovering the MCP servers a user has configured for Claude Code (its
+//! scopes, plugins and managed file), Claude Desktop, Codex, Cursor and VS
+//! Code.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -8,11 +9,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod claude;
 mod codex;
+mod editors;
+mod entry;
+mod expand;
 mod plugins;
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerTransport {
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
@@ -34,10 +40,19 @@ pub enum ServerTransport {
         /// Sent as `Authorization: Bearer`.
         bearer_token: Option<String>,
     },
+    /// The legacy HTTP+SSE transport (protocol 2024-11-05): an event stream
+    /// from `url` names the endpoint messages are POSTed to.
+    Sse {
+        /// The event-stream URL (often ending in `/sse`).
+        url: String,
+        /// Extra request headers, on the stream and on every POST.
+        headers: BTreeMap<String, String>,
+    },
 }
 
 /// Where a server's configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigSource {
     /// Claude Desktop's `claude_desktop_config.json`.
     ClaudeDesktop(PathBuf),
@@ -61,6 +76,12 @@ pub enum ConfigSource {
     },
     /// Codex's `config.toml`.
     Codex(PathBuf),
+    /// Claude Code's managed (enterprise) `managed-mcp.json`.
+    ClaudeManaged(PathBuf),
+    /// Cursor's `~/.cursor/mcp.json` or a project's `.cursor/mcp.json`.
+    Cursor(PathBuf),
+    /// VS Code's user `mcp.json` or a project's `.vscode/mcp.json`.
+    VsCode(PathBuf),
     /// Added by the host in code.
     Code,
 }
@@ -81,6 +102,9 @@ impl fmt::Display for ConfigSource {
                 write!(f, "Claude Code plugin {plugin} ({})", file.display())
             }
             Self::Codex(p) => write!(f, "Codex config ({})", p.display()),
+            Self::ClaudeManaged(p) => write!(f, "Claude Code managed config ({})", p.display()),
+            Self::Cursor(p) => write!(f, "Cursor config ({})", p.display()),
+            Self::VsCode(p) => write!(f, "VS Code config ({})", p.display()),
             Self::Code => f.write_str("host code"),
         }
     }
@@ -99,7 +123,8 @@ pub struct ServerConfig {
     pub enabled: bool,
     /// How long `initialize` + `tools/list` may take. `None`: the hub's default.
     pub startup_timeout: Option<Duration>,
-    /// How long one `tools/call` may take. `None`: the hub's default.
+    /// How long one `tools/call` may go without an answer or a progress
+    /// notification. `None`: the hub's default.
     pub tool_timeout: Option<Duration>,
     /// When set, only these tools are exposed.
     pub enabled_tools: Option<Vec<String>>,
@@ -129,6 +154,18 @@ impl ServerConfig {
                 url: url.into(),
                 headers: BTreeMap::new(),
                 bearer_token: None,
+            },
+        )
+    }
+
+    /// A legacy HTTP+SSE server added in code (`url` is the event stream,
+    /// often ending in `/sse`).
+    pub fn sse(name: impl Into<String>, url: impl Into<String>) -> Self {
+        Self::new(
+            name,
+            ServerTransport::Sse {
+                url: url.into(),
+                headers: BTreeMap::new(),
             },
         )
     }
@@ -200,9 +237,29 @@ pub struct Discovered {
 /// and the environment are injectable so tests use temp dirs.
 ///
 /// Sources, from lowest to highest precedence (a later one replaces a
-/// server of the same name): Claude Desktop, Codex, Claude Code user scope,
-/// Claude Code plugins, Claude Code local scope (this project), the
-/// project's `.mcp.json`, servers added in code.
+/// server of the same name, whole; fields are never merged):
+///
+/// 1. Claude Desktop; Codex (`$CODEX_HOME/config.toml`); VS Code's user
+///    `mcp.json`; `~/.cursor/mcp.json`;
+/// 2. the project's `.vscode/mcp.json` and `.cursor/mcp.json` (listed
+///    disabled unless the host [trusts project
+///    servers](Self::trust_project_servers): they come with the repository);
+/// 3. Claude Code, in its own documented order local > project > user >
+///    plugins: installed plugins, user scope (`~/.claude.json`), project
+///    scope (every `.mcp.json` from the project's farthest ancestor down to
+///    the project, the nearest winning; each server runs only once approved),
+///    local scope (the project's entry in `~/.claude.json`, keyed by the
+///    repository root as Claude Code keys it; its `disabledMcpServers` turn
+///    off servers of the other scopes);
+/// 4. servers added in code.
+///
+/// When Claude Code's managed file exists (`/etc/claude-code/managed-mcp.json`
+/// on Linux), only its servers and those added in code are used, as Claude
+/// Code does. `${VAR}` (`${VAR:-default}`) is expanded in Claude files and
+/// `${env:VAR}`, `${workspaceFolder}`, `${userHome}` in the editors'; a
+/// variable that is not set is kept as written and reported in
+/// [`Discovered::problems`], naming it. Each server's
+/// [`source`](ServerConfig::source) says where it came from.
 ///
 /// ```
 /// use kinet_mcp::Discovery;
@@ -223,6 +280,7 @@ pub struct Discovery {
     env: Option<BTreeMap<String, String>>,
     extra: Vec<ServerConfig>,
     trust_project: bool,
+    managed: Option<PathBuf>,
 }
 
 impl Discovery {
@@ -250,14 +308,23 @@ impl Discovery {
         self
     }
 
-    /// Starts a project's `.mcp.json` servers even when the user has not
-    /// approved them. Default: off — like Claude Code, a project server runs
-    /// only when approved (`enableAllProjectMcpServers`,
-    /// `enabledMcpjsonServers` in `~/.claude.json` for the project or in the
-    /// project's `.claude/settings*.json`); unapproved or
-    /// `disabledMcpjsonServers` ones are listed disabled.
+    /// Starts servers that come with the project (its `.mcp.json` files,
+    /// `.vscode/mcp.json`, `.cursor/mcp.json`) even when the user has not
+    /// approved them. Default: off. Like Claude Code, a `.mcp.json` server
+    /// runs only when approved (`enableAllProjectMcpServers` or
+    /// `enabledMcpjsonServers` in `~/.claude/settings.json`, in the project's
+    /// entry of `~/.claude.json`, or, for a project trusted in Claude Code,
+    /// in its `.claude/settings*.json`); unapproved ones and those in any
+    /// `disabledMcpjsonServers` are listed disabled.
     pub fn trust_project_servers(mut self, trust: bool) -> Self {
         self.trust_project = trust;
+        self
+    }
+
+    /// Reads Claude Code's managed server list from this file instead of
+    /// the system-wide one. Default: the OS's managed path.
+    pub fn managed_config(mut self, file: impl Into<PathBuf>) -> Self {
+        self.managed = Some(file.into());
         self
     }
 
@@ -274,7 +341,7 @@ impl Discovery {
         }
     }
 
-    fn home_dir(&self) -> Option<PathBuf> {
+    pub(super) fn home_dir(&self) -> Option<PathBuf> {
         self.home
             .clone()
             .or_else(|| self.var("HOME").map(PathBuf::from))
@@ -304,66 +371,51 @@ impl Discovery {
         let project = self
             .project
             .clone()
-            .or_else(|| std::env::current_dir().ok());
-        if let Some(home) = self.home_dir() {
-            let desktop = self.claude_desktop_path(&home);
-            if let Some(json) = found.read_json(&desktop) {
-                self.servers_from_json(
-                    &json,
-                    "mcpServers",
-                    &ConfigSource::ClaudeDesktop(desktop.clone()),
-                    &desktop,
-                    None,
-                    &mut found,
-                );
-            }
-            let codex_home = self
-                .var("CODEX_HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| home.join(".codex"));
-            self.codex(&codex_home.join("config.toml"), &mut found);
-            let claude = home.join(".claude.json");
-            let claude_json = found.read_json(&claude);
-            if let Some(json) = &claude_json {
-                self.servers_from_json(
-                    json,
-                    "mcpServers",
-                    &ConfigSource::ClaudeCodeUser(claude.clone()),
-                    &claude,
-                    None,
-                    &mut found,
-                );
-            }
-            self.plugins(&home, &mut found);
-            if let (Some(json), Some(project)) = (&claude_json, &project)
-                && let Some(projects) = json.get("projects").and_then(Value::as_object)
-            {
-                let key = project.display().to_string();
-                if let Some(entry) = projects.get(&key) {
-                    let source = ConfigSource::ClaudeCodeLocal {
-                        file: claude.clone(),
-                        project: project.clone(),
-                    };
-                    self.servers_from_json(entry, "mcpServers", &source, &claude, None, &mut found);
+            .or_else(|| std::env::current_dir().ok())
+            .map(|p| claude::normalize(&p));
+        let home = self.home_dir();
+        let managed = self.managed_file();
+        if let Some(json) = found.read_json(&managed) {
+            let source = ConfigSource::ClaudeManaged(managed.clone());
+            self.servers_from_json(&json, "mcpServers", &source, &managed, None, &mut found);
+        } else {
+            if let Some(home) = &home {
+                let desktop = self.claude_desktop_path(home);
+                if let Some(json) = found.read_json(&desktop) {
+                    let source = ConfigSource::ClaudeDesktop(desktop.clone());
+                    self.servers_from_json(
+                        &json,
+                        "mcpServers",
+                        &source,
+                        &desktop,
+                        None,
+                        &mut found,
+                    );
                 }
+                let codex_home = self
+                    .var("CODEX_HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| home.join(".codex"));
+                self.codex(&codex_home.join("config.toml"), &mut found);
+                self.editor_user_files(home, &mut found);
             }
-        }
-        if let Some(project) = &project {
-            let file = project.join(".mcp.json");
-            if let Some(json) = found.read_json(&file) {
-                self.servers_from_json(
-                    &json,
-                    "mcpServers",
-                    &ConfigSource::ProjectMcpJson(file.clone()),
-                    &file,
-                    None,
-                    &mut found,
-                );
-                let approval = self.project_approval(project, &mut found);
-                for server in found.servers.values_mut() {
-                    if matches!(server.source, ConfigSource::ProjectMcpJson(_)) {
-                        server.enabled &= approval.allows(&server.name, self.trust_project);
-                    }
+            if let Some(project) = &project {
+                self.editor_project_files(project, &mut found);
+            }
+            let claude = home.as_ref().map(|h| h.join(".claude.json"));
+            if let Some(home) = &home {
+                self.plugins(home, &mut found);
+            }
+            if let Some(claude) = &claude
+                && let Some(json) = found.read_json(claude)
+            {
+                let source = ConfigSource::ClaudeCodeUser(claude.clone());
+                self.servers_from_json(&json, "mcpServers", &source, claude, None, &mut found);
+            }
+            if let Some(project) = &project {
+                self.project_mcp_json(project, &mut found);
+                if let Some(claude) = &claude {
+                    self.local_scope(claude, project, &mut found);
                 }
             }
         }
@@ -374,180 +426,6 @@ impl Discovery {
             servers: found.servers.into_values().collect(),
             problems: found.problems,
         }
-    }
-
-    /// What the user approved of the project's `.mcp.json` servers.
-    fn project_approval(&self, project: &Path, found: &mut Collected) -> Approval {
-        let mut approval = Approval::default();
-        let mut sources: Vec<Value> = Vec::new();
-        if let Some(home) = self.home_dir()
-            && let Some(json) = found.read_json(&home.join(".claude.json"))
-            && let Some(entry) = json
-                .get("projects")
-                .and_then(|p| p.get(project.display().to_string()))
-        {
-            sources.push(entry.clone());
-        }
-        for name in ["settings.json", "settings.local.json"] {
-            if let Some(json) = found.read_json(&project.join(".claude").join(name)) {
-                sources.push(json);
-            }
-        }
-        for source in sources {
-            if source
-                .get("enableAllProjectMcpServers")
-                .and_then(Value::as_bool)
-                == Some(true)
-            {
-                approval.all = true;
-            }
-            let names = |key: &str| -> Vec<String> {
-                source
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|v| v.as_str().map(str::to_owned))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            };
-            approval.enabled.extend(names("enabledMcpjsonServers"));
-            approval.disabled.extend(names("disabledMcpjsonServers"));
-        }
-        approval
-    }
-
-    /// Reads `{key: {name: entry}}` (or, with `key` absent, `{name: entry}`
-    /// when `bare` is allowed).
-    pub(super) fn servers_from_json(
-        &self,
-        json: &Value,
-        key: &str,
-        source: &ConfigSource,
-        file: &Path,
-        plugin_root: Option<&Path>,
-        found: &mut Collected,
-    ) {
-        let Some(servers) = json.get(key) else { return };
-        let Some(servers) = servers.as_object() else {
-            found.problem(file, format!("`{key}` is not an object"));
-            return;
-        };
-        for (name, entry) in servers {
-            match self.json_entry(name, entry, plugin_root) {
-                Ok(transport) => {
-                    let mut server = ServerConfig::new(name.clone(), transport);
-                    server.source = source.clone();
-                    server.enabled = entry.get("disabled").and_then(Value::as_bool) != Some(true);
-                    found.insert(server);
-                }
-                Err(message) => found.problem(file, format!("server `{name}`: {message}")),
-            }
-        }
-    }
-
-    /// One server entry in the Claude formats.
-    fn json_entry(
-        &self,
-        name: &str,
-        entry: &Value,
-        plugin_root: Option<&Path>,
-    ) -> Result<ServerTransport, String> {
-        let _ = name;
-        let text = |v: &Value| -> Result<String, String> {
-            v.as_str()
-                .map(|s| self.expand(s, plugin_root))
-                .ok_or_else(|| format!("expected a string, found {v}"))
-        };
-        let map = |key: &str| -> Result<BTreeMap<String, String>, String> {
-            match entry.get(key) {
-                None | Some(Value::Null) => Ok(BTreeMap::new()),
-                Some(Value::Object(object)) => object
-                    .iter()
-                    .map(|(k, v)| Ok((k.clone(), text(v)?)))
-                    .collect(),
-                Some(other) => Err(format!("`{key}` must be an object, found {other}")),
-            }
-        };
-        let kind = entry.get("type").and_then(Value::as_str).unwrap_or("");
-        if let Some(url) = entry.get("url") {
-            if kind == "sse" {
-                return Err(
-                    "the legacy SSE transport is not supported; use streamable HTTP".into(),
-                );
-            }
-            return Ok(ServerTransport::Http {
-                url: text(url)?,
-                headers: map("headers")?,
-                bearer_token: None,
-            });
-        }
-        let command = entry
-            .get("command")
-            .ok_or_else(|| "neither `command` nor `url` is set".to_owned())
-            .and_then(|c| text(c).map_err(|e| format!("`command`: {e}")))?;
-        let args = match entry.get("args") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items.iter().map(text).collect::<Result<_, _>>()?,
-            Some(other) => return Err(format!("`args` must be an array, found {other}")),
-        };
-        Ok(ServerTransport::Stdio {
-            command,
-            args,
-            env: map("env")?,
-            cwd: entry
-                .get("cwd")
-                .and_then(Value::as_str)
-                .map(|c| PathBuf::from(self.expand(c, plugin_root))),
-        })
-    }
-
-    /// `${VAR}`, `${VAR:-default}` and, inside plugins, `${CLAUDE_PLUGIN_ROOT}`.
-    pub(super) fn expand(&self, text: &str, plugin_root: Option<&Path>) -> String {
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let Some(end) = after.find('}') else {
-                out.push_str(&rest[start..]);
-                return out;
-            };
-            let inner = &after[..end];
-            let (name, default) = match inner.split_once(":-") {
-                Some((name, default)) => (name, Some(default)),
-                None => (inner, None),
-            };
-            let value = if name == "CLAUDE_PLUGIN_ROOT" {
-                plugin_root.map(|p| p.display().to_string())
-            } else {
-                self.var(name)
-            };
-            out.push_str(
-                &value
-                    .or_else(|| default.map(str::to_owned))
-                    .unwrap_or_default(),
-            );
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        out
-    }
-}
-
-/// The user's approval of project servers.
-#[derive(Default)]
-struct Approval {
-    all: bool,
-    enabled: Vec<String>,
-    disabled: Vec<String>,
-}
-
-impl Approval {
-    fn allows(&self, name: &str, trust: bool) -> bool {
-        !self.disabled.iter().any(|n| n == name)
-            && (trust || self.all || self.enabled.iter().any(|n| n == name))
     }
 }
 
@@ -563,6 +441,20 @@ pub(super) struct Collected {
 impl Collected {
     pub(super) fn insert(&mut self, server: ServerConfig) {
         self.servers.insert(server.name.clone(), server);
+    }
+
+    /// Turns off every server for which `keep` is false.
+    pub(super) fn retain_enabled(&mut self, mut keep: impl FnMut(&ServerConfig) -> bool) {
+        for server in self.servers.values_mut() {
+            if !keep(server) {
+                server.enabled = false;
+            }
+        }
+    }
+
+    /// Turns off the servers read from `source`.
+    pub(super) fn disable_source(&mut self, source: &ConfigSource) {
+        self.retain_enabled(|server| &server.source != source);
     }
 
     pub(super) fn problem(&mut self, file: &Path, message: String) {

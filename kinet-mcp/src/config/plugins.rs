@@ -77,7 +77,11 @@ impl Discovery {
             if let Some(json) = found.read_json(&manifest) {
                 match json.get("mcpServers") {
                     Some(Value::String(path)) => {
-                        let file = root.join(self.expand(path, Some(&root)));
+                        let syntax = super::expand::Syntax::Claude {
+                            plugin_root: Some(&root),
+                        };
+                        let mut missing = std::collections::BTreeSet::new();
+                        let file = root.join(self.expand(path, syntax, &mut missing));
                         if let Some(servers) = found.read_json(&file) {
                             let source = ConfigSource::ClaudePlugin {
                                 plugin: plugin.clone(),

@@ -1,5 +1,6 @@
 //! `McpServer`: a kinet agent (and chosen tools) served over MCP.
 
+mod gate;
 mod session;
 
 use std::collections::HashMap;
@@ -42,6 +43,7 @@ struct Shared {
     max_runs: usize,
     name: String,
     calls: AtomicU64,
+    origins: Arc<[String]>,
 }
 
 /// Builds an [`McpServer`]. Every setter documents its default.
@@ -54,9 +56,19 @@ pub struct McpServerBuilder {
     roots: Vec<PathBuf>,
     policy: ApprovalPolicy,
     tool_timeout: Option<Duration>,
+    origins: Vec<String>,
 }
 
 impl McpServerBuilder {
+    /// Lets browser pages from `origin` (`https://app.example.com`, or
+    /// `http://localhost:*` for any port) call the HTTP endpoint. Default:
+    /// loopback origins only; requests without an `Origin` header (not from
+    /// a browser) are not affected.
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        self.origins.push(origin.into());
+        self
+    }
+
     /// Also serves this tool directly: its schema and annotations become
     /// the MCP tool's, and clients' calls run through the agent's pipeline
     /// (its hooks and layers) with this server's working directory, roots,
@@ -144,6 +156,7 @@ impl McpServerBuilder {
                 max_runs: self.max_runs,
                 name: self.name,
                 calls: AtomicU64::new(1),
+                origins: self.origins.into(),
             }),
         }
     }
@@ -216,6 +229,7 @@ impl McpServer {
             roots: Vec::new(),
             policy: ApprovalPolicy::deny_all(),
             tool_timeout: None,
+            origins: Vec::new(),
         }
     }
 
@@ -244,7 +258,10 @@ impl McpServer {
     /// Serves streamable HTTP at `http://<addr>/mcp`, each client session
     /// with its own conversations. Binding to anything but loopback
     /// requires `bearer_token`; when a token is set, requests without it
-    /// (or with another) get 401.
+    /// (or with another) get 401 (the `Bearer` scheme in any case). A
+    /// request with an `Origin` header (a browser page) gets 403 unless the
+    /// origin is a loopback one or was allowed with
+    /// [`McpServerBuilder::allow_origin`].
     pub async fn serve_http(
         &self,
         addr: SocketAddr,
@@ -272,30 +289,16 @@ impl McpServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let token = bearer_token.map(Arc::<str>::from);
+        let checks = Arc::new(gate::Gate {
+            token: bearer_token.map(Arc::<str>::from),
+            origins: self.shared.origins.clone(),
+        });
         let router =
             axum::Router::new()
                 .nest_service("/mcp", service)
                 .layer(axum::middleware::from_fn(
                     move |request: axum::extract::Request, next: axum::middleware::Next| {
-                        let token = token.clone();
-                        async move {
-                            if let Some(token) = token {
-                                let given = request
-                                    .headers()
-                                    .get(http::header::AUTHORIZATION)
-                                    .and_then(|v| v.to_str().ok())
-                                    .and_then(|v| v.strip_prefix("Bearer "));
-                                if given != Some(&*token) {
-                                    return axum::response::IntoResponse::into_response((
-                                        http::StatusCode::UNAUTHORIZED,
-                                        [(http::header::WWW_AUTHENTICATE, "Bearer")],
-                                        "a valid bearer token is required",
-                                    ));
-                                }
-                            }
-                            next.run(request).await
-                        }
+                        gate::check(checks.clone(), request, next)
                     },
                 ));
         let stop = shutdown.clone();

@@ -1,0 +1,223 @@
+//! The legacy HTTP+SSE client transport (MCP protocol 2024-11-05), which
+//! hosted servers still offer: a GET opens an event stream whose first
+//! `endpoint` event names the URL to POST messages to; the server's
+//! messages arrive as `message` events on the stream.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kinet_core::provider::kit::SseParser;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use rmcp::RoleClient;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::sync::{mpsc, oneshot};
+
+/// A failure of the SSE transport, in words for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct SseError(String);
+
+/// A connected legacy SSE transport.
+pub(crate) struct SseTransport {
+    client: reqwest::Client,
+    endpoint: reqwest::Url,
+    headers: HeaderMap,
+    incoming: mpsc::Receiver<ServerJsonRpcMessage>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SseTransport {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// The request headers, checked.
+pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("invalid header name `{name}`"))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| format!("invalid value for header `{name}`"))?;
+        map.insert(header, value);
+    }
+    Ok(map)
+}
+
+/// What a failed HTTP status means for the user.
+pub(crate) fn status_hint(status: reqwest::StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 | 403 => ": check the token or headers configured for this server",
+        404 => ": check the URL",
+        _ => "",
+    }
+}
+
+impl SseTransport {
+    /// Opens the event stream at `url` and waits (up to `timeout`) for the
+    /// endpoint to POST to, which must be on the same origin: a server
+    /// cannot send the configured headers (tokens) elsewhere.
+    pub(crate) async fn connect(
+        url: &str,
+        headers: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let headers = header_map(headers)?;
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        let response = tokio::time::timeout(
+            timeout,
+            client
+                .get(parsed.clone())
+                .headers(headers.clone())
+                .header(ACCEPT, "text/event-stream")
+                .send(),
+        )
+        .await
+        .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))?
+        .map_err(|e| format!("cannot reach {url}: {}", crate::supervisor::error_chain(&e)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("{status} from {url}{}", status_hint(status)));
+        }
+        let kind = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        if !kind.starts_with("text/event-stream") {
+            return Err(format!(
+                "{url} answered with `{kind}`, not an event stream: is it a streamable HTTP server? Then use \"type\": \"http\""
+            ));
+        }
+        let base = response.url().clone();
+        let (endpoint_sender, endpoint) = oneshot::channel::<String>();
+        let (messages, incoming) = mpsc::channel(64);
+        let reader = tokio::spawn(read_events(response, endpoint_sender, messages));
+        let endpoint = match tokio::time::timeout(timeout, endpoint).await {
+            Ok(Ok(endpoint)) => endpoint,
+            Ok(Err(_)) => {
+                return Err(format!(
+                    "{url} closed its event stream before naming an endpoint"
+                ));
+            }
+            Err(_) => {
+                reader.abort();
+                return Err(format!(
+                    "{url} sent no `endpoint` event within {} s",
+                    timeout.as_secs()
+                ));
+            }
+        };
+        let endpoint = base
+            .join(&endpoint)
+            .map_err(|e| format!("{url} named an invalid endpoint `{endpoint}`: {e}"))?;
+        if endpoint.origin() != base.origin() {
+            reader.abort();
+            return Err(format!(
+                "{url} named an endpoint on another origin ({endpoint}); refused so the configured headers stay with {}",
+                base.origin().ascii_serialization()
+            ));
+        }
+        Ok(Self {
+            client,
+            endpoint,
+            headers,
+            incoming,
+            reader,
+        })
+    }
+}
+
+/// Reads the event stream: the first `endpoint` event to `endpoint`, each
+/// `message` event (parsed) to `messages`, until the stream ends.
+async fn read_events(
+    response: reqwest::Response,
+    endpoint: oneshot::Sender<String>,
+    messages: mpsc::Sender<ServerJsonRpcMessage>,
+) {
+    let mut endpoint = Some(endpoint);
+    let mut parser = SseParser::new();
+    let mut stream = response.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let mut events = Vec::new();
+        parser.feed(&chunk, &mut |event| events.push(event));
+        for event in events {
+            match event.event.as_str() {
+                "endpoint" => {
+                    if let Some(sender) = endpoint.take() {
+                        let _ = sender.send(event.data.trim().to_owned());
+                    }
+                }
+                "" | "message" => match serde_json::from_str(&event.data) {
+                    Ok(message) => {
+                        if messages.send(message).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::debug!("ignored an SSE message that is not JSON-RPC: {error}");
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Transport<RoleClient> for SseTransport {
+    type Error = SseError;
+
+    fn name() -> Cow<'static, str> {
+        "SSE".into()
+    }
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), SseError>> + Send + 'static {
+        let client = self.client.clone();
+        let endpoint = self.endpoint.clone();
+        let headers = self.headers.clone();
+        async move {
+            let response = client
+                .post(endpoint.clone())
+                .headers(headers)
+                .json(&item)
+                .send()
+                .await
+                .map_err(|e| {
+                    SseError(format!(
+                        "cannot send to {endpoint}: {}",
+                        crate::supervisor::error_chain(&e)
+                    ))
+                })?;
+            let status = response.status();
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(SseError(format!(
+                    "{status} from {endpoint}{}",
+                    status_hint(status)
+                )))
+            }
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), SseError> {
+        self.reader.abort();
+        Ok(())
+    }
+}
