@@ -103,14 +103,45 @@ impl std::fmt::Debug for McpHub {
 }
 
 impl McpHub {
+    pub(crate) fn slots(&self) -> &[Arc<ServerSlot>] {
+        &self.inner.slots
+    }
+
+    pub(crate) fn settings(&self) -> &HubSettings {
+        &self.inner.settings
+    }
+
     /// Starts every enabled server concurrently (needs a tokio runtime).
     /// Returns at once; servers become ready in the background.
     pub fn start(servers: Vec<ServerConfig>, settings: HubSettings) -> Self {
+        Self::start_inner(servers, settings, None)
+    }
+
+    /// [`start`](Self::start), with servers able to ask the user for input
+    /// through `handler` (MCP elicitation: the capability is advertised
+    /// only here).
+    pub fn start_with_elicitation(
+        servers: Vec<ServerConfig>,
+        settings: HubSettings,
+        handler: Arc<dyn crate::elicit::Elicitation>,
+    ) -> Self {
+        Self::start_inner(servers, settings, Some(handler))
+    }
+
+    fn start_inner(
+        servers: Vec<ServerConfig>,
+        settings: HubSettings,
+        elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
+    ) -> Self {
         let (changed, _) = watch::channel(0u64);
         let shutdown = CancellationToken::new();
         let slots: Vec<Arc<ServerSlot>> = servers
             .into_iter()
-            .map(|config| Arc::new(ServerSlot::new(config)))
+            .map(|config| {
+                let mut slot = ServerSlot::new(config);
+                slot.elicitation = elicitation.clone();
+                Arc::new(slot)
+            })
             .collect();
         for slot in &slots {
             if slot.config.enabled {
@@ -366,22 +397,22 @@ impl ToolSource for McpHub {
                     .sum::<usize>()
                     > budget
             });
+        let mut offered = self.resource_tools();
         if !over_budget {
-            return named
-                .tools
-                .iter()
-                .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>)
-                .collect();
+            offered.extend(
+                named
+                    .tools
+                    .iter()
+                    .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>),
+            );
+            return offered;
         }
         let (loaded, rest): (Vec<_>, Vec<_>) = named
             .tools
             .iter()
             .cloned()
             .partition(|tool| self.inner.loaded.contains(&tool.name));
-        let mut offered: Vec<Arc<dyn DynTool>> = loaded
-            .into_iter()
-            .map(|tool| tool as Arc<dyn DynTool>)
-            .collect();
+        offered.extend(loaded.into_iter().map(|tool| tool as Arc<dyn DynTool>));
         if !rest.is_empty() {
             offered.push(Arc::new(crate::search::SearchTool::new(
                 rest,

@@ -14,7 +14,10 @@
 //!   refreshes on `tools/list_changed`, and is a
 //!   [`kinet_core::tool::ToolSource`] for the loop. Tool schemas have every
 //!   `$ref` inlined; each provider gets them in its own dialect
-//!   ([`kinet_core::schema`]).
+//!   ([`kinet_core::schema`]). Past a token budget the model gets
+//!   `mcp_tool_search` instead of every schema ([`HubSettings`]).
+//! - [`resources`]: servers' resources and prompts for the host, and
+//!   resources for the model (`mcp_list_resources`, `mcp_read_resource`).
 //!
 //! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
 //!   chosen tools) to other MCP clients over stdio or streamable HTTP.
@@ -38,10 +41,12 @@
 
 mod config;
 mod content;
+pub mod elicit;
 mod hub;
 mod naming;
 mod progress;
 mod remote_tool;
+pub mod resources;
 mod search;
 mod server;
 mod settings;

@@ -31,6 +31,9 @@ pub struct HubSettings {
     /// lifetime. `None`: always every tool. Default `Some(12_000)`, about
     /// 10% of a 128k-token window; set it from your model's window.
     pub tool_search_budget: Option<usize>,
+    /// Offer the model `mcp_list_resources` and `mcp_read_resource` while a
+    /// ready server has resources. Default true.
+    pub resource_tools: bool,
 }
 
 impl Default for HubSettings {
@@ -44,6 +47,7 @@ impl Default for HubSettings {
             client_name: "kinet".into(),
             health_check: Duration::from_secs(15),
             tool_search_budget: Some(12_000),
+            resource_tools: true,
         }
     }
 }

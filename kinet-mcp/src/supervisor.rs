@@ -63,17 +63,61 @@ pub(crate) struct Handler {
     pub(crate) progress: crate::progress::ProgressRouter,
     tools_changed: Arc<Notify>,
     client_name: Arc<str>,
+    server: Arc<str>,
+    elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
-        // No sampling, elicitation or roots: kinet does not implement them,
-        // and servers change their tools when a client claims them.
+        // No sampling or roots: kinet does not implement them, and servers
+        // change their tools when a client claims them. Elicitation only
+        // when the host can show a form.
+        let mut capabilities = ClientCapabilities::default();
+        if self.elicitation.is_some() {
+            capabilities.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_form(rmcp::model::FormElicitationCapability::default()),
+            );
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new(self.client_name.to_string(), env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        use crate::elicit::{ElicitationAnswer, ElicitationRequest};
+        use rmcp::model::{ElicitResult, ElicitationAction};
+        let decline = Ok(ElicitResult::new(ElicitationAction::Decline));
+        let Some(handler) = &self.elicitation else {
+            return decline;
+        };
+        let rmcp::model::ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return decline;
+        };
+        let answer = handler
+            .elicit(ElicitationRequest {
+                server: self.server.to_string(),
+                message,
+                schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
+            })
+            .await;
+        Ok(match answer {
+            ElicitationAnswer::Accept(fields) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(serde_json::Value::Object(fields)),
+            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        })
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -107,6 +151,8 @@ pub(crate) struct ServerSlot {
     pub(crate) stderr: Arc<Mutex<VecDeque<(Instant, String)>>>,
     /// The hub is shutting down: a call cut off now will not be retried.
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// The host's form UI for the server's questions.
+    pub(crate) elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
 }
 
 const STDERR_LINES: usize = 50;
@@ -136,6 +182,7 @@ impl ServerSlot {
             pid: Mutex::new(None),
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            elicitation: None,
         }
     }
 
@@ -383,6 +430,8 @@ type Connected = (RunningService<RoleClient, Handler>, Handler);
 async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected, String> {
     let handler = Handler {
         client_name: Arc::from(settings.client_name.as_str()),
+        server: Arc::from(slot.config.name.as_str()),
+        elicitation: slot.elicitation.clone(),
         ..Handler::default()
     };
     match &slot.config.transport {

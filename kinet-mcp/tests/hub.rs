@@ -634,7 +634,7 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
     let names: Vec<&str> = offered.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["mcp_tool_search"],
+        ["mcp_list_resources", "mcp_read_resource", "mcp_tool_search"],
         "{} tools, {full_tokens} tokens in full",
         all.len()
     );
@@ -643,7 +643,8 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
         "tool tokens per request: {full_tokens} for {} tools in full, {search_tokens} with tool search",
         all.len()
     );
-    assert!(all.len() >= 150, "{}", all.len());
+    let servers_tools = all.iter().filter(|t| t.name().starts_with("mcp__")).count();
+    assert!(servers_tools >= 150, "{servers_tools}");
     assert!(search_tokens < 5_000, "{search_tokens}");
 
     // The model path: search, then call what it found.
@@ -682,12 +683,20 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
 
     // Every tool can be found and is then offered in full.
     let before = hub.tools(soon()).await;
-    let already = before.len() - 1; // found by the search above
+    // Found by the search above.
+    let already = before
+        .iter()
+        .filter(|t| t.name().starts_with("mcp__"))
+        .count();
     let search = before
         .into_iter()
         .find(|t| t.name() == "mcp_tool_search")
         .unwrap();
-    let wanted: Vec<String> = all.iter().map(|t| t.name().to_owned()).collect();
+    let wanted: Vec<String> = all
+        .iter()
+        .map(|t| t.name().to_owned())
+        .filter(|name| name.starts_with("mcp__"))
+        .collect();
     let prepared = search
         .prepare(&json!({"query": format!("select:{}", wanted.join(","))}).to_string())
         .unwrap();
@@ -754,4 +763,74 @@ fn python() -> Option<String> {
         );
     }
     found
+}
+
+/// Resources and prompts of a real server: listed and read by the host,
+/// prompts filled in, and resources read by the model through its tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_reach_the_host_and_the_model() {
+    use kinet_mcp::resources::{HubError, ResourcePart};
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    ready(&hub).await;
+    let resources = hub.list_resources(None).await.unwrap();
+    assert!(!resources.is_empty());
+    let text = resources
+        .iter()
+        .find(|r| r.mime_type.as_deref() == Some("text/plain"))
+        .unwrap_or(&resources[0]);
+    let parts = hub.read_resource("everything", &text.uri).await.unwrap();
+    assert!(
+        parts.iter().any(|p| match p {
+            ResourcePart::Text { text, .. } => !text.is_empty(),
+            ResourcePart::Blob { base64, .. } => !base64.is_empty(),
+            _ => false,
+        }),
+        "{parts:?}"
+    );
+    let prompts = hub.list_prompts(Some("everything")).await.unwrap();
+    let simple = prompts
+        .iter()
+        .find(|p| p.arguments.iter().all(|(_, _, required)| !required))
+        .unwrap_or_else(|| panic!("{prompts:?}"));
+    let messages = hub
+        .get_prompt("everything", &simple.name, Default::default())
+        .await
+        .unwrap();
+    assert!(
+        !messages.is_empty() && !messages[0].text().is_empty(),
+        "{messages:?}"
+    );
+    assert!(matches!(
+        hub.read_resource("nope", "x").await,
+        Err(HubError::UnknownServer(_))
+    ));
+
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .expect(Expectation::HasTools(vec![
+                "mcp_list_resources".into(),
+                "mcp_read_resource".into(),
+            ]))
+            .tool_call("r1", "mcp_list_resources", json!({})),
+        ScriptedTurn::new().tool_call(
+            "r2",
+            "mcp_read_resource",
+            json!({"server": "everything", "uri": text.uri}),
+        ),
+        ScriptedTurn::text("read it"),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool_source(std::sync::Arc::new(hub.clone()))
+        .build();
+    let outcome = agent.run_to_completion("what resources are there?").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let listed = outcome.conversation.messages[2].text();
+    assert!(listed.contains(&text.uri), "{listed}");
+    let read = outcome.conversation.messages[4].text();
+    assert!(
+        !read.trim().is_empty() && !read.contains("failed"),
+        "{read}"
+    );
+    hub.shutdown().await;
 }

@@ -408,6 +408,53 @@ async fn an_http_server_that_went_away_is_not_reported_ready() {
     hub.shutdown().await;
 }
 
+/// A server restarted on the same address forgets the client's session
+/// (404 "session not found" to the old id): the hub notices, starts a new
+/// session and calls work again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_the_server_forgot_is_started_again() {
+    let first = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let addr = first.local_addr();
+    let hub = McpHub::start(
+        vec![ServerConfig::http("remote", format!("http://{addr}/mcp"))],
+        HubSettings {
+            health_check: Duration::from_millis(200),
+            restart_backoff: Duration::from_millis(50),
+            ..HubSettings::default()
+        },
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let before = hub
+        .call("remote", "agent", json!({"prompt": "one"}))
+        .await
+        .unwrap();
+    assert_eq!(before.text, "echo: one (1 messages)");
+    first.shutdown().await;
+    let second = echo_server().serve_http(addr, None).await.unwrap();
+    let started = Instant::now();
+    loop {
+        match hub.call("remote", "agent", json!({"prompt": "two"})).await {
+            Ok(answer) => {
+                assert_eq!(answer.text, "echo: two (1 messages)");
+                break;
+            }
+            Err(error) => {
+                assert!(!error.message().contains("rmcp::"), "{}", error.message());
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "never recovered: {error}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    hub.shutdown().await;
+    second.shutdown().await;
+}
+
 /// What the Python client and browsers met: a lower-case `bearer`
 /// scheme, a foreign `Origin`, and a session DELETE answered 202.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -643,5 +690,89 @@ async fn runs_beyond_the_limit_get_a_busy_error() {
     );
     first.abort();
     hub.shutdown().await;
+    handle.shutdown().await;
+}
+
+/// A mutating served tool that records it ran.
+struct Mark(Arc<AtomicBool>);
+
+#[async_trait::async_trait]
+impl Tool for Mark {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "mark"
+    }
+    fn description(&self) -> &str {
+        "Marks the record."
+    }
+    async fn call(&self, _: NoArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        self.0.store(true, Ordering::SeqCst);
+        Ok(ToolOutput::text("marked"))
+    }
+}
+
+/// The host's form: records what it was asked and approves.
+#[derive(Default)]
+struct Form(std::sync::Mutex<Vec<kinet_mcp::elicit::ElicitationRequest>>);
+
+#[async_trait::async_trait]
+impl kinet_mcp::elicit::Elicitation for Form {
+    async fn elicit(
+        &self,
+        request: kinet_mcp::elicit::ElicitationRequest,
+    ) -> kinet_mcp::elicit::ElicitationAnswer {
+        self.0.lock().unwrap().push(request);
+        let mut fields = serde_json::Map::new();
+        fields.insert("approve".into(), json!(true));
+        kinet_mcp::elicit::ElicitationAnswer::Accept(fields)
+    }
+}
+
+/// A server's question (here: kinet's own server asking to approve a
+/// mutating call) reaches the host's form when the hub has one; without
+/// one the capability is not advertised and nothing is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_reaches_the_hosts_form_only_when_it_has_one() {
+    let ran = Arc::new(AtomicBool::new(false));
+    let handle = McpServer::builder(Agent::builder(Echo).build())
+        .expose_tool(Mark(ran.clone()))
+        .tool_policy(kinet_core::ApprovalPolicy::ask())
+        .build()
+        .serve_http("127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let form = Arc::new(Form::default());
+    let hub = McpHub::start_with_elicitation(
+        vec![ServerConfig::http("served", url.clone())],
+        HubSettings::default(),
+        form.clone(),
+    );
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let out = hub.call("served", "mark", json!({})).await.unwrap();
+    assert_eq!(out.text, "marked");
+    assert!(ran.swap(false, Ordering::SeqCst));
+    {
+        let asked = form.0.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].server, "served");
+        assert!(asked[0].message.contains("mark"), "{}", asked[0].message);
+        assert!(
+            asked[0].schema["properties"]["approve"].is_object(),
+            "{}",
+            asked[0].schema
+        );
+    }
+    hub.shutdown().await;
+
+    let plain = McpHub::start(
+        vec![ServerConfig::http("served", url)],
+        HubSettings::default(),
+    );
+    assert!(plain.wait_settled(Duration::from_secs(30)).await);
+    let refused = plain.call("served", "mark", json!({})).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!ran.load(Ordering::SeqCst));
+    plain.shutdown().await;
     handle.shutdown().await;
 }

@@ -70,6 +70,8 @@ pub fn decode_recorded(
     bytes: &[u8],
     chunk: usize,
 ) -> Vec<Result<crate::data::model::StreamEvent, crate::data::model::ProviderError>> {
+    // With the `http` feature alone there is no wire format to decode.
+    let _ = (bytes, chunk);
     match format {
         #[cfg(feature = "openai")]
         WireFormat::OpenAiChat => http::decode_bytes(openai::ChatDecoder::default(), bytes, chunk),

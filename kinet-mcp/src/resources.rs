@@ -1,0 +1,517 @@
+//! Resources and prompts of the connected servers: listed and read by the
+//! host ([`McpHub::list_resources`], [`McpHub::read_resource`],
+//! [`McpHub::list_prompts`], [`McpHub::get_prompt`] for slash-command
+//! style prompt templates), and resources by the model through two tools,
+//! `mcp_list_resources` and `mcp_read_resource`, offered while a ready
+//! server has resources.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kinet_core::message::ImagePart;
+use kinet_core::tool::{DynTool, PreparedCall, Scheduling};
+use kinet_core::{Message, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use rmcp::model::{
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, ReadResourceRequestParams,
+    ResourceContents, Role,
+};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::{Value, json};
+
+use crate::hub::McpHub;
+use crate::supervisor::{ServerState, service_error};
+
+/// A resource a server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResourceInfo {
+    /// The server's name.
+    pub server: String,
+    /// The resource's URI (what `read_resource` takes).
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// What it is, when the server says.
+    pub description: Option<String>,
+    /// Its media type, when known.
+    pub mime_type: Option<String>,
+}
+
+/// One part of a resource that was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ResourcePart {
+    /// Text.
+    Text {
+        /// The part's URI.
+        uri: String,
+        /// Its media type, when known.
+        mime_type: Option<String>,
+        /// The text.
+        text: String,
+    },
+    /// Binary data, base64-encoded as the server sent it.
+    Blob {
+        /// The part's URI.
+        uri: String,
+        /// Its media type, when known.
+        mime_type: Option<String>,
+        /// Base64.
+        base64: String,
+    },
+}
+
+/// A prompt template a server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PromptInfo {
+    /// The server's name.
+    pub server: String,
+    /// The prompt's name.
+    pub name: String,
+    /// What it does.
+    pub description: Option<String>,
+    /// Its arguments: name, description, required.
+    pub arguments: Vec<(String, Option<String>, bool)>,
+}
+
+/// Why a resource or prompt request failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HubError {
+    /// No server of that name is configured.
+    #[error("no MCP server named `{0}` is configured")]
+    UnknownServer(String),
+    /// The server is not ready.
+    #[error("the MCP server `{server}` is not connected ({state}); try again when it is ready")]
+    NotConnected {
+        /// The server.
+        server: String,
+        /// Its state, in words.
+        state: String,
+    },
+    /// The server does not offer this.
+    #[error("the MCP server `{server}` does not offer {what}")]
+    Unsupported {
+        /// The server.
+        server: String,
+        /// `resources` or `prompts`.
+        what: &'static str,
+    },
+    /// The request failed.
+    #[error("the MCP server `{server}` failed: {message}")]
+    Failed {
+        /// The server.
+        server: String,
+        /// What it or the connection said.
+        message: String,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Capability {
+    Resources,
+    Prompts,
+}
+
+impl McpHub {
+    /// The connected peer of `server` that offers `capability`.
+    fn peer_for(&self, server: &str, capability: Capability) -> Result<Peer<RoleClient>, HubError> {
+        let slot = self
+            .slots()
+            .iter()
+            .find(|s| s.config.name == server)
+            .ok_or_else(|| HubError::UnknownServer(server.to_owned()))?;
+        let state = slot.state();
+        let connection = match (&state, slot.connection()) {
+            (ServerState::Ready, Some(connection)) => connection,
+            _ => {
+                return Err(HubError::NotConnected {
+                    server: server.to_owned(),
+                    state: format!("{state:?}").to_lowercase(),
+                });
+            }
+        };
+        let offered = connection
+            .peer
+            .peer_info()
+            .is_some_and(|info| match capability {
+                Capability::Resources => info.capabilities.resources.is_some(),
+                Capability::Prompts => info.capabilities.prompts.is_some(),
+            });
+        if !offered {
+            return Err(HubError::Unsupported {
+                server: server.to_owned(),
+                what: match capability {
+                    Capability::Resources => "resources",
+                    Capability::Prompts => "prompts",
+                },
+            });
+        }
+        Ok(connection.peer)
+    }
+
+    /// Ready servers offering `capability`, or just `server`.
+    fn servers_with(
+        &self,
+        server: Option<&str>,
+        capability: Capability,
+    ) -> Result<Vec<(String, Peer<RoleClient>)>, HubError> {
+        match server {
+            Some(name) => Ok(vec![(name.to_owned(), self.peer_for(name, capability)?)]),
+            None => Ok(self
+                .slots()
+                .iter()
+                .filter_map(|slot| {
+                    let name = slot.config.name.clone();
+                    self.peer_for(&name, capability)
+                        .ok()
+                        .map(|peer| (name, peer))
+                })
+                .collect()),
+        }
+    }
+
+    fn request_limit(&self) -> Duration {
+        self.settings().tool_timeout
+    }
+
+    /// The resources of `server`, or of every ready server that has some.
+    pub async fn list_resources(
+        &self,
+        server: Option<&str>,
+    ) -> Result<Vec<ResourceInfo>, HubError> {
+        let mut all = Vec::new();
+        for (name, peer) in self.servers_with(server, Capability::Resources)? {
+            let listed = limit(self.request_limit(), &name, peer.list_all_resources()).await;
+            match listed {
+                Ok(resources) => all.extend(resources.into_iter().map(|r| ResourceInfo {
+                    server: name.clone(),
+                    uri: r.uri.clone(),
+                    name: r.name.clone(),
+                    description: r.description.clone(),
+                    mime_type: r.mime_type.clone(),
+                })),
+                // One server's failure does not hide the others' resources.
+                Err(error) if server.is_none() => tracing::warn!("{error}"),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(all)
+    }
+
+    /// Reads the resource `uri` of `server`.
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+    ) -> Result<Vec<ResourcePart>, HubError> {
+        let peer = self.peer_for(server, Capability::Resources)?;
+        let result = limit(
+            self.request_limit(),
+            server,
+            peer.read_resource(ReadResourceRequestParams::new(uri)),
+        )
+        .await?;
+        Ok(result
+            .contents
+            .into_iter()
+            .filter_map(|part| match part {
+                ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    ..
+                } => Some(ResourcePart::Text {
+                    uri,
+                    mime_type,
+                    text,
+                }),
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => Some(ResourcePart::Blob {
+                    uri,
+                    mime_type,
+                    base64: blob,
+                }),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// The prompt templates of `server`, or of every ready server that has
+    /// some.
+    pub async fn list_prompts(&self, server: Option<&str>) -> Result<Vec<PromptInfo>, HubError> {
+        let mut all = Vec::new();
+        for (name, peer) in self.servers_with(server, Capability::Prompts)? {
+            match limit(self.request_limit(), &name, peer.list_all_prompts()).await {
+                Ok(prompts) => all.extend(prompts.into_iter().map(|p| {
+                    PromptInfo {
+                        server: name.clone(),
+                        name: p.name,
+                        description: p.description,
+                        arguments: p
+                            .arguments
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|a| (a.name, a.description, a.required.unwrap_or(false)))
+                            .collect(),
+                    }
+                })),
+                Err(error) if server.is_none() => tracing::warn!("{error}"),
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(all)
+    }
+
+    /// Fills in the prompt `name` of `server` with `arguments`: the
+    /// messages to start (or continue) a conversation with. Text parts are
+    /// kept; other content is described in a line.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: BTreeMap<String, String>,
+    ) -> Result<Vec<Message>, HubError> {
+        let peer = self.peer_for(server, Capability::Prompts)?;
+        let arguments: serde_json::Map<String, Value> = arguments
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
+        let params = GetPromptRequestParams::new(name).with_arguments(arguments);
+        let response = limit(self.request_limit(), server, peer.get_prompt_once(params)).await?;
+        let GetPromptResponse::Complete(result) = response else {
+            return Err(HubError::Failed {
+                server: server.to_owned(),
+                message: format!("the prompt `{name}` asks for input kinet cannot give"),
+            });
+        };
+        Ok(result
+            .messages
+            .into_iter()
+            .map(|message| {
+                let text = match message.content {
+                    ContentBlock::Text(text) => text.text,
+                    ContentBlock::Resource(resource) => match resource.resource {
+                        ResourceContents::TextResourceContents { text, .. } => text,
+                        other => format!("[a resource: {}]", resource_uri(&other)),
+                    },
+                    ContentBlock::ResourceLink(link) => format!("[a resource: {}]", link.uri),
+                    _ => "[non-text content]".to_owned(),
+                };
+                match message.role {
+                    Role::Assistant => Message::assistant(text),
+                    _ => Message::user(text),
+                }
+            })
+            .collect())
+    }
+
+    /// The model's resource tools, while a ready server has resources.
+    pub(crate) fn resource_tools(&self) -> Vec<Arc<dyn DynTool>> {
+        if !self.settings().resource_tools
+            || self
+                .servers_with(None, Capability::Resources)
+                .is_ok_and(|s| s.is_empty())
+        {
+            return Vec::new();
+        }
+        vec![
+            Arc::new(ResourceTool {
+                hub: self.clone(),
+                read: false,
+            }),
+            Arc::new(ResourceTool {
+                hub: self.clone(),
+                read: true,
+            }),
+        ]
+    }
+}
+
+fn resource_uri(contents: &ResourceContents) -> &str {
+    match contents {
+        ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } => uri,
+        #[allow(unreachable_patterns)]
+        _ => "",
+    }
+}
+
+/// Runs `request` within `limit`, in the user's terms on failure.
+async fn limit<T>(
+    limit: Duration,
+    server: &str,
+    request: impl Future<Output = Result<T, rmcp::ServiceError>>,
+) -> Result<T, HubError> {
+    match tokio::time::timeout(limit, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(HubError::Failed {
+            server: server.to_owned(),
+            message: service_error(&error),
+        }),
+        Err(_) => Err(HubError::Failed {
+            server: server.to_owned(),
+            message: format!("no answer within {:.0} s", limit.as_secs_f64()),
+        }),
+    }
+}
+
+/// `mcp_list_resources` (`read: false`) and `mcp_read_resource`.
+struct ResourceTool {
+    hub: McpHub,
+    read: bool,
+}
+
+struct ResourceCall {
+    hub: McpHub,
+    read: bool,
+    server: Option<String>,
+    uri: Option<String>,
+}
+
+#[async_trait]
+impl DynTool for ResourceTool {
+    fn name(&self) -> &str {
+        if self.read {
+            "mcp_read_resource"
+        } else {
+            "mcp_list_resources"
+        }
+    }
+
+    fn description(&self) -> &str {
+        if self.read {
+            "Reads a resource of an MCP server (a file, a record, a document) by its server and URI, as listed by mcp_list_resources."
+        } else {
+            "Lists the resources the connected MCP servers offer (files, records, documents): server, URI, name and what each is."
+        }
+    }
+
+    fn parameters(&self) -> Value {
+        if self.read {
+            json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "The server's name."},
+                    "uri": {"type": "string", "description": "The resource's URI."}
+                },
+                "required": ["server", "uri"]
+            })
+        } else {
+            json!({
+                "type": "object",
+                "properties": {
+                    "server": {"type": "string", "description": "Only this server's resources (default: every server's)."}
+                }
+            })
+        }
+    }
+
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
+    }
+
+    fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {
+        let text = if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        };
+        let args: Value = serde_json::from_str(text)
+            .map_err(|e| ToolError::invalid_arguments(format!("arguments are not JSON: {e}")))?;
+        let field = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
+        let (server, uri) = (field("server"), field("uri"));
+        if self.read && (server.is_none() || uri.is_none()) {
+            return Err(ToolError::invalid_arguments(
+                "`server` and `uri` are required",
+            ));
+        }
+        Ok(Box::new(ResourceCall {
+            hub: self.hub.clone(),
+            read: self.read,
+            server,
+            uri,
+        }))
+    }
+}
+
+#[async_trait]
+impl PreparedCall for ResourceCall {
+    fn mutating(&self) -> bool {
+        false
+    }
+
+    fn scheduling(&self) -> Scheduling {
+        Scheduling::Parallel
+    }
+
+    async fn confirm_summary(&self, _ctx: &ToolCtx) -> Option<String> {
+        None
+    }
+
+    async fn call(self: Box<Self>, _ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
+        let failed = |e: HubError| ToolError::failed(e.to_string());
+        if !self.read {
+            let listed = self
+                .hub
+                .list_resources(self.server.as_deref())
+                .await
+                .map_err(failed)?;
+            if listed.is_empty() {
+                return Ok(ToolOutput::text("No MCP server offers resources."));
+            }
+            let lines: Vec<String> = listed
+                .iter()
+                .map(|r| {
+                    let mut line = format!("{}  {}  {}", r.server, r.uri, r.name);
+                    if let Some(description) = &r.description {
+                        line.push_str(&format!(" — {}", description.lines().next().unwrap_or("")));
+                    }
+                    line
+                })
+                .collect();
+            return Ok(ToolOutput::text(lines.join("\n")));
+        }
+        let (Some(server), Some(uri)) = (self.server.as_deref(), self.uri.as_deref()) else {
+            return Err(ToolError::invalid_arguments(
+                "`server` and `uri` are required",
+            ));
+        };
+        let parts = self.hub.read_resource(server, uri).await.map_err(failed)?;
+        let mut text = Vec::new();
+        let mut images = Vec::new();
+        for part in parts {
+            match part {
+                ResourcePart::Text { text: body, .. } => text.push(body),
+                ResourcePart::Blob {
+                    uri,
+                    mime_type,
+                    base64,
+                } => match mime_type {
+                    Some(kind) if kind.starts_with("image/") => images.push(ImagePart {
+                        media_type: kind,
+                        data: base64,
+                    }),
+                    kind => text.push(format!(
+                        "[{uri}: binary, {}, {} bytes]",
+                        kind.unwrap_or_else(|| "unknown type".into()),
+                        base64.len() * 3 / 4
+                    )),
+                },
+            }
+        }
+        let mut output = ToolOutput::text(text.join("\n\n"));
+        for image in images {
+            output = output.with_image(image);
+        }
+        Ok(output)
+    }
+}
