@@ -1,5 +1,7 @@
 //! A kinet agent served over MCP with an offline echo model, for the
-//! tests' peer clients: `echo_server` (stdio) or `echo_server --http ADDR`.
+//! tests' peer clients: `echo_server` (stdio), `echo_server --http ADDR`,
+//! or `echo_server --http ADDR --stateless DB` (conversations in the SQLite
+//! file DB, shared by replicas).
 #![allow(clippy::print_stdout, clippy::print_stderr, missing_docs)]
 
 use kinet_core::{Agent, Provider};
@@ -81,10 +83,17 @@ impl Provider for Echo {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let server = McpServer::builder(Agent::builder(Echo).tool(SaveNote).build())
-        .name("kinet-echo")
-        .build();
     let args: Vec<String> = std::env::args().collect();
+    let mut builder =
+        McpServer::builder(Agent::builder(Echo).tool(SaveNote).build()).name("kinet-echo");
+    if let Some(i) = args.iter().position(|a| a == "--stateless") {
+        let db = args
+            .get(i + 1)
+            .ok_or_else(|| anyhow::anyhow!("--stateless needs a database path"))?;
+        let store = kinet_memory::SqliteSessionStore::open(db)?;
+        builder = builder.stateless(std::sync::Arc::new(store));
+    }
+    let server = builder.build();
     match args.iter().position(|a| a == "--http") {
         Some(i) => {
             let addr = args

@@ -776,3 +776,114 @@ async fn elicitation_reaches_the_hosts_form_only_when_it_has_one() {
     plain.shutdown().await;
     handle.shutdown().await;
 }
+
+/// A round-robin HTTP proxy: each request goes to the next backend.
+async fn round_robin(backends: Vec<String>) -> (String, Arc<Vec<std::sync::atomic::AtomicUsize>>) {
+    let counts: Arc<Vec<std::sync::atomic::AtomicUsize>> =
+        Arc::new(backends.iter().map(|_| Default::default()).collect());
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = reqwest::Client::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let seen = counts.clone();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (backends, client, next, seen) =
+            (backends.clone(), client.clone(), next.clone(), seen.clone());
+        async move {
+            let i = next.fetch_add(1, Ordering::SeqCst) % backends.len();
+            seen[i].fetch_add(1, Ordering::SeqCst);
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+            let mut forward = client.request(parts.method, &backends[i]).body(body);
+            for (name, value) in &parts.headers {
+                if name != "host" && name != "content-length" {
+                    forward = forward.header(name, value);
+                }
+            }
+            let answer = forward.send().await.unwrap();
+            let mut response = axum::http::Response::builder().status(answer.status());
+            for (name, value) in answer.headers() {
+                response = response.header(name, value);
+            }
+            response
+                .body(axum::body::Body::from_stream(answer.bytes_stream()))
+                .unwrap()
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, counts)
+}
+
+/// Two stateless replicas behind a round-robin proxy serve one client:
+/// a conversation started on one continues on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_replicas_behind_a_proxy_share_conversations() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("conversations.db");
+    let mut replicas = Vec::new();
+    let mut urls = Vec::new();
+    for _ in 0..2 {
+        let mut child = tokio::process::Command::new(example_binary())
+            .args(["--http", "127.0.0.1:0", "--stateless"])
+            .arg(&db)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout);
+        let mut url = String::new();
+        tokio::io::AsyncBufReadExt::read_line(&mut lines, &mut url)
+            .await
+            .unwrap();
+        urls.push(url.trim().to_owned());
+        replicas.push(child);
+    }
+    let (proxy, served) = round_robin(urls).await;
+    let hub = McpHub::start(
+        vec![ServerConfig::http("replicated", proxy)],
+        HubSettings::default(),
+    );
+    assert!(
+        hub.wait_settled(Duration::from_secs(30)).await,
+        "{:?}",
+        hub.status()
+    );
+    assert_eq!(
+        hub.status()[0].state,
+        ServerState::Ready,
+        "{:?}",
+        hub.status()
+    );
+    let first = hub
+        .call("replicated", "agent", json!({"prompt": "one"}))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "echo: one (1 messages)");
+    let id = first.structured.as_ref().unwrap()["conversation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(id.len() > 30, "an unguessable id: {id}");
+    for (round, expected) in [(2, 3), (3, 5), (4, 7)] {
+        let next = hub
+            .call(
+                "replicated",
+                "reply",
+                json!({"conversation_id": id, "prompt": format!("turn {round}")}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            next.text,
+            format!("echo: turn {round} ({expected} messages)")
+        );
+    }
+    for (i, count) in served.iter().enumerate() {
+        assert!(
+            count.load(Ordering::SeqCst) >= 2,
+            "replica {i} served {count:?}"
+        );
+    }
+    hub.shutdown().await;
+}

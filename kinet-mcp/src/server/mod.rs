@@ -1,5 +1,6 @@
 //! `McpServer`: a kinet agent (and chosen tools) served over MCP.
 
+mod conversations;
 mod gate;
 mod session;
 
@@ -44,6 +45,7 @@ struct Shared {
     name: String,
     calls: AtomicU64,
     origins: Arc<[String]>,
+    store: Option<Arc<dyn kinet_core::session::SessionStore>>,
 }
 
 /// Builds an [`McpServer`]. Every setter documents its default.
@@ -57,9 +59,22 @@ pub struct McpServerBuilder {
     policy: ApprovalPolicy,
     tool_timeout: Option<Duration>,
     origins: Vec<String>,
+    store: Option<Arc<dyn kinet_core::session::SessionStore>>,
 }
 
 impl McpServerBuilder {
+    /// Serves HTTP statelessly: no session lives in this process between
+    /// requests, and conversations are kept in `store` under unguessable
+    /// ids, so several replicas behind a load balancer serve one client
+    /// (any of them continues any conversation). Servers cannot ask the
+    /// client questions in this mode (MCP elicitation needs a session):
+    /// the tool policy and the agent's handler decide. Default: stateful,
+    /// each client session with its own conversations in memory.
+    pub fn stateless(mut self, store: Arc<dyn kinet_core::session::SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Lets browser pages from `origin` (`https://app.example.com`, or
     /// `http://localhost:*` for any port) call the HTTP endpoint. Default:
     /// loopback origins only; requests without an `Origin` header (not from
@@ -157,6 +172,7 @@ impl McpServerBuilder {
                 name: self.name,
                 calls: AtomicU64::new(1),
                 origins: self.origins.into(),
+                store: self.store,
             }),
         }
     }
@@ -230,13 +246,17 @@ impl McpServer {
             policy: ApprovalPolicy::deny_all(),
             tool_timeout: None,
             origins: Vec::new(),
+            store: None,
         }
     }
 
     fn session(&self) -> Session {
         Session {
             shared: Arc::clone(&self.shared),
-            conversations: Arc::new(Mutex::new(HashMap::new())),
+            conversations: match &self.shared.store {
+                Some(store) => conversations::Conversations::Store(Arc::clone(store)),
+                None => conversations::Conversations::Memory(Arc::new(Mutex::new(HashMap::new()))),
+            },
             counter: Arc::new(AtomicU64::new(1)),
         }
     }
@@ -282,6 +302,11 @@ impl McpServer {
         if !addr.ip().is_loopback() {
             // Reachable under any name; the bearer token guards it.
             config = config.disable_allowed_hosts();
+        }
+        if self.shared.store.is_some() {
+            config = config
+                .with_legacy_session_mode(false)
+                .with_json_response(true);
         }
         let server = self.clone();
         let service = StreamableHttpService::new(

@@ -2,10 +2,9 @@
 //! list, the `agent` and `reply` runs, and served tool calls through the
 //! pipeline.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
@@ -27,7 +26,7 @@ use super::Shared;
 #[derive(Clone)]
 pub(super) struct Session {
     pub(super) shared: Arc<Shared>,
-    pub(super) conversations: Arc<Mutex<HashMap<String, Conversation>>>,
+    pub(super) conversations: super::conversations::Conversations,
     pub(super) counter: Arc<AtomicU64>,
 }
 
@@ -120,21 +119,20 @@ impl Session {
                 self.shared.max_runs
             ));
         };
-        let (id, mut conversation) = match id {
-            Some(id) => {
-                let stored = self
-                    .conversations
-                    .lock()
-                    .ok()
-                    .and_then(|c| c.get(&id).cloned());
-                match stored {
-                    Some(conversation) => (id, conversation),
-                    None => return error_result(format!("no conversation `{id}` in this session")),
+        let (id, mut conversation, had) = match id {
+            Some(id) => match self.conversations.load(&id) {
+                Ok(Some(conversation)) => {
+                    let had = conversation.messages.len();
+                    (id, conversation, Some(had))
                 }
-            }
+                Ok(None) => return error_result(format!("no conversation `{id}` in this session")),
+                Err(error) => return error_result(error),
+            },
             None => (
-                format!("conv-{}", self.counter.fetch_add(1, Ordering::Relaxed)),
+                self.conversations
+                    .new_id(self.counter.fetch_add(1, Ordering::Relaxed)),
                 Conversation::new(),
+                None,
             ),
         };
         conversation.push_user(prompt);
@@ -173,8 +171,8 @@ impl Session {
         let outcome = run.finish().await;
         let answer = outcome.final_text().unwrap_or_default();
         let stop = outcome.stop.clone();
-        if let Ok(mut conversations) = self.conversations.lock() {
-            conversations.insert(id.clone(), outcome.conversation);
+        if let Err(error) = self.conversations.save(&id, &outcome.conversation, had) {
+            return error_result(error);
         }
         match stop {
             RunStop::Completed | RunStop::MaxTurns => {
