@@ -310,6 +310,24 @@ fn names(value: Option<&Value>) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// `oneOf` read as `anyOf`, and `allOf` branches merged into the object,
+/// so each object has one shape (neither strict mode nor Gemini takes
+/// them).
+fn one_type_per_object(object: &mut Map<String, Value>) {
+    if let Some(Value::Array(branches)) = object.remove("oneOf") {
+        object.insert("anyOf".into(), Value::Array(branches));
+    }
+    if let Some(Value::Array(branches)) = object.remove("allOf") {
+        for branch in branches {
+            if let Value::Object(fields) = branch {
+                for (k, v) in fields {
+                    object.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+}
+
 /// Keywords strict mode accepts.
 const STRICT_KEYWORDS: [&str; 22] = [
     "type",
@@ -339,18 +357,7 @@ const STRICT_KEYWORDS: [&str; 22] = [
 fn strict(schema: &mut Value) {
     visit(schema, &mut |object| {
         // One `type` per object, so the others do not need to be closed.
-        if let Some(Value::Array(branches)) = object.remove("oneOf") {
-            object.insert("anyOf".into(), Value::Array(branches));
-        }
-        if let Some(Value::Array(branches)) = object.remove("allOf") {
-            for branch in branches {
-                if let Value::Object(fields) = branch {
-                    for (k, v) in fields {
-                        object.entry(k).or_insert(v);
-                    }
-                }
-            }
-        }
+        one_type_per_object(object);
         object.retain(|k, _| STRICT_KEYWORDS.contains(&k.as_str()));
         let is_object = object.get("type").and_then(Value::as_str) == Some("object")
             || object.contains_key("properties");
@@ -430,18 +437,7 @@ fn gemini(schema: &mut Value) {
         if let Some(value) = object.remove("const") {
             object.insert("enum".into(), Value::Array(vec![value]));
         }
-        if let Some(Value::Array(branches)) = object.remove("oneOf") {
-            object.insert("anyOf".into(), Value::Array(branches));
-        }
-        if let Some(Value::Array(branches)) = object.remove("allOf") {
-            for branch in branches {
-                if let Value::Object(fields) = branch {
-                    for (k, v) in fields {
-                        object.entry(k).or_insert(v);
-                    }
-                }
-            }
-        }
+        one_type_per_object(object);
         if let Some(Value::Array(kinds)) = object.get("type").cloned() {
             let nullable = kinds.iter().any(|k| k == "null");
             let rest: Vec<&Value> = kinds.iter().filter(|k| *k != "null").collect();

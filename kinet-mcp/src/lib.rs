@@ -42,6 +42,7 @@
 mod config;
 mod content;
 pub mod elicit;
+mod errors;
 mod hub;
 mod naming;
 mod progress;

@@ -172,7 +172,7 @@ fn call_error(slot: &ServerSlot, tool: &str, error: ServiceError, timeout: Durat
         )),
         other => ToolError::failed(format!(
             "calling `{tool}` on `{server}` failed: {}",
-            crate::supervisor::service_error(&other)
+            crate::errors::service_error(&other)
         )),
     }
 }

@@ -20,8 +20,9 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleClient};
 use serde_json::{Value, json};
 
+use crate::errors::service_error;
 use crate::hub::McpHub;
-use crate::supervisor::{ServerState, service_error};
+use crate::supervisor::ServerState;
 
 /// A resource a server offers.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -82,7 +82,7 @@ impl SseTransport {
         )
         .await
         .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))?
-        .map_err(|e| format!("cannot reach {url}: {}", crate::supervisor::error_chain(&e)))?;
+        .map_err(|e| format!("cannot reach {url}: {}", crate::errors::error_chain(&e)))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("{status} from {url}{}", status_hint(status)));
@@ -197,7 +197,7 @@ impl Transport<RoleClient> for SseTransport {
                 .map_err(|e| {
                     SseError(format!(
                         "cannot send to {endpoint}: {}",
-                        crate::supervisor::error_chain(&e)
+                        crate::errors::error_chain(&e)
                     ))
                 })?;
             let status = response.status();

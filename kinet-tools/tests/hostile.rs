@@ -5,6 +5,8 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
@@ -124,7 +126,7 @@ async fn a_chain_of_41_symlinks_leads_no_tool_outside() {
 
 #[tokio::test]
 async fn git_diff_runs_no_program_the_repository_names() {
-    if !have_git() {
+    if !common::have_git() {
         return;
     }
     let ws = workspace();
@@ -195,7 +197,7 @@ async fn git_diff_runs_no_program_the_repository_names() {
 
 #[tokio::test]
 async fn git_diff_refuses_a_work_tree_outside_the_workspace() {
-    if !have_git() {
+    if !common::have_git() {
         return;
     }
     // The repository's config makes the common parent of the workspace and
@@ -239,7 +241,7 @@ async fn git_diff_refuses_a_work_tree_outside_the_workspace() {
 
 #[tokio::test]
 async fn git_diff_refuses_a_repository_outside_the_workspace() {
-    if !have_git() {
+    if !common::have_git() {
         return;
     }
     // A `.git` file in the workspace naming another repository.
@@ -573,16 +575,4 @@ async fn a_swapped_directory_mid_walk_leaks_nothing() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     swapper.join().unwrap();
-}
-
-/// Whether git is installed; says so loudly when not.
-fn have_git() -> bool {
-    let found = std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        kinet_core::testing::skipped("git is not installed (.ci/test installs it)");
-    }
-    found
 }

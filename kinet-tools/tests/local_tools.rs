@@ -1,6 +1,8 @@
 //! The local pack on real files, processes and git repositories in temp dirs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -650,7 +652,7 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[tokio::test]
 async fn git_diff_shows_staged_unstaged_and_untracked_changes() {
-    if !have_git() {
+    if !common::have_git() {
         return;
     }
     let ws = workspace();
@@ -964,16 +966,4 @@ async fn todo_writes_never_overlap_and_reads_do() {
     let last_start = reads.iter().map(|r| r.1).max().unwrap();
     let first_end = reads.iter().map(|r| r.2).min().unwrap();
     assert!(last_start < first_end, "the reads ran one after another");
-}
-
-/// Whether git is installed; says so loudly when not.
-fn have_git() -> bool {
-    let found = std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        kinet_core::testing::skipped("git is not installed (.ci/test installs it)");
-    }
-    found
 }

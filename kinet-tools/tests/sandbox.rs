@@ -9,6 +9,8 @@
     clippy::print_stderr
 )]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -147,7 +149,7 @@ async fn the_network_is_off_unless_allowed() {
 
 #[tokio::test]
 async fn git_and_cargo_work_inside() {
-    if !have_git() {
+    if !common::have_git() {
         return;
     }
     let policy = SandboxPolicy::workspace_write();
@@ -220,16 +222,4 @@ fn sandboxed_commands_run_without_asking_and_unsandboxed_ones_ask() {
     // Where the kernel cannot enforce it, every command asks again.
     assert_eq!(tool.mutating(&args(json!({"command": "ls"}))), !enforced);
     assert!(tool.mutating(&args(json!({"command": "ls", "unsandboxed": true}))));
-}
-
-/// Whether git is installed; says so loudly when not.
-fn have_git() -> bool {
-    let found = std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        kinet_core::testing::skipped("git is not installed (.ci/test installs it)");
-    }
-    found
 }
