@@ -747,3 +747,73 @@ async fn progress_notifications_restart_the_call_timeout() {
     assert!(started.elapsed() >= Duration::from_secs(3), "{done:?}");
     hub.shutdown().await;
 }
+
+/// Resources and prompts of a real server: listed and read by the host,
+/// prompts filled in, and resources read by the model through its tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_and_prompts_reach_the_host_and_the_model() {
+    use kinet_mcp::resources::{HubError, ResourcePart};
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    ready(&hub).await;
+    let resources = hub.list_resources(None).await.unwrap();
+    assert!(!resources.is_empty());
+    let text = resources
+        .iter()
+        .find(|r| r.mime_type.as_deref() == Some("text/plain"))
+        .unwrap_or(&resources[0]);
+    let parts = hub.read_resource("everything", &text.uri).await.unwrap();
+    assert!(
+        parts.iter().any(|p| match p {
+            ResourcePart::Text { text, .. } => !text.is_empty(),
+            ResourcePart::Blob { base64, .. } => !base64.is_empty(),
+            _ => false,
+        }),
+        "{parts:?}"
+    );
+    let prompts = hub.list_prompts(Some("everything")).await.unwrap();
+    let simple = prompts
+        .iter()
+        .find(|p| p.arguments.iter().all(|(_, _, required)| !required))
+        .unwrap_or_else(|| panic!("{prompts:?}"));
+    let messages = hub
+        .get_prompt("everything", &simple.name, Default::default())
+        .await
+        .unwrap();
+    assert!(
+        !messages.is_empty() && !messages[0].text().is_empty(),
+        "{messages:?}"
+    );
+    assert!(matches!(
+        hub.read_resource("nope", "x").await,
+        Err(HubError::UnknownServer(_))
+    ));
+
+    let provider = ScriptedProvider::new([
+        ScriptedTurn::new()
+            .expect(Expectation::HasTools(vec![
+                "mcp_list_resources".into(),
+                "mcp_read_resource".into(),
+            ]))
+            .tool_call("r1", "mcp_list_resources", json!({})),
+        ScriptedTurn::new().tool_call(
+            "r2",
+            "mcp_read_resource",
+            json!({"server": "everything", "uri": text.uri}),
+        ),
+        ScriptedTurn::text("read it"),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool_source(std::sync::Arc::new(hub.clone()))
+        .build();
+    let outcome = agent.run_to_completion("what resources are there?").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let listed = outcome.conversation.messages[2].text();
+    assert!(listed.contains(&text.uri), "{listed}");
+    let read = outcome.conversation.messages[4].text();
+    assert!(
+        !read.trim().is_empty() && !read.contains("failed"),
+        "{read}"
+    );
+    hub.shutdown().await;
+}
