@@ -50,6 +50,8 @@ struct HubInner {
     direct: (Pipeline, ToolCtx),
     /// Tools the model found with `mcp_tool_search`.
     loaded: Arc<crate::search::Loaded>,
+    /// Changes of subscribed resources.
+    updates: tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>,
 }
 
 impl Drop for HubInner {
@@ -111,6 +113,12 @@ impl McpHub {
         &self.inner.settings
     }
 
+    pub(crate) fn updates(
+        &self,
+    ) -> &tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate> {
+        &self.inner.updates
+    }
+
     /// Starts every enabled server concurrently (needs a tokio runtime).
     /// Returns at once; servers become ready in the background.
     pub fn start(servers: Vec<ServerConfig>, settings: HubSettings) -> Self {
@@ -135,11 +143,13 @@ impl McpHub {
     ) -> Self {
         let (changed, _) = watch::channel(0u64);
         let shutdown = CancellationToken::new();
+        let (updates, _) = tokio::sync::broadcast::channel(256);
         let slots: Vec<Arc<ServerSlot>> = servers
             .into_iter()
             .map(|config| {
                 let mut slot = ServerSlot::new(config);
                 slot.elicitation = elicitation.clone();
+                slot.updates = Some(updates.clone());
                 Arc::new(slot)
             })
             .collect();
@@ -161,6 +171,7 @@ impl McpHub {
                 shutdown,
                 tool_cache: std::sync::Mutex::new(None),
                 loaded: Arc::default(),
+                updates,
                 direct: (
                     Pipeline::new().with_policy(ApprovalPolicy::never()),
                     ToolCtx::new(std::env::current_dir().unwrap_or_else(|_| ".".into())),

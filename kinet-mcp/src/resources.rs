@@ -64,6 +64,16 @@ pub enum ResourcePart {
     },
 }
 
+/// A subscribed resource changed (read it again to see how).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResourceUpdate {
+    /// The server's name.
+    pub server: String,
+    /// The resource's URI.
+    pub uri: String,
+}
+
 /// A prompt template a server offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -244,6 +254,44 @@ impl McpHub {
                 _ => None,
             })
             .collect())
+    }
+
+    /// Asks `server` to report changes of the resource `uri` (where the
+    /// server offers subscriptions); they arrive on
+    /// [`resource_updates`](Self::resource_updates). The subscription is
+    /// renewed when the hub reconnects to the server.
+    pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<(), HubError> {
+        let peer = self.peer_for(server, Capability::Resources)?;
+        let offered = peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .resources
+                .as_ref()
+                .and_then(|r| r.subscribe)
+                .unwrap_or(false)
+        });
+        if !offered {
+            return Err(HubError::Unsupported {
+                server: server.to_owned(),
+                what: "resource subscriptions",
+            });
+        }
+        // The hub negotiates a protocol version with `initialize`, where
+        // `resources/subscribe` is the method (`listen` replaces it only in
+        // the sessionless 2026-07-28 protocol).
+        #[allow(deprecated)]
+        let subscribe = peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri));
+        limit(self.request_limit(), server, subscribe).await?;
+        if let Some(slot) = self.slots().iter().find(|s| s.config.name == server)
+            && let Ok(mut subscribed) = slot.subscriptions.lock()
+        {
+            subscribed.insert(uri.to_owned());
+        }
+        Ok(())
+    }
+
+    /// Changes of subscribed resources, from every server, as they come.
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<ResourceUpdate> {
+        self.updates().subscribe()
     }
 
     /// The prompt templates of `server`, or of every ready server that has

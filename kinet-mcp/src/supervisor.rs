@@ -66,6 +66,7 @@ pub(crate) struct Handler {
     client_name: Arc<str>,
     server: Arc<str>,
     elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
+    updates: Option<tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>>,
 }
 
 impl ClientHandler for Handler {
@@ -121,6 +122,19 @@ impl ClientHandler for Handler {
         })
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(updates) = &self.updates {
+            let _ = updates.send(crate::resources::ResourceUpdate {
+                server: self.server.to_string(),
+                uri: params.uri,
+            });
+        }
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
     }
@@ -154,6 +168,10 @@ pub(crate) struct ServerSlot {
     pub(crate) stopping: std::sync::atomic::AtomicBool,
     /// The host's form UI for the server's questions.
     pub(crate) elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
+    /// Where resource updates go.
+    pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>>,
+    /// Resources subscribed to (renewed after a reconnect).
+    pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
 }
 
 const STDERR_LINES: usize = 50;
@@ -184,6 +202,8 @@ impl ServerSlot {
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stopping: std::sync::atomic::AtomicBool::new(false),
             elicitation: None,
+            updates: None,
+            subscriptions: Mutex::new(std::collections::BTreeSet::new()),
         }
     }
 
@@ -324,6 +344,23 @@ pub(crate) async fn supervise(
         was_ready = true;
         let connected_at = tokio::time::Instant::now();
         set_state(ServerState::Ready);
+        // Renew the host's resource subscriptions on the new connection.
+        let subscribed: Vec<String> = slot
+            .subscriptions
+            .lock()
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for uri in subscribed {
+            let peer = peer.clone();
+            // `resources/subscribe` is the method of the protocol versions
+            // negotiated with `initialize`.
+            #[allow(deprecated)]
+            tokio::spawn(async move {
+                let _ = peer
+                    .subscribe(rmcp::model::SubscribeRequestParams::new(uri))
+                    .await;
+            });
+        }
 
         // Connected: refresh on list_changed until the connection drops or
         // the hub shuts down.
@@ -433,6 +470,7 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
         client_name: Arc::from(settings.client_name.as_str()),
         server: Arc::from(slot.config.name.as_str()),
         elicitation: slot.elicitation.clone(),
+        updates: slot.updates.clone(),
         ..Handler::default()
     };
     match &slot.config.transport {

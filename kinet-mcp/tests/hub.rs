@@ -817,3 +817,27 @@ async fn resources_and_prompts_reach_the_host_and_the_model() {
     );
     hub.shutdown().await;
 }
+
+/// A subscribed resource's updates reach the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_updates_reach_the_host() {
+    let Some(peers) = peers() else { return };
+    let hub = McpHub::start(vec![everything(&peers)], settings());
+    ready(&hub).await;
+    let uri = hub.list_resources(Some("everything")).await.unwrap()[0]
+        .uri
+        .clone();
+    let mut updates = hub.resource_updates();
+    hub.subscribe_resource("everything", &uri).await.unwrap();
+    // server-everything sends its subscribers updates once this is on.
+    hub.call("everything", "toggle-subscriber-updates", json!({}))
+        .await
+        .unwrap();
+    let update = tokio::time::timeout(Duration::from_secs(10), updates.recv())
+        .await
+        .expect("no resource update within 10 s")
+        .unwrap();
+    assert_eq!(update.server, "everything");
+    assert_eq!(update.uri, uri);
+    hub.shutdown().await;
+}
