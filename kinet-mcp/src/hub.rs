@@ -51,7 +51,7 @@ struct HubInner {
     /// Tools the model found with `mcp_tool_search`.
     loaded: Arc<crate::search::Loaded>,
     /// Changes of subscribed resources.
-    updates: tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>,
+    updates: tokio::sync::broadcast::Sender<crate::resources::ServerChange>,
 }
 
 impl Drop for HubInner {
@@ -115,7 +115,7 @@ impl McpHub {
 
     pub(crate) fn updates(
         &self,
-    ) -> &tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate> {
+    ) -> &tokio::sync::broadcast::Sender<crate::resources::ServerChange> {
         &self.inner.updates
     }
 

@@ -64,14 +64,27 @@ pub enum ResourcePart {
     },
 }
 
-/// A subscribed resource changed (read it again to see how).
+/// Something a server reports about its resources or prompts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ResourceUpdate {
-    /// The server's name.
-    pub server: String,
-    /// The resource's URI.
-    pub uri: String,
+pub enum ServerChange {
+    /// A subscribed resource changed (read it again to see how).
+    ResourceUpdated {
+        /// The server's name.
+        server: String,
+        /// The resource's URI.
+        uri: String,
+    },
+    /// The server's list of resources changed.
+    ResourcesChanged {
+        /// The server's name.
+        server: String,
+    },
+    /// The server's list of prompts changed.
+    PromptsChanged {
+        /// The server's name.
+        server: String,
+    },
 }
 
 /// A prompt template a server offers.
@@ -258,8 +271,8 @@ impl McpHub {
 
     /// Asks `server` to report changes of the resource `uri` (where the
     /// server offers subscriptions); they arrive on
-    /// [`resource_updates`](Self::resource_updates). The subscription is
-    /// renewed when the hub reconnects to the server.
+    /// [`changes`](Self::changes). The subscription is renewed when the hub
+    /// reconnects to the server.
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<(), HubError> {
         let peer = self.peer_for(server, Capability::Resources)?;
         let offered = peer.peer_info().is_some_and(|info| {
@@ -289,8 +302,10 @@ impl McpHub {
         Ok(())
     }
 
-    /// Changes of subscribed resources, from every server, as they come.
-    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<ResourceUpdate> {
+    /// Changes of subscribed resources and of resource and prompt lists,
+    /// from every server, as they come (a receiver that falls more than 256
+    /// behind loses the oldest).
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<ServerChange> {
         self.updates().subscribe()
     }
 

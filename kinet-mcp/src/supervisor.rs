@@ -66,7 +66,15 @@ pub(crate) struct Handler {
     client_name: Arc<str>,
     server: Arc<str>,
     elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
-    updates: Option<tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>>,
+    updates: Option<tokio::sync::broadcast::Sender<crate::resources::ServerChange>>,
+}
+
+impl Handler {
+    fn report(&self, change: crate::resources::ServerChange) {
+        if let Some(updates) = &self.updates {
+            let _ = updates.send(change);
+        }
+    }
 }
 
 impl ClientHandler for Handler {
@@ -127,12 +135,22 @@ impl ClientHandler for Handler {
         params: rmcp::model::ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(updates) = &self.updates {
-            let _ = updates.send(crate::resources::ResourceUpdate {
-                server: self.server.to_string(),
-                uri: params.uri,
-            });
-        }
+        self.report(crate::resources::ServerChange::ResourceUpdated {
+            server: self.server.to_string(),
+            uri: params.uri,
+        });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.report(crate::resources::ServerChange::ResourcesChanged {
+            server: self.server.to_string(),
+        });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.report(crate::resources::ServerChange::PromptsChanged {
+            server: self.server.to_string(),
+        });
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -169,7 +187,7 @@ pub(crate) struct ServerSlot {
     /// The host's form UI for the server's questions.
     pub(crate) elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
     /// Where resource updates go.
-    pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::resources::ResourceUpdate>>,
+    pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::resources::ServerChange>>,
     /// Resources subscribed to (renewed after a reconnect).
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
 }

@@ -549,3 +549,35 @@ fn a_managed_file_replaces_every_other_source() {
     assert_eq!(names, ["company", "host"]);
     assert!(matches!(&found.servers[0].source, ConfigSource::ClaudeManaged(f) if f == &managed));
 }
+
+/// A plugin server that reaches the same endpoint as the user's own entry
+/// is dropped (Claude Code matches plugins by endpoint), whatever its name.
+#[test]
+fn a_plugin_server_duplicating_an_own_server_is_dropped() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let root = h.join(".claude/plugins/cache/acme/db/1.0.0");
+    write(
+        &h.join(".claude/plugins/installed_plugins.json"),
+        &format!(
+            r#"{{"version": 2, "plugins": {{"db@acme": [{{"scope": "user", "installPath": "{}"}}]}}}}"#,
+            root.display()
+        ),
+    );
+    write(
+        &root.join(".mcp.json"),
+        r#"{"db-from-plugin": {"command": "db-server", "args": ["--stdio"]}, "extra": {"command": "other"}}"#,
+    );
+    write(
+        &h.join(".claude.json"),
+        r#"{"mcpServers": {"my-db": {"command": "db-server", "args": ["--stdio"]}}}"#,
+    );
+    let found = Discovery::new()
+        .home(h)
+        .project(project.path())
+        .env(BTreeMap::new())
+        .discover();
+    let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["extra", "my-db"]);
+}

@@ -827,17 +827,27 @@ async fn resource_updates_reach_the_host() {
     let uri = hub.list_resources(Some("everything")).await.unwrap()[0]
         .uri
         .clone();
-    let mut updates = hub.resource_updates();
+    let mut updates = hub.changes();
     hub.subscribe_resource("everything", &uri).await.unwrap();
     // server-everything sends its subscribers updates once this is on.
     hub.call("everything", "toggle-subscriber-updates", json!({}))
         .await
         .unwrap();
-    let update = tokio::time::timeout(Duration::from_secs(10), updates.recv())
-        .await
-        .expect("no resource update within 10 s")
-        .unwrap();
-    assert_eq!(update.server, "everything");
-    assert_eq!(update.uri, uri);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let change = tokio::time::timeout_at(deadline.into(), updates.recv())
+            .await
+            .expect("no resource update within 10 s")
+            .unwrap();
+        if let kinet_mcp::resources::ServerChange::ResourceUpdated {
+            server,
+            uri: updated,
+        } = change
+        {
+            assert_eq!(server, "everything");
+            assert_eq!(updated, uri);
+            break;
+        }
+    }
     hub.shutdown().await;
 }

@@ -250,7 +250,9 @@ pub struct Discovered {
 ///    the project, the nearest winning; each server runs only once approved),
 ///    local scope (the project's entry in `~/.claude.json`, keyed by the
 ///    repository root as Claude Code keys it; its `disabledMcpServers` turn
-///    off servers of the other scopes);
+///    off servers of the other scopes); a plugin server that reaches the
+///    same endpoint as another source's server is dropped, as Claude Code
+///    matches plugins by endpoint;
 /// 4. servers added in code.
 ///
 /// When Claude Code's managed file exists (`/etc/claude-code/managed-mcp.json`
@@ -419,6 +421,7 @@ impl Discovery {
                 }
             }
         }
+        found.drop_plugin_duplicates();
         for server in &self.extra {
             found.insert(server.clone());
         }
@@ -450,6 +453,32 @@ impl Collected {
                 server.enabled = false;
             }
         }
+    }
+
+    /// Drops plugin servers that reach the same endpoint (command and
+    /// arguments, or URL) as a server of another source: as in Claude Code,
+    /// plugins are matched by endpoint and the user's own entry wins.
+    pub(super) fn drop_plugin_duplicates(&mut self) {
+        fn endpoint(server: &ServerConfig) -> String {
+            match &server.transport {
+                ServerTransport::Stdio { command, args, .. } => {
+                    format!("stdio {command} {}", args.join("\u{1f}"))
+                }
+                ServerTransport::Http { url, .. } | ServerTransport::Sse { url, .. } => {
+                    format!("url {}", url.trim_end_matches('/'))
+                }
+            }
+        }
+        let own: std::collections::BTreeSet<String> = self
+            .servers
+            .values()
+            .filter(|s| !matches!(s.source, ConfigSource::ClaudePlugin { .. }))
+            .map(endpoint)
+            .collect();
+        self.servers.retain(|_, server| {
+            !matches!(server.source, ConfigSource::ClaudePlugin { .. })
+                || !own.contains(&endpoint(server))
+        });
     }
 
     /// Turns off the servers read from `source`.
