@@ -887,3 +887,32 @@ async fn stateless_replicas_behind_a_proxy_share_conversations() {
     }
     hub.shutdown().await;
 }
+
+/// A server that wants a token the hub was not given: the status says
+/// "401 from <url>" and what to check, without the SDK's type names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_token_is_reported_as_a_401_to_fix() {
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), Some("s3cret".into()))
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let hub = McpHub::start(
+        vec![ServerConfig::http("guarded", url.clone())],
+        HubSettings::default(),
+    );
+    hub.wait_settled(Duration::from_secs(30)).await;
+    match &hub.status()[0].state {
+        ServerState::Failed { reason } => {
+            assert!(reason.starts_with(&format!("401 from {url}")), "{reason}");
+            assert!(reason.contains("check the token"), "{reason}");
+            assert!(
+                !reason.contains("rmcp") && !reason.contains("Transport ["),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    hub.shutdown().await;
+    handle.shutdown().await;
+}
