@@ -65,9 +65,6 @@ impl SchemaDialect {
 
 /// How deep refs are followed; a recursive schema is cut there.
 const MAX_DEPTH: usize = 24;
-/// A schema that inlining would blow past this many bytes keeps its
-/// recursive parts as open objects instead.
-const MAX_INLINED_BYTES: usize = 256 * 1024;
 
 /// `schema` as `dialect` needs it, borrowed when it already is. Tool
 /// schemas are made for [`SchemaDialect::OpenAi`] when a tool is added
@@ -91,23 +88,27 @@ const BOOKKEEPING: [&str; 5] = ["$schema", "$id", "$comment", "$anchor", "$dynam
 /// Resolves every local `$ref` (`#`, `#/$defs/X`, `#/definitions/X`,
 /// `#/properties/a/items`, with `~0`/`~1` escapes) by copying its target in
 /// place (sibling keywords of the `$ref` are kept). A ref that recursion
-/// reaches again, or past 24 levels, becomes an open schema (`{}` with
-/// the ref's description), so the result never holds a `$ref`; `$defs` and
-/// `definitions` are removed. Remote refs become open schemas too.
+/// reaches again, one 24 refs deep, or one past a budget of inlined nodes
+/// (a few KB of shared refs can stand for billions of nodes) becomes an
+/// open schema (`{}` with the ref's description), so the result never
+/// holds a `$ref`; `$defs` and `definitions` are removed. Remote refs
+/// become open schemas too.
 pub fn inline_refs(schema: &Value) -> Value {
-    let mut stack = Vec::new();
-    let mut out = resolve(schema, schema, &mut stack, 0);
-    if out.to_string().len() > MAX_INLINED_BYTES {
-        // Pathological sharing: keep the top level, open everything
-        // referenced.
-        out = resolve(schema, schema, &mut vec!["#".to_owned()], MAX_DEPTH);
-    }
-    if let Some(object) = out.as_object_mut() {
+    let mut walk = Walk {
+        root: schema,
+        stack: Vec::new(),
+        budget: MAX_INLINED_NODES,
+    };
+    let mut out = walk.resolve(schema, 0);
+    visit(&mut out, &mut |object| {
         object.remove("$defs");
         object.remove("definitions");
-    }
+    });
     out
 }
+
+/// Nodes `$ref` inlining may add before further refs are left open.
+const MAX_INLINED_NODES: usize = 20_000;
 
 fn pointer_target<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     let pointer = reference.strip_prefix('#')?;
@@ -119,58 +120,73 @@ fn pointer_target<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     root.pointer(&decoded)
 }
 
-fn resolve(value: &Value, root: &Value, stack: &mut Vec<String>, depth: usize) -> Value {
+fn nodes(value: &Value) -> usize {
     match value {
-        Value::Object(object) => {
-            if let Some(Value::String(reference)) = object.get("$ref") {
-                let mut siblings: Map<String, Value> = object
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "$ref")
-                    .map(|(k, v)| (k.clone(), resolve(v, root, stack, depth + 1)))
-                    .collect();
-                let target = pointer_target(root, reference);
-                let Some(target) =
-                    target.filter(|_| depth < MAX_DEPTH && !stack.iter().any(|r| r == reference))
-                else {
-                    // Recursive, too deep, remote or dangling: an open schema.
-                    siblings.entry("description").or_insert_with(|| {
-                        Value::String(format!("(a nested value of the same shape as {reference})"))
-                    });
-                    return Value::Object(siblings);
-                };
-                stack.push(reference.clone());
-                let resolved = resolve(target, root, stack, depth + 1);
-                stack.pop();
-                if let Value::Object(fields) = resolved {
-                    for (key, field) in fields {
-                        if key != "$defs" && key != "definitions" {
-                            siblings.entry(key).or_insert(field);
-                        }
-                    }
+        Value::Object(object) => 1 + object.values().map(nodes).sum::<usize>(),
+        Value::Array(items) => 1 + items.iter().map(nodes).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+/// One inlining pass: the root refs point into, the refs being followed,
+/// and the nodes still allowed.
+struct Walk<'a> {
+    root: &'a Value,
+    stack: Vec<String>,
+    budget: usize,
+}
+
+impl Walk<'_> {
+    /// `value` with its refs inlined; `refs` is how many refs deep it is.
+    fn resolve(&mut self, value: &Value, refs: usize) -> Value {
+        match value {
+            Value::Object(object) => {
+                if let Some(Value::String(reference)) = object.get("$ref") {
+                    return self.inline(object, reference, refs);
                 }
-                return Value::Object(siblings);
+                Value::Object(
+                    object
+                        .iter()
+                        .map(|(k, v)| (k.clone(), self.resolve(v, refs)))
+                        .collect(),
+                )
             }
-            Value::Object(
-                object
-                    .iter()
-                    .map(|(k, v)| {
-                        let v = if k == "$defs" || k == "definitions" {
-                            v.clone()
-                        } else {
-                            resolve(v, root, stack, depth + 1)
-                        };
-                        (k.clone(), v)
-                    })
-                    .collect(),
-            )
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|item| self.resolve(item, refs)).collect())
+            }
+            other => other.clone(),
         }
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| resolve(item, root, stack, depth + 1))
-                .collect(),
-        ),
-        other => other.clone(),
+    }
+
+    fn inline(&mut self, object: &Map<String, Value>, reference: &str, refs: usize) -> Value {
+        let mut siblings: Map<String, Value> = object
+            .iter()
+            .filter(|(k, _)| k.as_str() != "$ref")
+            .map(|(k, v)| (k.clone(), self.resolve(v, refs)))
+            .collect();
+        let root = self.root;
+        let target = pointer_target(root, reference).filter(|target| {
+            refs < MAX_DEPTH
+                && !self.stack.iter().any(|r| r == reference)
+                && nodes(target) <= self.budget
+        });
+        let Some(target) = target else {
+            // Recursive, too deep, over budget, remote or dangling: open.
+            siblings.entry("description").or_insert_with(|| {
+                Value::String(format!("(a nested value of the same shape as {reference})"))
+            });
+            return Value::Object(siblings);
+        };
+        self.budget -= nodes(target);
+        self.stack.push(reference.to_owned());
+        let resolved = self.resolve(target, refs + 1);
+        self.stack.pop();
+        if let Value::Object(fields) = resolved {
+            for (key, field) in fields {
+                siblings.entry(key).or_insert(field);
+            }
+        }
+        Value::Object(siblings)
     }
 }
 
@@ -359,10 +375,19 @@ fn strict(schema: &mut Value) {
         // One `type` per object, so the others do not need to be closed.
         one_type_per_object(object);
         object.retain(|k, _| STRICT_KEYWORDS.contains(&k.as_str()));
-        let is_object = object.get("type").and_then(Value::as_str) == Some("object")
-            || object.contains_key("properties");
+        let is_object = is_object_type(object.get("type")) || object.contains_key("properties");
         if is_object {
-            object.insert("type".into(), "object".into());
+            // An optional object property was made `["object", "null"]` by
+            // its parent: it stays nullable.
+            let nullable = matches!(object.get("type"), Some(Value::Array(kinds)) if kinds.iter().any(|k| k == "null"));
+            object.insert(
+                "type".into(),
+                if nullable {
+                    json!(["object", "null"])
+                } else {
+                    "object".into()
+                },
+            );
             object
                 .entry("properties")
                 .or_insert_with(|| Value::Object(Map::new()));
@@ -379,6 +404,15 @@ fn strict(schema: &mut Value) {
             object.insert("additionalProperties".into(), Value::Bool(false));
         }
     });
+}
+
+/// `"object"`, or a list of types holding it.
+fn is_object_type(kind: Option<&Value>) -> bool {
+    match kind {
+        Some(Value::String(kind)) => kind == "object",
+        Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "object"),
+        _ => false,
+    }
 }
 
 /// An optional property in strict mode: it must be listed as required, so
@@ -484,6 +518,15 @@ fn gemini(schema: &mut Value) {
             object.remove("format");
         }
         object.retain(|k, _| GEMINI_KEYWORDS.contains(&k.as_str()));
+        // Gemini rejects an object schema with empty `properties`.
+        if object
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            object.remove("properties");
+            object.remove("required");
+        }
     });
 }
 
@@ -532,9 +575,7 @@ fn check(value: &Value, dialect: SchemaDialect, at: &str, found: &mut Vec<String
         }
     }
     match dialect {
-        SchemaDialect::OpenAiStrict
-            if object.get("type").and_then(Value::as_str) == Some("object") =>
-        {
+        SchemaDialect::OpenAiStrict if is_object_type(object.get("type")) => {
             if object.get("additionalProperties") != Some(&Value::Bool(false)) {
                 found.push(format!(
                     "{at}: an object without `additionalProperties: false`"
@@ -550,6 +591,13 @@ fn check(value: &Value, dialect: SchemaDialect, at: &str, found: &mut Vec<String
             }
         }
         SchemaDialect::Gemini => {
+            if object
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+            {
+                found.push(format!("{at}: empty `properties`"));
+            }
             if object.get("type").is_some_and(|t| !t.is_string()) {
                 found.push(format!("{at}: `type` is not a single type"));
             }
@@ -579,6 +627,42 @@ fn check(value: &Value, dialect: SchemaDialect, at: &str, found: &mut Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_refs_cannot_blow_up() {
+        // 8 levels of 30 properties each referring to the next level: 30^8
+        // nodes if inlined naively.
+        let mut defs = Map::new();
+        for level in 1..=8 {
+            let next = if level == 8 {
+                json!({"type": "string"})
+            } else {
+                json!({"$ref": format!("#/$defs/L{}", level + 1)})
+            };
+            let properties: Map<String, Value> =
+                (0..30).map(|i| (format!("p{i}"), next.clone())).collect();
+            defs.insert(
+                format!("L{level}"),
+                json!({"type": "object", "properties": properties}),
+            );
+        }
+        let schema = json!({"type": "object", "properties": {"root": {"$ref": "#/$defs/L1"}}, "$defs": defs});
+        let started = std::time::Instant::now();
+        let out = inline_refs(&schema);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(
+            out.to_string().len() < 4_000_000,
+            "{}",
+            out.to_string().len()
+        );
+        assert!(!out.to_string().contains("$ref"));
+        // A property named `definitions` is a property, not a keyword.
+        let named = json!({"type": "object", "properties": {"definitions": {"$ref": "#/$defs/D"}}, "$defs": {"D": {"type": "integer"}}});
+        assert_eq!(
+            inline_refs(&named)["properties"]["definitions"],
+            json!({"type": "integer"})
+        );
+    }
 
     #[test]
     fn pointer_refs_defs_and_recursion_are_inlined() {
@@ -647,6 +731,33 @@ mod tests {
         );
         assert_eq!(gemini["properties"]["mode"]["enum"], json!(["a", "b", "3"]));
         assert_eq!(gemini["properties"]["fixed"]["enum"], json!(["x"]));
+        // An optional object stays nullable and closed in strict mode.
+        let optional_object = json!({
+            "type": "object",
+            "properties": {
+                "opts": {"type": "object", "properties": {"a": {"type": "string"}}},
+                "map": {"type": "object", "additionalProperties": {"type": "string"}}
+            }
+        });
+        let strict = sanitize(&optional_object, SchemaDialect::OpenAiStrict);
+        assert_eq!(
+            strict["properties"]["opts"]["type"],
+            json!(["object", "null"])
+        );
+        assert_eq!(
+            strict["properties"]["map"]["additionalProperties"],
+            json!(false)
+        );
+        assert!(
+            violations(&strict, SchemaDialect::OpenAiStrict).is_empty(),
+            "{strict:#}"
+        );
+        // No arguments: Gemini gets no empty `properties`.
+        let empty = sanitize(
+            &json!({"type": "object", "properties": {}}),
+            SchemaDialect::Gemini,
+        );
+        assert_eq!(empty, json!({"type": "object"}));
         // Violations are found where they are.
         assert!(
             violations(&schema, SchemaDialect::Gemini)

@@ -74,7 +74,10 @@ impl McpTool {
         let idle = self.timeout;
         let hard = ctx.deadline();
         let limit_from = |now: Instant| {
-            let soft = now + idle;
+            // A huge timeout means none (and must not overflow).
+            let soft = now
+                .checked_add(idle)
+                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365));
             hard.map_or(soft, |hard| hard.min(soft))
         };
         let started = Instant::now();
@@ -94,6 +97,7 @@ impl McpTool {
             .handler
             .progress
             .subscribe(handle.progress_token.clone());
+        let _busy = Busy::new(&self.slot.in_flight);
         let mut response = std::pin::pin!(handle.await_response());
         let mut deadline = std::pin::pin!(deadline);
         let result = loop {
@@ -130,6 +134,22 @@ impl McpTool {
             ))),
             Err(error) => Err(call_error(&self.slot, &self.tool, error, limit)),
         }
+    }
+}
+
+/// Counts a call as in flight until dropped.
+struct Busy<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Busy<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -68,8 +68,11 @@ impl SseTransport {
     ) -> Result<Self, String> {
         let headers = header_map(headers)?;
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
+        // No redirects: the configured headers (tokens) go to the configured
+        // origin only, and the endpoint must be on it.
         let client = reqwest::Client::builder()
             .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
         let response = tokio::time::timeout(
@@ -98,7 +101,7 @@ impl SseTransport {
                 "{url} answered with `{kind}`, not an event stream: is it a streamable HTTP server? Then use \"type\": \"http\""
             ));
         }
-        let base = response.url().clone();
+        let base = parsed.clone();
         let (endpoint_sender, endpoint) = oneshot::channel::<String>();
         let (messages, incoming) = mpsc::channel(64);
         let reader = tokio::spawn(read_events(response, endpoint_sender, messages));
@@ -117,9 +120,15 @@ impl SseTransport {
                 ));
             }
         };
-        let endpoint = base
-            .join(&endpoint)
-            .map_err(|e| format!("{url} named an invalid endpoint `{endpoint}`: {e}"))?;
+        let endpoint = match base.join(&endpoint) {
+            Ok(endpoint) => endpoint,
+            Err(error) => {
+                reader.abort();
+                return Err(format!(
+                    "{url} named an invalid endpoint `{endpoint}`: {error}"
+                ));
+            }
+        };
         if endpoint.origin() != base.origin() {
             reader.abort();
             return Err(format!(
@@ -137,6 +146,9 @@ impl SseTransport {
     }
 }
 
+/// The largest event accepted.
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
 /// Reads the event stream: the first `endpoint` event to `endpoint`, each
 /// `message` event (parsed) to `messages`, until the stream ends.
 async fn read_events(
@@ -147,9 +159,21 @@ async fn read_events(
     let mut endpoint = Some(endpoint);
     let mut parser = SseParser::new();
     let mut stream = response.bytes_stream();
+    // Bytes since the last complete event: a server streaming one endless
+    // line would otherwise grow the parser's buffer without bound.
+    let mut pending = 0usize;
     while let Some(Ok(chunk)) = stream.next().await {
         let mut events = Vec::new();
         parser.feed(&chunk, &mut |event| events.push(event));
+        pending = if events.is_empty() {
+            pending + chunk.len()
+        } else {
+            0
+        };
+        if pending > MAX_EVENT_BYTES {
+            tracing::warn!("an SSE event grew past {MAX_EVENT_BYTES} bytes; the stream is closed");
+            return;
+        }
         for event in events {
             match event.event.as_str() {
                 "endpoint" => {

@@ -184,6 +184,8 @@ pub(crate) struct ServerSlot {
     pub(crate) stderr: Arc<Mutex<VecDeque<(Instant, String)>>>,
     /// The hub is shutting down: a call cut off now will not be retried.
     pub(crate) stopping: std::sync::atomic::AtomicBool,
+    /// Calls waiting for the server's answer (pings wait while any do).
+    pub(crate) in_flight: std::sync::atomic::AtomicUsize,
     /// The host's form UI for the server's questions.
     pub(crate) elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
     /// Where resource updates go.
@@ -219,6 +221,7 @@ impl ServerSlot {
             pid: Mutex::new(None),
             stderr: Arc::new(Mutex::new(VecDeque::new())),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             elicitation: None,
             updates: None,
             subscriptions: Mutex::new(std::collections::BTreeSet::new()),
@@ -393,12 +396,16 @@ pub(crate) async fn supervise(
         health.tick().await;
         let reason = loop {
             tokio::select! {
-                _ = health.tick(), if remote => {
+                // Only while idle: a busy server shows it is alive by
+                // answering its calls, and may be slow to answer a ping.
+                _ = health.tick(), if remote && slot.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 => {
                     let ping = peer.send_request(rmcp::model::ClientRequest::PingRequest(
                         rmcp::model::PingRequest::default(),
                     ));
                     match tokio::time::timeout(startup_timeout.min(Duration::from_secs(10)), ping).await {
-                        Ok(Ok(_)) => {}
+                        // An error reply (say, "method not found") is an
+                        // answer: the server is there.
+                        Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) => {}
                         Ok(Err(error)) => break format!("it stopped answering (ping: {})", service_error(&error)),
                         Err(_) => break "it stopped answering (no reply to a ping)".to_owned(),
                     }
@@ -424,7 +431,11 @@ pub(crate) async fn supervise(
                         *generation += 1;
                     });
                 }
-                quit = &mut waiting => break format!("the connection closed ({quit:?})"),
+                quit = &mut waiting => break match quit {
+                    Ok(rmcp::service::QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
+                    Ok(_) => "the connection closed".to_owned(),
+                    Err(error) => format!("the connection ended: {error}"),
+                },
             }
         };
         // A connection that lasted a while earns a fresh restart budget; one
@@ -601,6 +612,13 @@ fn init_error(error: &rmcp::service::ClientInitializeError, peer: &str) -> Strin
         E::ConnectionClosed(_) => {
             format!("{peer} closed the connection before answering initialize")
         }
+        E::ExpectedInitResponse(_) | E::ExpectedInitResult(_) => format!(
+            "{peer} did not answer initialize with a server description: is it an MCP server?"
+        ),
+        E::JsonRpcError(error) => format!(
+            "{peer} refused initialize: {} (code {})",
+            error.message, error.code.0
+        ),
         other => format!("initialize failed at {peer}: {other}"),
     }
 }

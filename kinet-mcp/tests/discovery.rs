@@ -505,12 +505,21 @@ fn cursor_and_vscode_files_are_read_and_project_ones_wait_for_trust() {
     match &vs.transport {
         ServerTransport::Stdio { args, env, .. } => {
             assert_eq!(args[0], format!("{}/server.js", p.display()));
-            assert_eq!(env["TOKEN"], "from-file");
-            assert_eq!(env["OTHER"], "2", "env overrides envFile");
+            assert!(
+                !env.contains_key("TOKEN"),
+                "an untrusted project's envFile is not read"
+            );
+            assert_eq!(env["OTHER"], "2");
             assert_eq!(env["KEY"], "${input:api-key}");
         }
         other => panic!("{other:?}"),
     }
+    assert!(
+        found
+            .problems
+            .iter()
+            .any(|pr| pr.message.contains("envFile") && pr.message.contains("not read"))
+    );
     assert!(
         found
             .problems
@@ -524,6 +533,13 @@ fn cursor_and_vscode_files_are_read_and_project_ones_wait_for_trust() {
     assert!(server(&found, "vs-user").enabled && server(&found, "cursor-remote").enabled);
     let trusted = discovery.trust_project_servers(true).discover();
     assert!(server(&trusted, "vs-project").enabled && server(&trusted, "cursor-project").enabled);
+    match &server(&trusted, "vs-project").transport {
+        ServerTransport::Stdio { env, .. } => {
+            assert_eq!(env["TOKEN"], "from-file");
+            assert_eq!(env["OTHER"], "2", "env overrides envFile");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -580,4 +596,53 @@ fn a_plugin_server_duplicating_an_own_server_is_dropped() {
         .discover();
     let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["extra", "my-db"]);
+}
+
+/// An unpacked archive whose `.git` file claims to be a worktree of a
+/// repository the user trusted cannot borrow that trust: git's own check
+/// (the worktree record points back) fails, so its settings approve
+/// nothing.
+#[test]
+fn a_fake_worktree_cannot_borrow_a_trusted_repositorys_approval() {
+    let home = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let trusted = root.path().join("trusted");
+    std::fs::create_dir_all(trusted.join(".git/worktrees/x")).unwrap();
+    let fake = root.path().join("unpacked");
+    write(
+        &fake.join(".git"),
+        &format!("gitdir: {}\n", trusted.join(".git/worktrees/x").display()),
+    );
+    write(
+        &fake.join(".claude/settings.json"),
+        r#"{"enableAllProjectMcpServers": true}"#,
+    );
+    write(
+        &fake.join(".mcp.json"),
+        r#"{"mcpServers": {"evil": {"command": "curl"}}}"#,
+    );
+    write(
+        &home.path().join(".claude.json"),
+        &format!(
+            r#"{{"projects": {{"{}": {{"hasTrustDialogAccepted": true}}}}}}"#,
+            trusted.display()
+        ),
+    );
+    let found = Discovery::new()
+        .home(home.path())
+        .project(&fake)
+        .env(BTreeMap::new())
+        .discover();
+    assert!(!server(&found, "evil").enabled, "{:?}", found.servers);
+    // A real worktree record (pointing back) is honoured.
+    write(
+        &trusted.join(".git/worktrees/x/gitdir"),
+        &format!("{}\n", fake.join(".git").display()),
+    );
+    let found = Discovery::new()
+        .home(home.path())
+        .project(&fake)
+        .env(BTreeMap::new())
+        .discover();
+    assert!(server(&found, "evil").enabled);
 }

@@ -42,8 +42,13 @@ fn git_root(project: &Path) -> Option<PathBuf> {
         && let Some(gitdir) = text.trim().strip_prefix("gitdir:")
     {
         let gitdir = Path::new(gitdir.trim());
-        // `<main>/.git/worktrees/<name>` belongs to `<main>`.
-        if let Some(worktrees) = gitdir.parent()
+        // `<main>/.git/worktrees/<name>` belongs to `<main>`, but only when
+        // that worktree record points back at this `.git` file, as git
+        // checks: an unpacked archive cannot claim a trusted repository.
+        let points_back = std::fs::read_to_string(gitdir.join("gitdir"))
+            .is_ok_and(|back| normalize(Path::new(back.trim())) == normalize(&dot_git));
+        if points_back
+            && let Some(worktrees) = gitdir.parent()
             && worktrees.file_name().is_some_and(|n| n == "worktrees")
             && let Some(main_git) = worktrees.parent()
             && let Some(main) = main_git.parent()

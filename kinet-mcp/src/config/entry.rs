@@ -31,6 +31,25 @@ impl Format<'_> {
     }
 }
 
+/// Reads an env file: a regular file of at most 1 MiB (not a FIFO, a
+/// device or something huge).
+fn read_env_file(path: &Path) -> Result<String, String> {
+    const MAX: u64 = 1024 * 1024;
+    let problem = |what: String| format!("cannot read its envFile {}: {what}", path.display());
+    let metadata = std::fs::metadata(path).map_err(|e| problem(e.to_string()))?;
+    if !metadata.is_file() {
+        return Err(problem("not a regular file".into()));
+    }
+    if metadata.len() > MAX {
+        return Err(problem(format!("larger than {MAX} bytes")));
+    }
+    let file = std::fs::File::open(path).map_err(|e| problem(e.to_string()))?;
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX), &mut text)
+        .map_err(|e| problem(e.to_string()))?;
+    Ok(text)
+}
+
 impl Discovery {
     /// Reads `{key: {name: entry}}` from `json`; each server gets `source`,
     /// each unusable entry or missing variable becomes a problem of `file`.
@@ -50,7 +69,8 @@ impl Discovery {
         };
         for (name, entry) in servers {
             let mut missing = BTreeSet::new();
-            match self.entry(entry, format, file, &mut missing) {
+            let mut notes = Vec::new();
+            match self.entry(entry, format, file, &mut missing, &mut notes) {
                 Ok(transport) => {
                     let mut server = ServerConfig::new(name.clone(), transport);
                     server.source = source.clone();
@@ -58,6 +78,9 @@ impl Discovery {
                     found.insert(server);
                 }
                 Err(message) => found.problem(file, format!("server `{name}`: {message}")),
+            }
+            for note in notes {
+                found.problem(file, format!("server `{name}`: {note}"));
             }
             if !missing.is_empty() {
                 let names: Vec<String> = missing.into_iter().collect();
@@ -101,6 +124,7 @@ impl Discovery {
         format: Format<'_>,
         file: &Path,
         missing: &mut BTreeSet<String>,
+        notes: &mut Vec<String>,
     ) -> Result<ServerTransport, String> {
         let home = self.home_dir();
         let syntax = format.syntax(home.as_deref());
@@ -195,9 +219,16 @@ impl Discovery {
             } else {
                 base.join(path)
             };
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read its envFile {}: {e}", path.display()))?;
-            all_env = parse_env_file(&text);
+            // A repository's own file may not make the host read other
+            // files before anyone approved it.
+            if workspace.is_some() && !self.trust_project {
+                notes.push(format!(
+                    "its envFile {} is not read until the host trusts the project's servers",
+                    path.display()
+                ));
+            } else {
+                all_env = parse_env_file(&read_env_file(&path)?);
+            }
         }
         all_env.extend(env);
         Ok(ServerTransport::Stdio {

@@ -42,13 +42,15 @@ impl Conversations {
         }
     }
 
-    /// Saves `conversation` as `id`; `had` messages of it were saved
-    /// before (`None`: a new conversation).
+    /// Saves `conversation` as `id`; `saved` is what the store held
+    /// before the run (`None`: a new conversation). When the run rewrote
+    /// that prefix (the conversation was compacted), the stored session is
+    /// replaced instead of appended to.
     pub(super) fn save(
         &self,
         id: &str,
         conversation: &Conversation,
-        had: Option<usize>,
+        saved: Option<&[kinet_core::Message]>,
     ) -> Result<(), String> {
         match self {
             Self::Memory(map) => {
@@ -61,10 +63,23 @@ impl Conversations {
                 let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
                     format!("the conversation store failed: {e}")
                 };
-                if had.is_none() {
-                    store.create(&Session::empty(id)).map_err(failed)?;
-                }
-                for message in conversation.messages.iter().skip(had.unwrap_or(0)) {
+                let kept = saved.is_some_and(|saved| {
+                    conversation.messages.len() >= saved.len()
+                        && conversation.messages[..saved.len()] == *saved
+                });
+                let from = match saved {
+                    Some(saved) if kept => saved.len(),
+                    Some(_) => {
+                        store.delete(id).map_err(failed)?;
+                        store.create(&Session::empty(id)).map_err(failed)?;
+                        0
+                    }
+                    None => {
+                        store.create(&Session::empty(id)).map_err(failed)?;
+                        0
+                    }
+                };
+                for message in conversation.messages.iter().skip(from) {
                     store
                         .append(
                             id,

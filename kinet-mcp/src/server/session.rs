@@ -119,11 +119,11 @@ impl Session {
                 self.shared.max_runs
             ));
         };
-        let (id, mut conversation, had) = match id {
+        let (id, mut conversation, saved) = match id {
             Some(id) => match self.conversations.load(&id) {
                 Ok(Some(conversation)) => {
-                    let had = conversation.messages.len();
-                    (id, conversation, Some(had))
+                    let saved = conversation.messages.clone();
+                    (id, conversation, Some(saved))
                 }
                 Ok(None) => return error_result(format!("no conversation `{id}` in this session")),
                 Err(error) => return error_result(error),
@@ -171,7 +171,10 @@ impl Session {
         let outcome = run.finish().await;
         let answer = outcome.final_text().unwrap_or_default();
         let stop = outcome.stop.clone();
-        if let Err(error) = self.conversations.save(&id, &outcome.conversation, had) {
+        if let Err(error) = self
+            .conversations
+            .save(&id, &outcome.conversation, saved.as_deref())
+        {
             return error_result(error);
         }
         match stop {
