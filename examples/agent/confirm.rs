@@ -26,6 +26,13 @@ pub struct TerminalConfirm {
 #[async_trait]
 impl ConfirmHandler for TerminalConfirm {
     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let ignored = self.terminal.discard_typed_ahead().await;
+        if ignored > 0 {
+            self.out.line(&self.out.paint(
+                Style::Dim,
+                &format!("  ({ignored} line(s) typed during the turn were dropped)"),
+            ));
+        }
         show(&self.out, &request);
         let prompt = format!(
             "{} allow? [y]es / [a]lways for {} / [n]o / [q]uit the turn: ",

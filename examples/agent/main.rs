@@ -86,6 +86,11 @@ async fn main() -> anyhow::Result<()> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     };
+    anyhow::ensure!(
+        project.is_dir(),
+        "no project directory at {}",
+        project.display()
+    );
     if args.sessions {
         let store = workbench::session_store(&project)?;
         let now = std::time::SystemTime::now()
@@ -188,7 +193,9 @@ async fn main() -> anyhow::Result<()> {
         project_db(&options.project),
         bench.session_id
     ));
-    Ok(())
+    // Everything is saved; end now rather than wait for the terminal's
+    // reader thread.
+    std::process::exit(0)
 }
 
 fn project_db(project: &std::path::Path) -> String {

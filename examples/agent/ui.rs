@@ -11,7 +11,6 @@ use futures::StreamExt;
 use kinet::core::AgentRun;
 use kinet::tools::todo::{TodoStatus, TodoUpdated};
 use kinet::{AgentEvent, RunOutcome, RunStop};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
 
 /// A tool silent for this long gets a "still running" line.
@@ -127,13 +126,14 @@ pub struct Terminal {
 }
 
 impl Terminal {
-    /// Starts reading standard input.
+    /// Starts reading standard input, on a thread of its own: a blocking
+    /// read there never holds up the end of the program.
     pub fn start() -> Self {
         let (sender, receiver) = mpsc::channel(16);
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(tokio::io::stdin()).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                if sender.send(line).await.is_err() {
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if sender.blocking_send(line).is_err() {
                     break;
                 }
             }
@@ -141,6 +141,17 @@ impl Terminal {
         Self {
             lines: Arc::new(AsyncMutex::new(receiver)),
         }
+    }
+
+    /// Drops lines typed ahead (during a turn), so they are not taken as
+    /// the answer to a question asked now; returns how many.
+    pub async fn discard_typed_ahead(&self) -> usize {
+        let mut lines = self.lines.lock().await;
+        let mut dropped = 0;
+        while lines.try_recv().is_ok() {
+            dropped += 1;
+        }
+        dropped
     }
 
     /// Shows `prompt` and waits for a line; `None` at end of input.
@@ -153,7 +164,7 @@ impl Terminal {
 /// Draws a run's events.
 pub struct View {
     out: Out,
-    /// In the middle of streamed answer text.
+    /// In the middle of streamed answer (or reasoning) text.
     writing: bool,
     /// Tool output shown so far ends a line.
     at_line_start: bool,
@@ -200,7 +211,13 @@ impl View {
                 }
                 out.write(text);
             }
-            AgentEvent::ReasoningDelta { text } => out.write(&out.paint(Style::Dim, text)),
+            AgentEvent::ReasoningDelta { text } => {
+                if !self.writing {
+                    self.end_text();
+                    self.writing = true;
+                }
+                out.write(&out.paint(Style::Dim, text));
+            }
             AgentEvent::AssistantMessage { .. } => self.end_text(),
             AgentEvent::ToolCallStarted {
                 call_id,

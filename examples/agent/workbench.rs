@@ -20,8 +20,11 @@ use kinet::{Agent, ConfirmHandler, Conversation, Provider};
 
 use super::ui::{Out, Style};
 
-/// Variables the shell's commands do not see: the model has no business
-/// reading the keys it is called with.
+/// Variables the shell's commands do not get: the model has no business
+/// reading the keys it is called with. This keeps them out of the commands'
+/// own environment only; a command can still read this process's
+/// `/proc/<pid>/environ`, so where that matters keep keys out of the
+/// environment altogether.
 const SECRETS: [&str; 4] = [
     "KINET_API_KEY",
     "OPENAI_API_KEY",

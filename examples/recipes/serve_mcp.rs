@@ -1,6 +1,7 @@
 //! Recipe: serve an agent over MCP, so Claude Desktop, Codex or another
-//! kinet host can hand it tasks. Add to a client's config as a stdio server:
-//! `{"command": "cargo", "args": ["run", "--example", "recipe_serve_mcp", "--features", "mcp"]}`
+//! kinet host can hand it tasks. Build it (`cargo build --example
+//! recipe_serve_mcp --features mcp`), then add the binary to a client's
+//! config as a stdio server: `{"command": "/path/to/kinet/target/debug/examples/recipe_serve_mcp"}`
 #![allow(missing_docs)]
 
 use kinet::mcp::McpServer;

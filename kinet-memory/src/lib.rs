@@ -13,7 +13,8 @@
 //!   supersedes an older one instead of deleting it.
 //!
 //! Embedders: the bundled offline model [`Model2VecEmbedder`] (feature
-//! `model2vec`, default), [`HashEmbedder`] (no weights, lexical only), and
+//! `model2vec`, off by default as it needs a C++ compiler; on in the
+//! `kinet` facade's `memory` feature), [`HashEmbedder`] (no weights, lexical only), and
 //! [`OpenAiEmbedder`] for `/v1/embeddings` servers.
 //!
 //! ```
