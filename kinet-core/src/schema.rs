@@ -165,19 +165,18 @@ impl Walk<'_> {
             .map(|(k, v)| (k.clone(), self.resolve(v, refs)))
             .collect();
         let root = self.root;
-        let target = pointer_target(root, reference).filter(|target| {
-            refs < MAX_DEPTH
-                && !self.stack.iter().any(|r| r == reference)
-                && nodes(target) <= self.budget
-        });
-        let Some(target) = target else {
+        let target = pointer_target(root, reference)
+            .filter(|_| refs < MAX_DEPTH && !self.stack.iter().any(|r| r == reference))
+            .map(|target| (target, nodes(target)))
+            .filter(|(_, size)| *size <= self.budget);
+        let Some((target, size)) = target else {
             // Recursive, too deep, over budget, remote or dangling: open.
             siblings.entry("description").or_insert_with(|| {
                 Value::String(format!("(a nested value of the same shape as {reference})"))
             });
             return Value::Object(siblings);
         };
-        self.budget -= nodes(target);
+        self.budget -= size;
         self.stack.push(reference.to_owned());
         let resolved = self.resolve(target, refs + 1);
         self.stack.pop();

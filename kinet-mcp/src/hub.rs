@@ -3,13 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use kinet_core::confirm::ApprovalPolicy;
 use kinet_core::message::ToolCall;
 use kinet_core::pipeline::{CallRecord, Pipeline};
-use kinet_core::tool::{DynTool, ToolSnapshot, ToolSource};
+use kinet_core::tool::{DynTool, ToolSnapshot};
 use kinet_core::{ToolCtx, ToolError, ToolOutput, Toolset};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -51,7 +50,7 @@ struct HubInner {
     /// Tools the model found with `mcp_tool_search`.
     loaded: Arc<crate::search::Loaded>,
     /// Changes of subscribed resources.
-    updates: tokio::sync::broadcast::Sender<crate::resources::ServerChange>,
+    updates: tokio::sync::broadcast::Sender<crate::changes::ServerChange>,
 }
 
 impl Drop for HubInner {
@@ -109,13 +108,15 @@ impl McpHub {
         &self.inner.slots
     }
 
+    pub(crate) fn loaded(&self) -> &Arc<crate::search::Loaded> {
+        &self.inner.loaded
+    }
+
     pub(crate) fn settings(&self) -> &HubSettings {
         &self.inner.settings
     }
 
-    pub(crate) fn updates(
-        &self,
-    ) -> &tokio::sync::broadcast::Sender<crate::resources::ServerChange> {
+    pub(crate) fn updates(&self) -> &tokio::sync::broadcast::Sender<crate::changes::ServerChange> {
         &self.inner.updates
     }
 
@@ -219,7 +220,7 @@ impl McpHub {
         self.wait_until(deadline).await
     }
 
-    async fn wait_until(&self, deadline: Instant) -> bool {
+    pub(crate) async fn wait_until(&self, deadline: Instant) -> bool {
         let mut changes = self.inner.changed.subscribe();
         loop {
             if self.inner.slots.iter().all(|s| !s.state().is_settling()) {
@@ -257,7 +258,7 @@ impl McpHub {
 
     /// The tools of the ready servers, with their qualified names; cached
     /// until the next state or tool-list change.
-    fn named_tools(&self) -> Arc<NamedTools> {
+    pub(crate) fn named_tools(&self) -> Arc<NamedTools> {
         let generation = *self.inner.changed.borrow();
         self.named_tools_at(generation)
     }
@@ -277,6 +278,7 @@ impl McpHub {
         }
         let named = Arc::new(NamedTools {
             generation,
+            tokens: tools.iter().map(|t| crate::search::spec_tokens(t)).sum(),
             tools,
             snapshot: Arc::new(toolset.static_tools().clone()),
         });
@@ -375,61 +377,13 @@ impl McpHub {
 
 /// The named tools of one generation, and the same as a snapshot for
 /// direct calls.
-struct NamedTools {
+pub(crate) struct NamedTools {
     generation: u64,
-    tools: Vec<Arc<McpTool>>,
+    pub(crate) tools: Vec<Arc<McpTool>>,
+    /// What their specs cost a request, in estimated tokens.
+    pub(crate) tokens: usize,
     snapshot: Arc<ToolSnapshot>,
 }
 
 /// Numbers the host's direct calls.
 static HOST_CALLS: AtomicU64 = AtomicU64::new(1);
-
-#[async_trait]
-impl ToolSource for McpHub {
-    fn name(&self) -> &str {
-        "mcp"
-    }
-
-    /// The ready servers' tools; past
-    /// [`HubSettings::tool_search_budget`], the tools the model found so
-    /// far and `mcp_tool_search` for the rest.
-    async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
-        self.wait_until(ready_by).await;
-        let named = self.named_tools();
-        let over_budget = self
-            .inner
-            .settings
-            .tool_search_budget
-            .is_some_and(|budget| {
-                named
-                    .tools
-                    .iter()
-                    .map(|t| crate::search::spec_tokens(t))
-                    .sum::<usize>()
-                    > budget
-            });
-        let mut offered = self.resource_tools();
-        if !over_budget {
-            offered.extend(
-                named
-                    .tools
-                    .iter()
-                    .map(|tool| Arc::clone(tool) as Arc<dyn DynTool>),
-            );
-            return offered;
-        }
-        let (loaded, rest): (Vec<_>, Vec<_>) = named
-            .tools
-            .iter()
-            .cloned()
-            .partition(|tool| self.inner.loaded.contains(&tool.name));
-        offered.extend(loaded.into_iter().map(|tool| tool as Arc<dyn DynTool>));
-        if !rest.is_empty() {
-            offered.push(Arc::new(crate::search::SearchTool::new(
-                rest,
-                Arc::clone(&self.inner.loaded),
-            )));
-        }
-        offered
-    }
-}

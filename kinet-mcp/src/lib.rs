@@ -39,12 +39,14 @@
 //!
 //! Built on the official Rust SDK, `rmcp`.
 
+mod changes;
 mod config;
 mod content;
 pub mod elicit;
 mod errors;
 mod hub;
 mod naming;
+mod offer;
 mod progress;
 mod remote_tool;
 pub mod resources;

@@ -11,15 +11,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinet_core::message::ImagePart;
-use kinet_core::tool::{DynTool, PreparedCall, Scheduling};
-use kinet_core::{Message, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use kinet_core::tool::DynTool;
+use kinet_core::{Message, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use rmcp::model::{
     ContentBlock, GetPromptRequestParams, GetPromptResponse, ReadResourceRequestParams,
     ResourceContents, Role,
 };
 use rmcp::service::{Peer, RoleClient};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+pub use crate::changes::ServerChange;
 use crate::errors::service_error;
 use crate::hub::McpHub;
 use crate::supervisor::ServerState;
@@ -61,29 +62,6 @@ pub enum ResourcePart {
         mime_type: Option<String>,
         /// Base64.
         base64: String,
-    },
-}
-
-/// Something a server reports about its resources or prompts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ServerChange {
-    /// A subscribed resource changed (read it again to see how).
-    ResourceUpdated {
-        /// The server's name.
-        server: String,
-        /// The resource's URI.
-        uri: String,
-    },
-    /// The server's list of resources changed.
-    ResourcesChanged {
-        /// The server's name.
-        server: String,
-    },
-    /// The server's list of prompts changed.
-    PromptsChanged {
-        /// The server's name.
-        server: String,
     },
 }
 
@@ -388,14 +366,8 @@ impl McpHub {
             return Vec::new();
         }
         vec![
-            Arc::new(ResourceTool {
-                hub: self.clone(),
-                read: false,
-            }),
-            Arc::new(ResourceTool {
-                hub: self.clone(),
-                read: true,
-            }),
+            Arc::new(ListResourcesTool(self.clone())),
+            Arc::new(ReadResourceTool(self.clone())),
         ]
     }
 }
@@ -428,128 +400,93 @@ async fn limit<T>(
     }
 }
 
-/// `mcp_list_resources` (`read: false`) and `mcp_read_resource`.
-struct ResourceTool {
-    hub: McpHub,
-    read: bool,
+/// The arguments of `mcp_list_resources`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ListArgs {
+    /// Only this server's resources (default: every server's).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    server: Option<Value>,
 }
 
-struct ResourceCall {
-    hub: McpHub,
-    read: bool,
-    server: Option<String>,
-    uri: Option<String>,
-}
+/// `mcp_list_resources`.
+struct ListResourcesTool(McpHub);
 
 #[async_trait]
-impl DynTool for ResourceTool {
+impl Tool for ListResourcesTool {
+    type Args = ListArgs;
+
     fn name(&self) -> &str {
-        if self.read {
-            "mcp_read_resource"
-        } else {
-            "mcp_list_resources"
-        }
+        "mcp_list_resources"
     }
 
     fn description(&self) -> &str {
-        if self.read {
-            "Reads a resource of an MCP server (a file, a record, a document) by its server and URI, as listed by mcp_list_resources."
-        } else {
-            "Lists the resources the connected MCP servers offer (files, records, documents): server, URI, name and what each is."
-        }
-    }
-
-    fn parameters(&self) -> Value {
-        if self.read {
-            json!({
-                "type": "object",
-                "properties": {
-                    "server": {"type": "string", "description": "The server's name."},
-                    "uri": {"type": "string", "description": "The resource's URI."}
-                },
-                "required": ["server", "uri"]
-            })
-        } else {
-            json!({
-                "type": "object",
-                "properties": {
-                    "server": {"type": "string", "description": "Only this server's resources (default: every server's)."}
-                }
-            })
-        }
+        "Lists the resources the connected MCP servers offer (files, records, documents): server, URI, name and what each is."
     }
 
     fn annotations(&self) -> ToolAnnotations {
         ToolAnnotations::read_only()
     }
 
-    fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {
-        let text = if arguments.trim().is_empty() {
-            "{}"
-        } else {
-            arguments
-        };
-        let args: Value = serde_json::from_str(text)
-            .map_err(|e| ToolError::invalid_arguments(format!("arguments are not JSON: {e}")))?;
-        let field = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
-        let (server, uri) = (field("server"), field("uri"));
-        if self.read && (server.is_none() || uri.is_none()) {
-            return Err(ToolError::invalid_arguments(
-                "`server` and `uri` are required",
-            ));
+    async fn call(&self, args: ListArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        // A server that is not a string means every server, as before.
+        let server = args.server.as_ref().and_then(Value::as_str);
+        let listed = self
+            .0
+            .list_resources(server)
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?;
+        if listed.is_empty() {
+            return Ok(ToolOutput::text("No MCP server offers resources."));
         }
-        Ok(Box::new(ResourceCall {
-            hub: self.hub.clone(),
-            read: self.read,
-            server,
-            uri,
-        }))
+        let lines: Vec<String> = listed
+            .iter()
+            .map(|r| {
+                let mut line = format!("{}  {}  {}", r.server, r.uri, r.name);
+                if let Some(description) = &r.description {
+                    line.push_str(&format!(" — {}", description.lines().next().unwrap_or("")));
+                }
+                line
+            })
+            .collect();
+        Ok(ToolOutput::text(lines.join("\n")))
     }
 }
 
+/// The arguments of `mcp_read_resource`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct ReadArgs {
+    /// The server's name.
+    server: String,
+    /// The resource's URI.
+    uri: String,
+}
+
+/// `mcp_read_resource`.
+struct ReadResourceTool(McpHub);
+
 #[async_trait]
-impl PreparedCall for ResourceCall {
-    fn mutating(&self) -> bool {
-        false
+impl Tool for ReadResourceTool {
+    type Args = ReadArgs;
+
+    fn name(&self) -> &str {
+        "mcp_read_resource"
     }
 
-    fn scheduling(&self) -> Scheduling {
-        Scheduling::Parallel
+    fn description(&self) -> &str {
+        "Reads a resource of an MCP server (a file, a record, a document) by its server and URI, as listed by mcp_list_resources."
     }
 
-    async fn confirm_summary(&self, _ctx: &ToolCtx) -> Option<String> {
-        None
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
     }
 
-    async fn call(self: Box<Self>, _ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
-        let failed = |e: HubError| ToolError::failed(e.to_string());
-        if !self.read {
-            let listed = self
-                .hub
-                .list_resources(self.server.as_deref())
-                .await
-                .map_err(failed)?;
-            if listed.is_empty() {
-                return Ok(ToolOutput::text("No MCP server offers resources."));
-            }
-            let lines: Vec<String> = listed
-                .iter()
-                .map(|r| {
-                    let mut line = format!("{}  {}  {}", r.server, r.uri, r.name);
-                    if let Some(description) = &r.description {
-                        line.push_str(&format!(" — {}", description.lines().next().unwrap_or("")));
-                    }
-                    line
-                })
-                .collect();
-            return Ok(ToolOutput::text(lines.join("\n")));
-        }
-        let (Some(server), Some(uri)) = (self.server.as_deref(), self.uri.as_deref()) else {
-            return Err(ToolError::invalid_arguments(
-                "`server` and `uri` are required",
-            ));
-        };
-        let parts = self.hub.read_resource(server, uri).await.map_err(failed)?;
+    async fn call(&self, args: ReadArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let parts = self
+            .0
+            .read_resource(&args.server, &args.uri)
+            .await
+            .map_err(|e| ToolError::failed(e.to_string()))?;
         let mut text = Vec::new();
         let mut images = Vec::new();
         for part in parts {

@@ -6,9 +6,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use kinet_core::tool::{DynTool, PreparedCall, Scheduling};
-use kinet_core::{ToolAnnotations, ToolCtx, ToolError, ToolOutput};
-use serde_json::{Value, json};
+use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use serde_json::Value;
 
 use crate::remote_tool::McpTool;
 
@@ -107,29 +106,6 @@ impl SearchTool {
         }
     }
 
-    /// Parses `{"query": ..., "limit": ...}`.
-    fn parse(arguments: &str) -> Result<(String, usize), ToolError> {
-        let text = if arguments.trim().is_empty() {
-            "{}"
-        } else {
-            arguments
-        };
-        let args: Value = serde_json::from_str(text)
-            .map_err(|e| ToolError::invalid_arguments(format!("arguments are not JSON: {e}")))?;
-        let query = args
-            .get("query")
-            .and_then(Value::as_str)
-            .filter(|q| !q.trim().is_empty())
-            .ok_or_else(|| {
-                ToolError::invalid_arguments("`query` (words to search for) is required")
-            })?;
-        let limit = args
-            .get("limit")
-            .and_then(Value::as_u64)
-            .map_or(DEFAULT_LIMIT, |l| (l as usize).clamp(1, 50));
-        Ok((query.to_owned(), limit))
-    }
-
     fn run(&self, query: &str, limit: usize) -> ToolOutput {
         let found: Vec<&Arc<McpTool>> = match query.trim().strip_prefix("select:") {
             Some(names) => {
@@ -158,34 +134,21 @@ impl SearchTool {
     }
 }
 
-/// One parsed search.
-struct SearchCall {
-    tool: Arc<SearchTool>,
+/// The arguments of `mcp_tool_search`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct SearchArgs {
+    /// Words describing the capability, or `select:name1,name2`.
     query: String,
-    limit: usize,
+    /// How many matches to list (default 8, at most 50).
+    #[serde(default)]
+    #[schemars(with = "Option<u64>")]
+    limit: Option<Value>,
 }
 
 #[async_trait]
-impl PreparedCall for SearchCall {
-    fn mutating(&self) -> bool {
-        false
-    }
+impl Tool for SearchTool {
+    type Args = SearchArgs;
 
-    fn scheduling(&self) -> Scheduling {
-        Scheduling::Parallel
-    }
-
-    async fn confirm_summary(&self, _ctx: &ToolCtx) -> Option<String> {
-        None
-    }
-
-    async fn call(self: Box<Self>, _ctx: ToolCtx) -> Result<ToolOutput, ToolError> {
-        Ok(self.tool.run(&self.query, self.limit))
-    }
-}
-
-#[async_trait]
-impl DynTool for SearchTool {
     fn name(&self) -> &str {
         SEARCH_TOOL
     }
@@ -194,28 +157,23 @@ impl DynTool for SearchTool {
         &self.description
     }
 
-    fn parameters(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words describing the capability, or `select:name1,name2`."},
-                "limit": {"type": "integer", "description": "How many matches to list (default 8, at most 50)."}
-            },
-            "required": ["query"]
-        })
-    }
-
     fn annotations(&self) -> ToolAnnotations {
         ToolAnnotations::read_only()
     }
 
-    fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {
-        let (query, limit) = SearchTool::parse(arguments)?;
-        Ok(Box::new(SearchCall {
-            tool: self,
-            query,
-            limit,
-        }))
+    async fn call(&self, args: SearchArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        if args.query.trim().is_empty() {
+            return Err(ToolError::invalid_arguments(
+                "`query` (words to search for) is required",
+            ));
+        }
+        // A limit that is not a number means the default, as before.
+        let limit = args
+            .limit
+            .as_ref()
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_LIMIT, |l| (l as usize).clamp(1, 50));
+        Ok(self.run(&args.query, limit))
     }
 }
 

@@ -66,11 +66,11 @@ pub(crate) struct Handler {
     client_name: Arc<str>,
     server: Arc<str>,
     elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
-    updates: Option<tokio::sync::broadcast::Sender<crate::resources::ServerChange>>,
+    updates: Option<tokio::sync::broadcast::Sender<crate::changes::ServerChange>>,
 }
 
 impl Handler {
-    fn report(&self, change: crate::resources::ServerChange) {
+    fn report(&self, change: crate::changes::ServerChange) {
         if let Some(updates) = &self.updates {
             let _ = updates.send(change);
         }
@@ -135,20 +135,20 @@ impl ClientHandler for Handler {
         params: rmcp::model::ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.report(crate::resources::ServerChange::ResourceUpdated {
+        self.report(crate::changes::ServerChange::ResourceUpdated {
             server: self.server.to_string(),
             uri: params.uri,
         });
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.report(crate::resources::ServerChange::ResourcesChanged {
+        self.report(crate::changes::ServerChange::ResourcesChanged {
             server: self.server.to_string(),
         });
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.report(crate::resources::ServerChange::PromptsChanged {
+        self.report(crate::changes::ServerChange::PromptsChanged {
             server: self.server.to_string(),
         });
     }
@@ -189,7 +189,7 @@ pub(crate) struct ServerSlot {
     /// The host's form UI for the server's questions.
     pub(crate) elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
     /// Where resource updates go.
-    pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::resources::ServerChange>>,
+    pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::changes::ServerChange>>,
     /// Resources subscribed to (renewed after a reconnect).
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
 }
