@@ -39,6 +39,11 @@ pub enum ComputerError {
     /// select).
     #[error("{0}")]
     NotActionable(String),
+    /// A URL the browser tools do not open (a local file outside the
+    /// workspace, a browser-internal page); the message says what the host
+    /// can allow.
+    #[error("{0}")]
+    Blocked(String),
     /// Bad arguments (unknown key name, tab index out of range, ...).
     #[error("{0}")]
     InvalidInput(String),
@@ -66,6 +71,7 @@ impl From<ComputerError> for ToolError {
                 ToolErrorKind::InvalidArguments
             }
             ComputerError::NotFound(_) => ToolErrorKind::NotFound,
+            ComputerError::Blocked(_) => ToolErrorKind::PermissionDenied,
             ComputerError::Cancelled => ToolErrorKind::Cancelled,
             _ => ToolErrorKind::Failed,
         };

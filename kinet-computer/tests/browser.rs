@@ -7,15 +7,13 @@
     clippy::print_stderr
 )]
 
-use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
-use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};
 use kinet_core::tool::ToolErrorKind;
-use kinet_core::{ToolCtx, ToolOutput, Toolset};
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod support;
+use serde_json::json;
+use support::{Reply, browser, call, ref_of, text};
 
 const INDEX: &str = r#"<!doctype html>
 <html><head><title>Kinet test page</title></head><body>
@@ -67,100 +65,20 @@ root.getElementById('sb').onclick = () => { root.getElementById('sb').textConten
 /// the query, `/links` with navigations of each kind, `/slow` answering
 /// after 400 ms.
 async fn serve() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let mut read = 0;
-                while !buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf[read..]).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => read += n,
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf[..read]).into_owned();
-                let target = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                let params: HashMap<String, String> = query
-                    .split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.to_owned(), v.replace('+', " ")))
-                    .collect();
-                let (status, body) = match path {
-                    "/" => ("200 OK", INDEX.to_owned()),
-                    "/links" => ("200 OK", LINKS.to_owned()),
-                    "/parts" => ("200 OK", PARTS.to_owned()),
-                    "/slow" => {
-                        tokio::time::sleep(Duration::from_millis(400)).await;
-                        (
-                            "200 OK",
-                            "<title>Slow</title><h1>Slow page arrived</h1>".to_owned(),
-                        )
-                    }
-                    "/other" => (
-                        "200 OK",
-                        "<title>Other</title><h1>The other page</h1>".to_owned(),
-                    ),
-                    "/search" => (
-                        "200 OK",
-                        format!(
-                            "<title>Results</title><p>You searched for {}</p>",
-                            params.get("q").cloned().unwrap_or_default()
-                        ),
-                    ),
-                    _ => ("404 Not Found", "<h1>Not found</h1>".to_owned()),
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(response.as_bytes()).await;
-            });
-        }
-    });
-    url
-}
-
-/// The tools and session, or `None` (loudly) when no Chromium is installed.
-fn browser() -> Option<(Toolset, BrowserSession)> {
-    let config = BrowserConfig::default();
-    if let Err(error) = config.find_executable() {
-        kinet_core::testing::skipped(&format!("{error} (.ci/test installs chromium)"));
-        return None;
-    }
-    let session = BrowserSession::new(config);
-    Some((BrowserTools::new(session.clone()).toolset(), session))
-}
-
-async fn call(
-    tools: &Toolset,
-    name: &str,
-    args: Value,
-) -> Result<ToolOutput, kinet_core::ToolError> {
-    let tool = Arc::clone(tools.static_tools().get(name).unwrap());
-    let prepared = tool.prepare(&args.to_string())?;
-    let ctx = ToolCtx::new(std::env::temp_dir()).for_call("c", name);
-    prepared.call(ctx).await
-}
-
-async fn text(tools: &Toolset, name: &str, args: Value) -> String {
-    match call(tools, name, args.clone()).await {
-        Ok(out) => out.text,
-        Err(error) => panic!("{name} {args}: {error}"),
-    }
-}
-
-/// The ref on the snapshot line that contains `needle`.
-fn ref_of(snapshot: &str, needle: &str) -> String {
-    let line = snapshot
-        .lines()
-        .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{snapshot}"));
-    let start = line.find("[ref=").unwrap() + 5;
-    let end = start + line[start..].find(']').unwrap();
-    line[start..end].to_owned()
+    support::serve(|path, params| match path {
+        "/" => Reply::ok(INDEX),
+        "/links" => Reply::ok(LINKS),
+        "/parts" => Reply::ok(PARTS),
+        "/slow" => Reply::ok("<title>Slow</title><h1>Slow page arrived</h1>")
+            .after(Duration::from_millis(400)),
+        "/other" => Reply::ok("<title>Other</title><h1>The other page</h1>"),
+        "/search" => Reply::ok(format!(
+            "<title>Results</title><p>You searched for {}</p>",
+            params.get("q").cloned().unwrap_or_default()
+        )),
+        _ => Reply::ok("<h1>Not found</h1>").status("404 Not Found"),
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,7 +96,7 @@ async fn navigate_snapshot_click_type_select_eval_screenshot_and_tabs() {
     .await;
     assert!(
         page.starts_with(&format!(
-            "Opened {site}/.\n\nPage: Kinet test page\nURL: {site}/\n"
+            "Opened {site}/ (HTTP 200 OK).\n\nPage: Kinet test page\nURL: {site}/\n"
         )),
         "{page}"
     );
@@ -206,11 +124,11 @@ async fn navigate_snapshot_click_type_select_eval_screenshot_and_tabs() {
     let after = text(&tools, "browser_click", json!({"ref": press})).await;
     assert!(after.contains("- text: Clicked 2 times"), "{after}");
     // An element far below the fold is scrolled into view and clicked.
-    let far = ref_of(&after, "button \"Far away\"");
+    let far = ref_of(&snapshot, "button \"Far away\"");
     let after = text(&tools, "browser_click", json!({"ref": far})).await;
     assert!(after.contains("button \"Far clicked\""), "{after}");
 
-    let color = ref_of(&after, "combobox \"Color\"");
+    let color = ref_of(&snapshot, "combobox \"Color\"");
     let after = text(
         &tools,
         "browser_select",
@@ -290,7 +208,7 @@ async fn navigate_snapshot_click_type_select_eval_screenshot_and_tabs() {
     );
 
     // Typing with submit sends the form and waits for the result page.
-    let query = ref_of(&after, "textbox \"Query\"");
+    let query = ref_of(&snapshot, "textbox \"Query\"");
     let result = text(
         &tools,
         "browser_type",
@@ -395,7 +313,7 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
     let after = text(
         &tools,
         "browser_click",
-        json!({"ref": ref_of(&after, "link \"To the end\"")}),
+        json!({"ref": ref_of(&page, "link \"To the end\"")}),
     )
     .await;
     assert!(after.contains(&format!("URL: {links}#end")), "{after}");
@@ -414,7 +332,7 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
         let after = text(
             &tools,
             "browser_click",
-            json!({"ref": ref_of(&after, button)}),
+            json!({"ref": ref_of(&page, button)}),
         )
         .await;
         assert!(after.contains(expect), "{after}");
@@ -449,7 +367,7 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
     let after = text(
         &tools,
         "browser_click",
-        json!({"ref": ref_of(&after, "button \"Greet\"")}),
+        json!({"ref": ref_of(&page, "button \"Greet\"")}),
     )
     .await;
     assert!(after.contains("button \"Greeted\""), "{after}");
@@ -506,7 +424,7 @@ async fn actions_wait_for_the_navigations_they_start_and_only_those() {
     let after = text(
         &tools,
         "browser_click",
-        json!({"ref": ref_of(&after, "link \"Slow page\"")}),
+        json!({"ref": ref_of(&page, "link \"Slow page\"")}),
     )
     .await;
     assert!(after.contains("Slow page arrived"), "{after}");

@@ -2,26 +2,18 @@
 //! evaluating, each through the page script in `page.js`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chromiumoxide::Page;
-use chromiumoxide::cdp::IntoEventKind;
-use chromiumoxide::cdp::browser_protocol::input::{
-    DispatchKeyEventParams, DispatchKeyEventType, InsertTextParams,
-};
-use chromiumoxide::cdp::browser_protocol::page::{
-    ClientNavigationDisposition, EventFrameRequestedNavigation, EventFrameStartedLoading,
-    EventFrameStoppedLoading, EventLoadEventFired, EventNavigatedWithinDocument, FrameId,
-};
+use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, InsertTextParams};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::layout::Point;
-use chromiumoxide::listeners::EventStream;
-use futures::StreamExt;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::browser_error;
+use super::frames::Doc;
 use crate::ComputerError;
 
 const PAGE_JS: &str = include_str!("page.js");
@@ -33,10 +25,20 @@ const PAGE_JS: &str = include_str!("page.js");
 static NEXT_REF: AtomicU64 = AtomicU64::new(1);
 
 /// The longest accessible name or value shown in a snapshot line.
-const MAX_TEXT: usize = 100;
+const MAX_NAME: usize = 100;
 
-/// Evaluates `expression` (awaiting promises) and returns its JSON value;
-/// exceptions become [`ComputerError::Script`].
+/// How long the page may take to say where a click's press landed.
+const LANDED_CHECK: Duration = Duration::from_millis(500);
+
+/// How often an element that is not yet actionable is looked at again.
+const RETRY_EVERY: Duration = Duration::from_millis(100);
+
+/// Evaluates `expression` (awaiting promises) in the page's main world and
+/// returns its JSON value; exceptions become [`ComputerError::Script`].
+///
+/// Sent as a plain `Runtime.evaluate` with no context id, so it never
+/// waits for a navigation in progress to create one: the current document
+/// answers.
 pub(crate) async fn evaluate(page: &Page, expression: &str) -> Result<Value, ComputerError> {
     let params = EvaluateParams::builder()
         .expression(expression)
@@ -45,31 +47,33 @@ pub(crate) async fn evaluate(page: &Page, expression: &str) -> Result<Value, Com
         .user_gesture(true)
         .build()
         .map_err(browser_error)?;
-    let result = page.evaluate_expression(params).await.map_err(|e| {
-        let text = e.to_string();
-        if text.contains("Exception") || text.contains("exception") {
-            ComputerError::Script(text)
-        } else {
-            browser_error(text)
-        }
-    })?;
-    Ok(result.value().cloned().unwrap_or(Value::Null))
+    let reply = page.execute(params).await.map_err(browser_error)?.result;
+    if let Some(exception) = reply.exception_details {
+        let text = exception
+            .exception
+            .as_ref()
+            .and_then(|e| e.description.clone())
+            .unwrap_or(exception.text);
+        return Err(ComputerError::Script(text));
+    }
+    Ok(reply.result.value.unwrap_or(Value::Null))
 }
 
-/// Calls `window.__kinet.<function>(args...)` after making sure the page
-/// script is installed in the current document.
+/// Calls `window.__kinet.<function>(args...)` in `doc` after making sure
+/// the page script is installed in its current document.
 async fn call_page<T: DeserializeOwned>(
-    page: &Page,
+    doc: &Doc,
     function: &str,
     args: &[Value],
 ) -> Result<T, ComputerError> {
     let args: Vec<String> = args.iter().map(Value::to_string).collect();
     let seed = NEXT_REF.load(Ordering::Relaxed);
+    let frame = Value::from(doc.key.as_str());
     let expression = format!(
-        "window.__kinetSeed = {seed};\n{PAGE_JS}\nwindow.__kinet.{function}({})",
+        "window.__kinetSeed = {seed}; window.__kinetFrame = {frame};\n{PAGE_JS}\nwindow.__kinet.{function}({})",
         args.join(", ")
     );
-    let value = evaluate(page, &expression).await?;
+    let value = doc.evaluate(&expression).await?;
     if let Some(error) = value.get("error").and_then(Value::as_str) {
         let message = value
             .get("message")
@@ -78,10 +82,88 @@ async fn call_page<T: DeserializeOwned>(
             .to_owned();
         return Err(match error {
             "stale" => ComputerError::StaleRef(message),
+            _ if value.get("retry").and_then(Value::as_bool) == Some(true) => {
+                ComputerError::NotActionable(format!("{message} (waited for it)"))
+            }
             _ => ComputerError::NotActionable(message),
         });
     }
     serde_json::from_value(value).map_err(browser_error)
+}
+
+/// Calls a page function that may answer "not yet" (`retry`): asks again
+/// until it succeeds or `wait` has passed, then returns the last reason.
+async fn call_until_ready<T: DeserializeOwned>(
+    doc: &Doc,
+    function: &str,
+    args: &[Value],
+    wait: Duration,
+) -> Result<T, ComputerError> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match call_page(doc, function, args).await {
+            Err(ComputerError::NotActionable(message))
+                if message.ends_with("(waited for it)") && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(RETRY_EVERY).await;
+            }
+            Err(ComputerError::NotActionable(message)) if message.ends_with("(waited for it)") => {
+                let waited = wait.as_secs_f64();
+                let message = message.trim_end_matches("(waited for it)");
+                return Err(ComputerError::NotActionable(format!(
+                    "{message}(still so after waiting {waited:.1} s)"
+                )));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// What a snapshot shows.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SnapshotMode {
+    /// Headings, text, code, lists, tables, images and interactive
+    /// elements with refs (the default).
+    #[default]
+    Full,
+    /// Only interactive elements (with refs) and the lists, tables and
+    /// frames around them.
+    Interactive,
+    /// Reading view: the text with links and buttons as plain words, no
+    /// refs.
+    Text,
+}
+
+/// Which part of a page a snapshot covers, and how much of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotOptions {
+    /// A ref (`e12`, `f3e7`, a frame `f3`) or a CSS selector whose element
+    /// is the snapshot's root. Default: the whole page.
+    pub root: Option<String>,
+    /// How many levels of nesting (lists, tables, frames) are shown; deeper
+    /// parts become one line naming the ref to ask for. Default: all.
+    pub depth: Option<usize>,
+    /// What is shown. Default [`SnapshotMode::Full`].
+    pub mode: SnapshotMode,
+    /// The longest text or code block shown whole; a longer one is cut with
+    /// a marker naming the ref whose snapshot shows all of it. Default
+    /// 4,000 characters; with a `root`, no limit.
+    pub max_block: Option<usize>,
+}
+
+impl Default for SnapshotOptions {
+    fn default() -> Self {
+        Self {
+            root: None,
+            depth: None,
+            mode: SnapshotMode::Full,
+            max_block: Some(4_000),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -89,13 +171,27 @@ struct RawSnapshot {
     title: String,
     url: String,
     lines: String,
+    #[serde(default)]
+    remote: Vec<RemoteSlot>,
     refs: usize,
     next: u64,
 }
 
+/// Where the snapshot of a frame of another site goes.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct RemoteSlot {
+    /// The frame's key (`f3`).
+    pub(crate) key: String,
+    /// The line index the frame's lines go before.
+    pub(crate) at: usize,
+    /// Their indentation level.
+    pub(crate) indent: usize,
+}
+
 /// A text snapshot of a page: title, URL, then one line per heading, text
-/// block, image and interactive element, interactive ones with a `[ref=eN]`
-/// the other tools take.
+/// block, code block, image and interactive element, nested under lists,
+/// tables and frames; interactive ones with a `[ref=eN]` the other tools
+/// take (`f3e12` inside frame `f3`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     /// The page title.
@@ -115,112 +211,43 @@ impl Snapshot {
     }
 }
 
-/// Takes a snapshot of the page. Refs number on from the highest handed
-/// out in this process; two snapshots running at once (in different tabs)
-/// may hand out the same numbers, so the browser tools take turns.
-pub async fn snapshot(page: &Page) -> Result<Snapshot, ComputerError> {
-    let raw: RawSnapshot = call_page(page, "snapshot", &[Value::from(MAX_TEXT)]).await?;
+/// Takes a snapshot of the page's main document (frames of other sites
+/// are listed but not read; the browser tools read them too). Refs number
+/// on from the highest handed out in this process; two snapshots running
+/// at once (in different tabs) may hand out the same numbers, so the
+/// browser tools take turns.
+pub async fn snapshot(page: &Page, options: &SnapshotOptions) -> Result<Snapshot, ComputerError> {
+    let (snapshot, _) = snapshot_doc(&Doc::top(page.clone()), options).await?;
+    Ok(snapshot)
+}
+
+/// A snapshot of one document and where its frames of other sites go.
+pub(crate) async fn snapshot_doc(
+    doc: &Doc,
+    options: &SnapshotOptions,
+) -> Result<(Snapshot, Vec<RemoteSlot>), ComputerError> {
+    let max_block = match (&options.root, options.max_block) {
+        (Some(_), _) | (_, None) => Value::Null,
+        (None, Some(limit)) => Value::from(limit),
+    };
+    let opts = serde_json::json!({
+        "root": options.root,
+        "depth": options.depth,
+        "mode": options.mode,
+        "maxBlock": max_block,
+        "maxName": MAX_NAME,
+    });
+    let raw: RawSnapshot = call_page(doc, "snapshot", &[opts]).await?;
     NEXT_REF.fetch_max(raw.next, Ordering::Relaxed);
-    Ok(Snapshot {
-        title: raw.title,
-        url: raw.url,
-        body: raw.lines,
-        refs: raw.refs,
-    })
-}
-
-/// How long a navigation the action started may take to announce itself
-/// after the page has run the tasks the action queued.
-const NAVIGATION_GRACE: Duration = Duration::from_millis(25);
-
-/// What an action set off, as far as the main frame goes.
-enum Navigation {
-    /// A new document is on its way.
-    Document,
-    /// The URL changed within the document (`#fragment`, history API).
-    SameDocument,
-}
-
-/// Runs `action`; if it starts a navigation of the main frame (a link, a
-/// form submission, a handler changing `location`), waits up to `limit` for
-/// the new page to finish loading. Same-document navigations and links that
-/// open a new tab or a download end the wait at once.
-pub(crate) async fn settle<T>(
-    page: &Page,
-    limit: Duration,
-    action: impl Future<Output = Result<T, ComputerError>>,
-) -> Result<T, ComputerError> {
-    let main = page.mainframe().await.ok().flatten();
-    let is_main = |frame: &FrameId| main.as_ref().is_none_or(|main| main == frame);
-    let mut requested = listen::<EventFrameRequestedNavigation>(page).await?;
-    let mut started = listen::<EventFrameStartedLoading>(page).await?;
-    let mut within_document = listen::<EventNavigatedWithinDocument>(page).await?;
-    let mut loaded = listen::<EventLoadEventFired>(page).await?;
-    let mut stopped = listen::<EventFrameStoppedLoading>(page).await?;
-    let value = action.await?;
-    // A barrier: the page runs what the action queued (form submissions are
-    // queued tasks) before this resolves; a navigation that replaces the
-    // document makes it fail.
-    let barrier = evaluate(page, "new Promise(r => setTimeout(r, 0))").await;
-    if barrier.is_ok() {
-        let announced = tokio::time::timeout(NAVIGATION_GRACE, async {
-            loop {
-                tokio::select! {
-                    Some(event) = requested.next() => {
-                        if is_main(&event.frame_id)
-                            && event.disposition == ClientNavigationDisposition::CurrentTab
-                        {
-                            return Some(Navigation::Document);
-                        }
-                    }
-                    Some(event) = started.next() => {
-                        if is_main(&event.frame_id) {
-                            return Some(Navigation::Document);
-                        }
-                    }
-                    Some(event) = within_document.next() => {
-                        if is_main(&event.frame_id) {
-                            return Some(Navigation::SameDocument);
-                        }
-                    }
-                    else => return None,
-                }
-            }
-        })
-        .await;
-        if !matches!(announced, Ok(Some(Navigation::Document))) {
-            return Ok(value);
-        }
-    }
-    // A requested navigation may still turn out to stay in the document
-    // (`#fragment` links are requested first).
-    let _ = tokio::time::timeout(limit, async {
-        loop {
-            tokio::select! {
-                Some(_) = loaded.next() => return,
-                Some(event) = stopped.next() => {
-                    if is_main(&event.frame_id) {
-                        return;
-                    }
-                }
-                Some(event) = within_document.next() => {
-                    if is_main(&event.frame_id) {
-                        return;
-                    }
-                }
-                else => return,
-            }
-        }
-    })
-    .await;
-    Ok(value)
-}
-
-async fn listen<E>(page: &Page) -> Result<EventStream<E>, ComputerError>
-where
-    E: IntoEventKind + Unpin,
-{
-    page.event_listener::<E>().await.map_err(browser_error)
+    Ok((
+        Snapshot {
+            title: raw.title,
+            url: raw.url,
+            body: raw.lines,
+            refs: raw.refs,
+        },
+        raw.remote,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -229,17 +256,50 @@ struct ClickPoint {
     y: f64,
 }
 
-/// Clicks the element with real mouse events at its centre, after scrolling
-/// it into view and checking nothing covers it.
-pub async fn click(page: &Page, element: &str) -> Result<(), ComputerError> {
-    let point: ClickPoint = call_page(page, "clickPoint", &[Value::from(element)]).await?;
-    page.click(Point {
-        x: point.x,
-        y: point.y,
-    })
-    .await
-    .map_err(browser_error)?;
-    Ok(())
+#[derive(Deserialize)]
+struct Landed {
+    landed: bool,
+    #[serde(default)]
+    on: Option<String>,
+    #[serde(default)]
+    target: Option<String>,
+}
+
+/// Clicks the element with real mouse events at its centre, after
+/// scrolling it into view and checking that it is visible, enabled, not
+/// moving and the topmost element there. An element that is not yet
+/// actionable is waited for up to `wait`, then refused with the reason.
+/// Fails if the press reached another element after all (the page moved
+/// between the check and the click).
+pub async fn click(page: &Page, element: &str, wait: Duration) -> Result<(), ComputerError> {
+    click_in(&Doc::top(page.clone()), element, wait).await
+}
+
+pub(crate) async fn click_in(
+    doc: &Doc,
+    element: &str,
+    wait: Duration,
+) -> Result<(), ComputerError> {
+    let point: ClickPoint =
+        call_until_ready(doc, "clickPoint", &[Value::from(element)], wait).await?;
+    let (x, y) = (point.x + doc.origin.0, point.y + doc.origin.1);
+    doc.top.click(Point { x, y }).await.map_err(browser_error)?;
+    // A press that started a navigation leaves no page to ask (Chrome holds
+    // commands back while the new page is on its way): it landed.
+    let asked =
+        tokio::time::timeout(LANDED_CHECK, call_page::<Landed>(doc, "clickLanded", &[])).await;
+    let Ok(Ok(landed)) = asked else {
+        return Ok(());
+    };
+    if landed.landed {
+        return Ok(());
+    }
+    Err(ComputerError::NotActionable(format!(
+        "the click at {element}'s position reached {} instead of {} (the page changed under it): \
+take a new browser_snapshot",
+        landed.on.unwrap_or_else(|| "nothing".into()),
+        landed.target.unwrap_or_else(|| element.to_owned()),
+    )))
 }
 
 #[derive(Deserialize)]
@@ -249,42 +309,65 @@ struct Focused {
 
 /// Replaces the text of a field with `text` (as typed input: the page sees
 /// input events); `submit` presses Enter afterwards. Returns whether the
-/// field belongs to a form.
+/// field belongs to a form. A disabled field is waited for up to `wait`.
 pub async fn type_text(
     page: &Page,
     element: &str,
     text: &str,
     submit: bool,
+    wait: Duration,
 ) -> Result<bool, ComputerError> {
-    let focused: Focused = call_page(page, "focusForTyping", &[Value::from(element)]).await?;
+    type_in(&Doc::top(page.clone()), element, text, submit, wait).await
+}
+
+pub(crate) async fn type_in(
+    doc: &Doc,
+    element: &str,
+    text: &str,
+    submit: bool,
+    wait: Duration,
+) -> Result<bool, ComputerError> {
+    let focused: Focused =
+        call_until_ready(doc, "focusForTyping", &[Value::from(element)], wait).await?;
     if !text.is_empty() {
-        page.execute(InsertTextParams::new(text))
-            .await
-            .map_err(browser_error)?;
+        doc.input("Input.insertText", serde_json::json!({ "text": text }))
+            .await?;
     }
     if submit {
-        press_enter(page).await?;
+        for (kind, text) in [("keyDown", Some("\r")), ("keyUp", None)] {
+            let mut event = serde_json::json!({
+                "type": kind,
+                "key": "Enter",
+                "code": "Enter",
+                "windowsVirtualKeyCode": 13,
+                "nativeVirtualKeyCode": 13,
+            });
+            if let Some(text) = text {
+                event["text"] = text.into();
+                event["unmodifiedText"] = text.into();
+            }
+            doc.input("Input.dispatchKeyEvent", event).await?;
+        }
     }
     Ok(focused.form)
 }
 
-async fn press_enter(page: &Page) -> Result<(), ComputerError> {
-    for (kind, text) in [
-        (DispatchKeyEventType::KeyDown, Some("\r")),
-        (DispatchKeyEventType::KeyUp, None),
-    ] {
-        let mut event = DispatchKeyEventParams::builder()
-            .r#type(kind)
-            .key("Enter")
-            .code("Enter")
-            .windows_virtual_key_code(13)
-            .native_virtual_key_code(13);
-        if let Some(text) = text {
-            event = event.text(text).unmodified_text(text);
+/// Sends an input command given as JSON to a tab.
+pub(crate) async fn page_input(
+    page: &Page,
+    method: &str,
+    params: Value,
+) -> Result<(), ComputerError> {
+    match method {
+        "Input.insertText" => {
+            let params: InsertTextParams = serde_json::from_value(params).map_err(browser_error)?;
+            page.execute(params).await.map_err(browser_error)?;
         }
-        page.execute(event.build().map_err(browser_error)?)
-            .await
-            .map_err(browser_error)?;
+        _ => {
+            let params: DispatchKeyEventParams =
+                serde_json::from_value(params).map_err(browser_error)?;
+            page.execute(params).await.map_err(browser_error)?;
+        }
     }
     Ok(())
 }
@@ -295,14 +378,31 @@ struct Selected {
 }
 
 /// Chooses options of a `<select>` by value or label; returns the labels
-/// chosen.
+/// chosen. A disabled select is waited for up to `wait`.
 pub async fn select(
     page: &Page,
     element: &str,
     values: &[String],
+    wait: Duration,
+) -> Result<Vec<String>, ComputerError> {
+    select_in(&Doc::top(page.clone()), element, values, wait).await
+}
+
+pub(crate) async fn select_in(
+    doc: &Doc,
+    element: &str,
+    values: &[String],
+    wait: Duration,
 ) -> Result<Vec<String>, ComputerError> {
     let values = Value::from(values.to_vec());
     let selected: Selected =
-        call_page(page, "selectOptions", &[Value::from(element), values]).await?;
+        call_until_ready(doc, "selectOptions", &[Value::from(element), values], wait).await?;
     Ok(selected.selected)
+}
+
+/// The content-box origin of frame `key` (an element of `doc`) in `doc`'s
+/// viewport.
+pub(crate) async fn frame_origin(doc: &Doc, key: &str) -> Result<(f64, f64), ComputerError> {
+    let point: ClickPoint = call_page(doc, "frameOrigin", &[Value::from(key)]).await?;
+    Ok((point.x, point.y))
 }

@@ -9,11 +9,17 @@
 
 mod actions;
 mod dialogs;
+mod frames;
+mod launch;
+mod link;
+mod navigation;
+mod policy;
 mod session;
 mod tabs;
 mod tools;
+mod view;
 
-pub use actions::{Snapshot, click, select, snapshot, type_text};
+pub use actions::{Snapshot, SnapshotMode, SnapshotOptions, click, select, snapshot, type_text};
 /// The DevTools client the session's pages come from, for work the tools
 /// do not cover.
 pub use chromiumoxide;

@@ -2,11 +2,12 @@
 //! started again when it dies, shut down cleanly.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, GetTargetsParams, TargetId};
+use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use futures::StreamExt;
 use tokio::sync::Mutex;
@@ -14,6 +15,8 @@ use tokio::task::JoinHandle;
 
 use super::browser_error;
 use super::dialogs::Dialogs;
+use super::launch::{Chrome, launch_error};
+use super::link::Link;
 use crate::ComputerError;
 
 /// Settings of the dedicated browser. Every field documents its default.
@@ -35,11 +38,30 @@ pub struct BrowserConfig {
     pub launch_timeout: Duration,
     /// Time limit of one DevTools command. Default 30 s.
     pub command_timeout: Duration,
-    /// How long an action waits for a navigation it started to finish
-    /// loading. Default 10 s.
+    /// How long `browser_navigate` waits for a page to load (then stops
+    /// it), and how long an action waits for a navigation it started to
+    /// finish loading (then says it is still loading). Every browser tool
+    /// call finishes within this plus `command_timeout`. Default 10 s.
     pub navigation_timeout: Duration,
     /// Extra command-line flags, e.g. `--proxy-server=...`.
     pub extra_args: Vec<String>,
+    /// How long an action waits for its element to become actionable
+    /// (visible, enabled, not moving, not covered) before refusing with the
+    /// reason. Default 2 s.
+    pub action_wait: Duration,
+    /// Whether `file:` URLs may be opened, and then only inside the call's
+    /// workspace roots. Default false.
+    pub allow_file_urls: bool,
+    /// Further URL schemes the tools may open (e.g. `"chrome"`). Default
+    /// none: only `http`, `https`, `data` and `about:blank`.
+    pub allowed_schemes: Vec<String>,
+    /// The longest snapshot put in a tool result, in characters; a longer
+    /// one is shown in part and saved whole to a file. Default 7,500 (under
+    /// the engine's 8,192-character cut).
+    pub snapshot_limit: usize,
+    /// Where such snapshots are saved. Default: a temporary directory of
+    /// the tools, removed with them.
+    pub snapshot_dir: Option<PathBuf>,
     /// How `confirm()` and `prompt()` dialogs are answered: accepted (true,
     /// the default: the action that opened one was already approved) or
     /// dismissed. Alerts are always accepted. Either way the model reads
@@ -58,6 +80,11 @@ impl Default for BrowserConfig {
             command_timeout: Duration::from_secs(30),
             navigation_timeout: Duration::from_secs(10),
             extra_args: Vec::new(),
+            action_wait: Duration::from_secs(2),
+            allow_file_urls: false,
+            allowed_schemes: Vec::new(),
+            snapshot_limit: 7_500,
+            snapshot_dir: None,
             accept_dialogs: true,
         }
     }
@@ -104,21 +131,9 @@ impl BrowserConfig {
     }
 }
 
-/// Whether this process runs as root (Chrome's sandbox refuses root).
-fn running_as_root() -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-    }
-    #[cfg(not(unix))]
-    {
-        false
-    }
-}
-
 struct Running {
     browser: Browser,
+    chrome: Option<Chrome>,
     events: JoinHandle<()>,
     active: Option<TargetId>,
     /// Tabs in the order they were first seen (Chrome reports them in no
@@ -127,7 +142,8 @@ struct Running {
     dialogs: Dialogs,
     /// The dialog answerer of each tab seen.
     watched: HashMap<TargetId, JoinHandle<()>>,
-    _profile: Option<tempfile::TempDir>,
+    /// kinet's own DevTools connection, once used.
+    link: Option<Arc<Link>>,
 }
 
 impl Drop for Running {
@@ -141,7 +157,7 @@ impl Drop for Running {
 
 impl Running {
     fn is_alive(&mut self) -> bool {
-        !self.events.is_finished() && matches!(self.browser.try_wait(), Ok(None))
+        !self.events.is_finished() && self.chrome.as_mut().is_some_and(Chrome::is_alive)
     }
 
     /// Answers the dialogs of `page` from now on.
@@ -191,6 +207,8 @@ struct Inner {
     snapshots: Mutex<()>,
     state: Mutex<Option<Running>>,
     dialogs: Dialogs,
+    /// Tabs waiting for a navigation an action started, and since when.
+    pending: std::sync::Mutex<HashMap<TargetId, (String, std::time::Instant)>>,
 }
 
 impl std::fmt::Debug for BrowserSession {
@@ -210,6 +228,7 @@ impl BrowserSession {
                 config,
                 snapshots: Mutex::new(()),
                 state: Mutex::new(None),
+                pending: std::sync::Mutex::default(),
             }),
         }
     }
@@ -233,43 +252,13 @@ impl BrowserSession {
     async fn launch(&self) -> Result<Running, ComputerError> {
         let config = &self.inner.config;
         let executable = config.find_executable()?;
-        let (profile, profile_dir) = match &config.profile_dir {
-            Some(dir) => (None, dir.clone()),
-            None => {
-                let dir = tempfile::Builder::new()
-                    .prefix("kinet-chrome-")
-                    .tempdir()
-                    .map_err(|e| launch_error(&executable, e))?;
-                let path = dir.path().to_path_buf();
-                (Some(dir), path)
-            }
+        let chrome = Chrome::start(config, &executable).await?;
+        let handler_config = HandlerConfig {
+            viewport: None,
+            request_timeout: config.command_timeout,
+            ..HandlerConfig::default()
         };
-        let (width, height) = config.window_size;
-        let mut builder = chromiumoxide::BrowserConfig::builder()
-            .chrome_executable(&executable)
-            .user_data_dir(&profile_dir)
-            .window_size(width, height)
-            .viewport(None)
-            .launch_timeout(config.launch_timeout)
-            .request_timeout(config.command_timeout)
-            .args([
-                "--disable-gpu",
-                "--disable-quic",
-                "--disable-component-update",
-                "--no-default-browser-check",
-                "--mute-audio",
-            ])
-            .args(config.extra_args.iter().map(String::as_str));
-        builder = if config.headless {
-            builder.new_headless_mode()
-        } else {
-            builder.with_head()
-        };
-        if running_as_root() {
-            builder = builder.no_sandbox();
-        }
-        let chrome = builder.build().map_err(|e| launch_error(&executable, e))?;
-        let (browser, mut handler) = Browser::launch(chrome)
+        let (browser, mut handler) = Browser::connect_with_config(&chrome.ws_url, handler_config)
             .await
             .map_err(|e| launch_error(&executable, e))?;
         let events = tokio::spawn(async move {
@@ -281,12 +270,13 @@ impl BrowserSession {
         });
         let mut running = Running {
             browser,
+            chrome: Some(chrome),
             events,
             active: None,
             order: Vec::new(),
             dialogs: self.inner.dialogs.clone(),
             watched: HashMap::new(),
-            _profile: profile,
+            link: None,
         };
         // One tab of ours; the tab Chrome opens at start is closed (it is
         // not attached, so it cannot be driven). Asking Chrome directly keeps
@@ -322,9 +312,7 @@ impl BrowserSession {
             && !running.is_alive()
         {
             tracing::info!("the browser exited; starting it again");
-            if let Some(mut dead) = state.take() {
-                let _ = dead.browser.kill().await;
-            }
+            state.take();
         }
         if state.is_none() {
             *state = Some(self.launch().await?);
@@ -337,9 +325,7 @@ impl BrowserSession {
             Ok(result) => result,
             Err(_) => {
                 // A browser that stops answering is replaced on the next call.
-                if let Some(mut stuck) = state.take() {
-                    let _ = stuck.browser.kill().await;
-                }
+                state.take();
                 Err(ComputerError::Browser(format!(
                     "the browser did not answer within {} s; it starts again on the next call",
                     limit.as_secs()
@@ -350,15 +336,26 @@ impl BrowserSession {
 
     /// The active tab, opening one when there is none. A tab whose page
     /// stopped answering (a crashed or hung renderer) is replaced by a new
-    /// tab at the same address.
+    /// tab at the same address. A tab waiting for a page it was sent to
+    /// (a click on a link to a slow server) is not mistaken for a hung one:
+    /// while it waits, nothing on it can be read, and this says so.
     pub async fn active_page(&self) -> Result<Page, ComputerError> {
         let page = self.live_active_page().await?;
-        let probe = page.evaluate_expression("1");
+        // A plain evaluation in the current document; Chrome holds it back
+        // while a navigation to a new document is waiting for its answer.
+        let probe = super::actions::evaluate(&page, "1");
         if matches!(
             tokio::time::timeout(PAGE_PROBE_TIMEOUT, probe).await,
             Ok(Ok(_))
         ) {
+            self.set_pending(page.target_id(), None);
             return Ok(page);
+        }
+        if let Some((url, since)) = self.pending(page.target_id()) {
+            return Err(ComputerError::NotActionable(format!(
+                "the tab is still waiting for {url} to answer (for {} s now); nothing on it can be read or clicked until the page arrives. Wait and try again, or browser_navigate elsewhere.",
+                since.elapsed().as_secs()
+            )));
         }
         let url = page
             .url()
@@ -374,6 +371,35 @@ impl BrowserSession {
         ));
         let _ = self.close_tab(page).await;
         self.new_tab(&url).await
+    }
+
+    /// The active tab for a navigation, which replaces whatever the tab is
+    /// waiting for: not probed while a navigation is pending.
+    pub(crate) async fn page_to_navigate(&self) -> Result<Page, ComputerError> {
+        let page = self.live_active_page().await?;
+        if self.pending(page.target_id()).is_some() {
+            return Ok(page);
+        }
+        self.active_page().await
+    }
+
+    /// Notes that `tab` waits for `url` (a navigation an action started
+    /// that has not answered yet), or with `None` that it does not.
+    pub(crate) fn set_pending(&self, tab: &TargetId, url: Option<String>) {
+        if let Ok(mut pending) = self.inner.pending.lock() {
+            match url {
+                Some(url) => {
+                    pending.insert(tab.clone(), (url, std::time::Instant::now()));
+                }
+                None => {
+                    pending.remove(tab);
+                }
+            }
+        }
+    }
+
+    fn pending(&self, tab: &TargetId) -> Option<(String, std::time::Instant)> {
+        self.inner.pending.lock().ok()?.get(tab).cloned()
     }
 
     async fn live_active_page(&self) -> Result<Page, ComputerError> {
@@ -434,11 +460,14 @@ impl BrowserSession {
         if url != "about:blank" {
             // Loaded outside the session lock: the other tabs stay usable.
             let limit = self.inner.config.navigation_timeout;
-            let loaded = tokio::time::timeout(limit, page.goto(url)).await;
-            let failure = match loaded {
-                Ok(Ok(_)) => None,
-                Ok(Err(error)) => Some(error.to_string()),
-                Err(_) => Some(format!("not loaded within {} s", limit.as_secs())),
+            let link = self.link().await?;
+            let failure = match super::navigation::navigate(&page, &link, url, limit).await {
+                Ok(landing) if landing.timed_out.is_none() => None,
+                Ok(_) => Some(format!(
+                    "it did not load within {} s and was stopped",
+                    limit.as_secs_f64()
+                )),
+                Err(error) => Some(error.to_string()),
             };
             if let Some(failure) = failure {
                 return Err(ComputerError::Browser(format!(
@@ -485,14 +514,30 @@ impl BrowserSession {
         .await
     }
 
-    /// The process id of the running Chrome, if one runs.
+    /// The process id at the top of the running Chrome's process tree, if
+    /// one runs: killing it ends every Chrome process.
     pub async fn pid(&self) -> Option<u32> {
-        let mut state = self.inner.state.lock().await;
-        let running = state.as_mut()?;
-        running
-            .browser
-            .get_mut_child()
-            .and_then(|child| child.inner.id())
+        let state = self.inner.state.lock().await;
+        state.as_ref()?.chrome.as_ref()?.pid()
+    }
+
+    /// kinet's own DevTools connection (see [`Link`]), connected on first
+    /// use.
+    pub(crate) async fn link(&self) -> Result<Arc<Link>, ComputerError> {
+        self.with_running(async |running| {
+            if let Some(link) = &running.link {
+                return Ok(Arc::clone(link));
+            }
+            let url = running
+                .chrome
+                .as_ref()
+                .map(|chrome| chrome.ws_url.clone())
+                .ok_or_else(|| ComputerError::Browser("the browser is not running".into()))?;
+            let link = Arc::new(Link::connect(&url).await?);
+            running.link = Some(Arc::clone(&link));
+            Ok(link)
+        })
+        .await
     }
 
     /// Closes Chrome (politely, then by force after 2 s) and deletes its
@@ -501,20 +546,9 @@ impl BrowserSession {
         let Some(mut running) = self.inner.state.lock().await.take() else {
             return;
         };
-        let closed = tokio::time::timeout(Duration::from_secs(2), async {
-            running.browser.close().await.ok()?;
-            running.browser.wait().await.ok()
-        })
-        .await;
-        if !matches!(closed, Ok(Some(_))) {
-            let _ = running.browser.kill().await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), running.browser.close()).await;
+        if let Some(chrome) = running.chrome.take() {
+            chrome.stop(Duration::from_secs(2)).await;
         }
-    }
-}
-
-fn launch_error(executable: &Path, error: impl std::fmt::Display) -> ComputerError {
-    ComputerError::Launch {
-        executable: executable.display().to_string(),
-        reason: error.to_string(),
     }
 }

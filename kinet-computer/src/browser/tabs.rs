@@ -8,7 +8,8 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::tools::{BrowserTools, cancellable, check_url};
+use super::policy::check_url;
+use super::tools::{BrowserTools, cancellable};
 use crate::ComputerError;
 
 /// How long a tab may take to tell its title.
@@ -117,7 +118,7 @@ by index to make it active, or close one."
     }
     async fn call(&self, args: TabsArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         if let Some(url) = &args.url {
-            check_url(url)?;
+            check_url(url, self.0.session.config(), ctx)?;
         }
         cancellable(ctx, self.0.call_limit(), async {
             let done = match args.action {

@@ -1,0 +1,257 @@
+//! Starting Chrome so that nothing of it outlives the host.
+//!
+//! Chrome is started through kinet's process containment
+//! ([`kinet_core::sandbox::Launch`]): on Linux it runs in a PID namespace
+//! whose supervisor dies with the host (`PR_SET_PDEATHSIG`), so when the
+//! host exits in any way (`process::exit`, SIGTERM, SIGKILL) the kernel
+//! ends every Chrome process. A temporary profile is removed by a small
+//! watcher started beside it: it waits for the host to go (its end of a
+//! pipe closes), then for Chrome to go, then deletes the profile.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kinet_core::sandbox::Launch;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStderr};
+
+use super::session::BrowserConfig;
+use crate::ComputerError;
+
+/// The flags every start gets (besides the profile, the port, the window
+/// and the headless mode): no first-run UI, no background traffic, no
+/// throttling of background tabs, no crash reporter.
+const FLAGS: &[&str] = &[
+    "--disable-background-networking",
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
+    "--disable-breakpad",
+    "--disable-client-side-phishing-detection",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--disable-features=TranslateUI",
+    "--disable-hang-monitor",
+    "--disable-ipc-flooding-protection",
+    "--disable-popup-blocking",
+    "--disable-prompt-on-repost",
+    "--disable-sync",
+    "--disable-gpu",
+    "--disable-quic",
+    "--force-color-profile=srgb",
+    "--metrics-recording-only",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--mute-audio",
+    "--lang=en-US",
+    "--enable-automation",
+    "--remote-debugging-port=0",
+    "about:blank",
+];
+
+/// How much of Chrome's error output is kept for messages.
+const STDERR_KEPT: usize = 4096;
+
+/// A running Chrome process tree.
+pub(crate) struct Chrome {
+    child: Child,
+    /// The DevTools address.
+    pub(crate) ws_url: String,
+    /// The write end of the profile watcher's pipe: closing it (this value
+    /// dropped, or the host gone) lets the watcher remove the profile.
+    watcher: Option<std::process::ChildStdin>,
+    profile: Option<tempfile::TempDir>,
+}
+
+impl Chrome {
+    /// Starts Chrome per `config` and waits for its DevTools address.
+    pub(crate) async fn start(
+        config: &BrowserConfig,
+        executable: &Path,
+    ) -> Result<Self, ComputerError> {
+        let (profile, profile_dir) = match &config.profile_dir {
+            Some(dir) => (None, dir.clone()),
+            None => {
+                let dir = tempfile::Builder::new()
+                    .prefix("kinet-chrome-")
+                    .tempdir()
+                    .map_err(|e| launch_error(executable, e))?;
+                let path = dir.path().to_path_buf();
+                (Some(dir), path)
+            }
+        };
+        let mut command = std::process::Command::new(executable);
+        let (width, height) = config.window_size;
+        command
+            .args(FLAGS)
+            .arg(format!("--user-data-dir={}", profile_dir.display()))
+            .arg(format!("--window-size={width},{height}"))
+            .args(&config.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if config.headless {
+            command.args(["--headless=new", "--hide-scrollbars"]);
+        }
+        if running_as_root() {
+            // Chrome's own sandbox refuses to run as root.
+            command.arg("--no-sandbox");
+        }
+        Launch::new()
+            .prepare(&mut command)
+            .map_err(|e| launch_error(executable, e))?;
+        let mut child = tokio::process::Command::from(command)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| launch_error(executable, e))?;
+        let watcher = match (&profile, child.id()) {
+            (Some(dir), Some(pid)) => watch_profile(dir.path(), pid),
+            _ => None,
+        };
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| launch_error(executable, "no error output"))?;
+        let kept = Arc::new(Mutex::new(String::new()));
+        let found =
+            tokio::time::timeout(config.launch_timeout, devtools_url(stderr, kept.clone())).await;
+        let ws_url = match found {
+            Ok(Some(url)) => url,
+            outcome => {
+                let _ = child.start_kill();
+                let said = kept.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
+                let why = match outcome {
+                    Err(_) => format!(
+                        "no DevTools address within {} s",
+                        config.launch_timeout.as_secs()
+                    ),
+                    _ => "it exited before it was ready".to_owned(),
+                };
+                let reason = if said.is_empty() {
+                    why
+                } else {
+                    format!("{why}; it said: {said}")
+                };
+                return Err(launch_error(executable, reason));
+            }
+        };
+        Ok(Self {
+            child,
+            ws_url,
+            watcher,
+            profile,
+        })
+    }
+
+    /// Whether the process tree still runs.
+    pub(crate) fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The process id at the top of the tree (killing it ends them all).
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for Chrome to exit by itself, then kills the
+    /// tree; then removes the temporary profile.
+    pub(crate) async fn stop(mut self, limit: Duration) {
+        if tokio::time::timeout(limit, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+        self.watcher.take();
+        if let Some(profile) = self.profile.take() {
+            let _ = profile.close();
+        }
+    }
+}
+
+impl Drop for Chrome {
+    fn drop(&mut self) {
+        // The tree goes with its top (kill_on_drop); the watcher removes
+        // the profile once it has gone.
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Reads Chrome's error output until it names its DevTools address; keeps
+/// the rest of the output drained (a full pipe would stall Chrome), the
+/// first lines kept for messages.
+async fn devtools_url(stderr: ChildStderr, kept: Arc<Mutex<String>>) -> Option<String> {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some((_, url)) = line.rsplit_once("listening on ")
+            && url.starts_with("ws")
+        {
+            let url = url.trim().to_owned();
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Some(url);
+        }
+        if let Ok(mut kept) = kept.lock()
+            && kept.len() < STDERR_KEPT
+        {
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    }
+    None
+}
+
+/// Starts the profile watcher: a shell that waits for its input to end
+/// (the host gone or done), then for process `pid` to end, then removes
+/// `profile`. Returns the input's write end. Without a shell nothing is
+/// watched (the profile is still removed at a clean shutdown).
+fn watch_profile(profile: &Path, pid: u32) -> Option<std::process::ChildStdin> {
+    let script =
+        "read _ignored; while kill -0 \"$1\" 2>/dev/null; do sleep 0.05; done; rm -rf -- \"$2\"";
+    let mut command = std::process::Command::new("/bin/sh");
+    command
+        .args(["-c", script, "kinet-profile-watcher"])
+        .arg(pid.to_string())
+        .arg(profile)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // Not contained: it must outlive the host to do its work. Its own
+    // session keeps terminal signals away.
+    Launch::new().contain(false).prepare(&mut command).ok()?;
+    let mut child = command.spawn().ok()?;
+    let stdin = child.stdin.take();
+    // Reaped by whoever adopts it; nothing to wait for here.
+    std::thread::spawn(move || child.wait());
+    stdin.map(|mut stdin| {
+        let _ = stdin.flush();
+        stdin
+    })
+}
+
+/// Whether this process runs as root (Chrome's sandbox refuses root).
+fn running_as_root() -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    }
+    #[cfg(not(unix))]
+    {
+        false
+    }
+}
+
+pub(crate) fn launch_error(executable: &Path, error: impl std::fmt::Display) -> ComputerError {
+    ComputerError::Launch {
+        executable: executable.display().to_string(),
+        reason: error.to_string(),
+    }
+}
