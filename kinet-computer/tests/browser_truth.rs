@@ -679,6 +679,8 @@ async fn host_for_the_kill_test() {
             tokio::time::sleep(Duration::from_millis(300)).await;
             drop(tools);
             drop(session);
+            println!("DROPPED");
+            std::io::stdout().flush().unwrap();
             tokio::time::sleep(Duration::from_secs(60)).await;
         }
         _ => tokio::time::sleep(Duration::from_secs(60)).await,
@@ -794,7 +796,10 @@ fn chrome_and_its_profile_go_when_the_host_dies_in_any_way() {
             ),
             _ => {}
         }
-        if how != "drop" {
+        if how == "drop" {
+            // The clock starts when the host has dropped the session.
+            assert!(lines.any(|line| line.is_ok_and(|l| l.contains("DROPPED"))));
+        } else {
             let _ = host.0.wait();
         }
         let deadline = Instant::now() + Duration::from_secs(2);

@@ -209,12 +209,17 @@ async fn devtools_url(stderr: ChildStderr, kept: Arc<Mutex<String>>) -> Option<S
 }
 
 /// Starts the profile watcher: a shell that waits for its input to end
-/// (the host gone or done), then for process `pid` to end, then removes
-/// `profile`. Returns the input's write end. Without a shell nothing is
+/// (the host gone or done), then for process `pid` (the top of Chrome's
+/// tree, whose end takes every Chrome process with it) to end, then
+/// removes `profile`. Returns the input's write end. Without a shell nothing is
 /// watched (the profile is still removed at a clean shutdown).
 fn watch_profile(profile: &Path, pid: u32) -> Option<std::process::ChildStdin> {
-    let script =
-        "read _ignored; while kill -0 \"$1\" 2>/dev/null; do sleep 0.05; done; rm -rf -- \"$2\"";
+    // The process counts as gone once it is a zombie: nobody may reap it
+    // soon once the host has died (a container's init may not).
+    let script = "read _ignored; \
+while state=$(cat \"/proc/$1/stat\" 2>/dev/null); do \
+case \"${state##*) }\" in Z*|X*) break ;; esac; sleep 0.05; done; \
+sleep 0.1; rm -rf -- \"$2\"";
     let mut command = std::process::Command::new("/bin/sh");
     command
         .args(["-c", script, "kinet-profile-watcher"])
