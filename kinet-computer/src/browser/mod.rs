@@ -1,15 +1,59 @@
 //! A dedicated Chrome for the agent (feature `browser`): its own profile
 //! directory, started on first use, restarted when it dies, driven over the
-//! DevTools protocol (chromiumoxide).
+//! DevTools protocol (chromiumoxide, plus a connection of kinet's own for
+//! navigations and frames of other sites).
 //!
-//! The model reads pages as compact text snapshots in which every
-//! interactive element carries a ref (`[ref=e12]`); the action tools take
-//! those refs, click with real mouse events and answer with the page as it
-//! is afterwards.
+//! # What the model reads
+//!
+//! Pages come as text snapshots: headings, text blocks, code blocks exactly
+//! as rendered (`- code: |` then the lines), lists (`- listitem`), tables
+//! (`- row: a | b`) and frames (`- iframe "title" [frame=f3]:`) nested by
+//! indentation, and every interactive element with a ref (`[ref=e12]`,
+//! `[ref=f3e12]` inside a frame). Text blocks are whole up to 4,000
+//! characters; a longer one ends with a marker naming the ref whose
+//! snapshot shows all of it. `browser_snapshot` takes a `root` (a ref or a
+//! CSS selector), a `depth` and a `mode` (`full`, `interactive`, `text`).
+//! After an action the model reads what changed since the last snapshot
+//! (`added:` / `removed:` lines with refs) when that is shorter than the
+//! page; a snapshot longer than [`BrowserConfig::snapshot_limit`] is shown
+//! in part and saved whole to a file whose path is in the result.
+//!
+//! # What the tools promise
+//!
+//! - **Truthful actions.** A click is done only when the element itself
+//!   (or something inside it) is the topmost element at its centre, and
+//!   the press is checked to have landed there. Hidden, disabled
+//!   (`:disabled`, also through a disabled fieldset, and `aria-disabled`),
+//!   covered or moving elements are waited for up to
+//!   [`BrowserConfig::action_wait`], then refused with the reason.
+//! - **Bounded time.** Every call finishes within
+//!   [`BrowserConfig::navigation_timeout`] plus
+//!   [`BrowserConfig::command_timeout`]. A navigation that does not load in
+//!   time is stopped and the result says where the tab stayed; a click
+//!   whose page has not answered is reported as done and still loading
+//!   (the tab is then not taken for a hung one). Results carry the HTTP
+//!   status of the document landed on.
+//! - **Web pages only** by default: `file:` only when
+//!   [`BrowserConfig::allow_file_urls`] is set, and then inside the call's
+//!   workspace roots; other schemes only when named in
+//!   [`BrowserConfig::allowed_schemes`].
+//! - **Nothing left behind.** Chrome runs in kinet's process containment
+//!   ([`kinet_core::sandbox::Launch`]): on Linux every Chrome process ends
+//!   when the host exits in any way, SIGKILL included, and a watcher
+//!   removes the temporary profile.
+//!
+//! # What cannot be reached
+//!
+//! Closed shadow roots (as in the browsers' own accessibility tools),
+//! cross-origin frames nested more than four deep, `<canvas>` and plugin
+//! content, and the inside of `<select>` pop-ups (choose options with
+//! `browser_select`). The DevTools port listens on loopback while Chrome
+//! runs; other local users of the machine could connect to it.
 
 mod actions;
 mod dialogs;
 mod frames;
+mod inspect;
 mod launch;
 mod link;
 mod navigation;
@@ -23,12 +67,10 @@ pub use actions::{Snapshot, SnapshotMode, SnapshotOptions, click, select, snapsh
 /// The DevTools client the session's pages come from, for work the tools
 /// do not cover.
 pub use chromiumoxide;
+pub use inspect::{BrowserScreenshotArgs, EvalArgs};
 pub use session::{BrowserConfig, BrowserSession};
 pub use tabs::{TabAction, TabsArgs};
-pub use tools::{
-    BrowserScreenshotArgs, BrowserTools, ClickArgs, EvalArgs, NavigateArgs, SelectArgs,
-    SnapshotArgs, TypeArgs,
-};
+pub use tools::{BrowserTools, ClickArgs, NavigateArgs, SelectArgs, SnapshotArgs, TypeArgs};
 
 /// A DevTools or connection error as a [`crate::ComputerError`].
 fn browser_error(error: impl std::fmt::Display) -> crate::ComputerError {

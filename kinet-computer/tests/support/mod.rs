@@ -66,6 +66,7 @@ pub(crate) struct Reply {
     pub(crate) body: String,
     /// How long to wait before answering.
     pub(crate) delay: std::time::Duration,
+    pub(crate) content_type: &'static str,
 }
 
 impl Reply {
@@ -74,6 +75,24 @@ impl Reply {
             status: "200 OK",
             body: body.into(),
             delay: std::time::Duration::ZERO,
+            content_type: "text/html; charset=utf-8",
+        }
+    }
+
+    /// A file, typed by its extension; 404 when it cannot be read.
+    pub(crate) fn file(path: &std::path::Path) -> Self {
+        let Ok(body) = std::fs::read_to_string(path) else {
+            return Self::ok("<h1>Not found</h1>").status("404 Not Found");
+        };
+        let content_type = match path.extension().and_then(|e| e.to_str()) {
+            Some("css") => "text/css",
+            Some("js") => "text/javascript",
+            Some("svg") => "image/svg+xml",
+            _ => "text/html; charset=utf-8",
+        };
+        Self {
+            content_type,
+            ..Self::ok(body)
         }
     }
 
@@ -122,8 +141,9 @@ pub(crate) async fn serve(
                     tokio::time::sleep(reply.delay).await;
                 }
                 let response = format!(
-                    "HTTP/1.1 {}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
+                    "HTTP/1.1 {}\r\ncontent-type: {}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{}",
                     reply.status,
+                    reply.content_type,
                     reply.body.len(),
                     reply.body
                 );
