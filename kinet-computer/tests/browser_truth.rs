@@ -109,6 +109,16 @@ async fn site() -> (String, String) {
     (base, other)
 }
 
+/// The whole snapshot a result says it saved to a file.
+fn saved_snapshot(result: &str) -> String {
+    let path = result
+        .split("The whole snapshot is saved at ")
+        .nth(1)
+        .and_then(|rest| rest.split(". ").next())
+        .unwrap_or_else(|| panic!("no saved snapshot in {result}"));
+    std::fs::read_to_string(path).unwrap()
+}
+
 async fn eval(tools: &kinet_core::Toolset, expression: &str) -> Value {
     call(tools, "browser_eval", json!({ "expression": expression }))
         .await
@@ -355,12 +365,7 @@ async fn code_paragraphs_tables_and_lists_are_kept_faithfully() {
     let root = cut.rsplit("root=").next().unwrap().trim_end_matches(']');
     // Shown whole under its ref (here too long for one result: saved whole).
     let whole = text(&tools, "browser_snapshot", json!({"root": root})).await;
-    let saved = whole
-        .split("The whole snapshot is saved at ")
-        .nth(1)
-        .and_then(|rest| rest.split(". ").next())
-        .unwrap_or_else(|| panic!("{whole}"));
-    let saved = std::fs::read_to_string(saved).unwrap();
+    let saved = saved_snapshot(&whole);
     assert!(
         saved.contains(&format!("- text: {}\n", "x".repeat(9000)))
             || saved.ends_with(&"x".repeat(9000)),
@@ -589,12 +594,7 @@ async fn large_pages_answer_with_changes_parts_and_a_saved_file() {
     .await;
     // Too large for a tool result: the first part, the file, how to ask.
     assert!(page.chars().count() < 8_000, "{}", page.len());
-    let saved = page
-        .split("The whole snapshot is saved at ")
-        .nth(1)
-        .and_then(|rest| rest.split(". ").next())
-        .unwrap_or_else(|| panic!("{page}"));
-    let full = std::fs::read_to_string(saved).unwrap();
+    let full = saved_snapshot(&page);
     assert!(full.contains("button \"Do 499\""), "{}", full.len());
     assert!(
         page.contains("Ask for a part with browser_snapshot"),
