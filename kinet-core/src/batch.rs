@@ -23,6 +23,7 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::ctx::ToolCtx;
 use crate::data::event::{AgentEvent, RunStop};
@@ -46,6 +47,8 @@ struct Batch<'a> {
     stop: Option<RunStop>,
     /// Each result is written here as its call finishes.
     journal: Option<&'a dyn crate::session::Journal>,
+    /// Each call's `execute_tool` span, from its start to its result.
+    spans: Vec<tracing::Span>,
 }
 
 /// Runs the calls, returns one result message per call (in call order) and
@@ -75,6 +78,7 @@ pub(crate) async fn run(
         results: calls.iter().map(|_| None).collect(),
         stop: None,
         journal,
+        spans: calls.iter().map(|_| tracing::Span::none()).collect(),
     };
 
     let mut start = 0;
@@ -91,7 +95,8 @@ pub(crate) async fn run(
         if batch.stop.is_none() && base.is_cancelled() {
             batch.stop = Some(RunStop::Cancelled);
         }
-        for call in &calls[phase.clone()] {
+        for (index, call) in calls.iter().enumerate().take(phase.end).skip(phase.start) {
+            batch.spans[index] = pipeline.tool_span(call);
             base.emit(AgentEvent::ToolCallStarted {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -116,10 +121,15 @@ pub(crate) async fn run(
                 None => continue,
             };
             let call = &mut batch.calls[index];
-            let gate = match pipeline.approve(call, &prepared, base, approvals).await {
-                Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
-                other => other,
-            };
+            let span = batch.spans[index].clone();
+            let gate = async {
+                match pipeline.approve(call, &prepared, base, approvals).await {
+                    Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
+                    other => other,
+                }
+            }
+            .instrument(span)
+            .await;
             match gate {
                 Gate::Run => runnable.push((index, prepared)),
                 Gate::Refuse(error) => {
@@ -162,6 +172,37 @@ pub(crate) async fn run(
     (messages, stop)
 }
 
+/// Answers every call of the turn without running any: the run stops
+/// (`stop`) before they start. Each still gets its events and a result.
+pub(crate) async fn refuse_all(
+    pipeline: &Pipeline,
+    tools: &ToolSnapshot,
+    calls: &[ToolCall],
+    base: &ToolCtx,
+    journal: Option<&dyn crate::session::Journal>,
+    stop: RunStop,
+) -> Vec<Message> {
+    let mut batch = Batch {
+        pipeline,
+        tools,
+        calls: calls.iter().map(Cow::Borrowed).collect(),
+        base,
+        results: calls.iter().map(|_| None).collect(),
+        stop: Some(stop),
+        journal,
+        spans: calls.iter().map(|call| pipeline.tool_span(call)).collect(),
+    };
+    for (index, call) in calls.iter().enumerate() {
+        base.emit(AgentEvent::ToolCallStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+        batch.finish_not_run(index).await;
+    }
+    batch.results.into_iter().flatten().collect()
+}
+
 impl Batch<'_> {
     /// Runs the approved calls of one phase, each in its own task with its
     /// own cancellation token; calls sharing a key wait for the one before.
@@ -184,16 +225,20 @@ impl Batch<'_> {
                 };
                 in_flight.push(index);
                 let pipeline = self.pipeline.clone();
-                let task = AbortOnDrop(tokio::spawn(async move {
-                    if let Some(after) = after {
-                        // Sent or dropped when the call before ends.
-                        let _ = after.await;
+                let span = self.spans[index].clone();
+                let task = AbortOnDrop(tokio::spawn(
+                    async move {
+                        if let Some(after) = after {
+                            // Sent or dropped when the call before ends.
+                            let _ = after.await;
+                        }
+                        let started = Instant::now();
+                        let result = pipeline.execute(prepared, ctx).await;
+                        drop(done);
+                        (result, started.elapsed())
                     }
-                    let started = Instant::now();
-                    let result = pipeline.execute(prepared, ctx).await;
-                    drop(done);
-                    (result, started.elapsed())
-                }));
+                    .instrument(span),
+                ));
                 async move { (index, task.await) }
             })
             .collect();
@@ -251,9 +296,12 @@ impl Batch<'_> {
     /// the run.
     async fn finish(&mut self, index: usize, result: ToolResult, elapsed: Duration) -> bool {
         let call = &self.calls[index];
+        // The span ends with the call's result.
+        let span = std::mem::replace(&mut self.spans[index], tracing::Span::none());
         let finished = self
             .pipeline
-            .finish(self.tools, call, result, elapsed, self.base, false)
+            .finish(self.tools, call, result, elapsed, self.base, false, &span)
+            .instrument(span.clone())
             .await;
         if let Some(journal) = self.journal {
             journal.message(&finished.message);

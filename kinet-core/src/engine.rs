@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::backend::Provider;
 use crate::batch;
@@ -33,6 +34,9 @@ pub(crate) struct RunSettings {
     pub(crate) max_turns: u32,
     pub(crate) context: crate::context::ContextPolicy,
     pub(crate) journal: Option<Arc<dyn crate::session::Journal>>,
+    pub(crate) telemetry: crate::telemetry::Telemetry,
+    pub(crate) prices: Option<Arc<crate::telemetry::PriceTable>>,
+    pub(crate) budget: Option<f64>,
 }
 
 /// One model response, assembled from its stream.
@@ -42,6 +46,10 @@ struct ModelTurn {
     provider_state: Option<serde_json::Value>,
     usage: Option<Usage>,
     stop: StopReason,
+    /// The model that answered, when the server said.
+    model: Option<String>,
+    /// What the call cost, when the price table prices the model.
+    cost: Option<f64>,
 }
 
 enum TurnFailure {
@@ -54,8 +62,34 @@ enum TurnFailure {
 /// failure. Always emits `Done` last and returns a history in which every
 /// tool call has a result.
 /// Tools run in contexts derived from `base`, whose cancellation token and
-/// event sink are the run's.
+/// event sink are the run's. `span` is the run's `invoke_agent` span (made
+/// where the run started, so it nests under the caller's); the outcome is
+/// recorded on it.
 pub(crate) async fn drive(
+    config: Arc<RunSettings>,
+    conversation: Conversation,
+    base: ToolCtx,
+    span: tracing::Span,
+) -> RunOutcome {
+    let outcome = run_loop(config.clone(), conversation, base)
+        .instrument(span.clone())
+        .await;
+    crate::telemetry::spans::usage(&span, &outcome.usage, outcome.cost);
+    if !span.is_disabled() {
+        span.record("kinet.turns", outcome.turns);
+        span.record("kinet.stop", outcome.stop.to_string().as_str());
+        if let RunStop::Failed(error) = &outcome.stop {
+            crate::telemetry::spans::error(
+                &span,
+                crate::telemetry::spans::run_error_type(error),
+                &error.to_string(),
+            );
+        }
+    }
+    outcome
+}
+
+async fn run_loop(
     config: Arc<RunSettings>,
     mut conversation: Conversation,
     base: ToolCtx,
@@ -63,6 +97,7 @@ pub(crate) async fn drive(
     let cancel = base.cancellation().clone();
     let events = base.events().clone();
     let mut usage = Usage::default();
+    let mut cost: Option<f64> = None;
     let mut model_stop: Option<StopReason> = None;
     let mut turn: u32 = 0;
     // Reported over estimated prompt tokens of the last request.
@@ -114,7 +149,7 @@ pub(crate) async fn drive(
         {
             raw_estimate = Some(sizer.raw(&conversation.messages));
         }
-        let mut result = call_model(&config, &conversation, &tools, &cancel, &events).await;
+        let mut result = traced_call(&config, &conversation, &tools, &cancel, &events).await;
         // The request did not fit: learn the window the provider stated,
         // compact once and try again.
         if let Err(TurnFailure::Failed(AgentError::Provider {
@@ -135,7 +170,7 @@ pub(crate) async fn drive(
             let raw = raw_estimate.unwrap_or_else(|| sizer.raw(&conversation.messages));
             if manage_context(&config, &mut conversation, sizer, raw, true, &events).await {
                 raw_estimate = Some(sizer.raw(&conversation.messages));
-                result = call_model(&config, &conversation, &tools, &cancel, &events).await;
+                result = traced_call(&config, &conversation, &tools, &cancel, &events).await;
             }
         }
         let model_turn = match result {
@@ -186,6 +221,14 @@ pub(crate) async fn drive(
         if let Some(turn_usage) = model_turn.usage {
             usage.add(&turn_usage);
             events.emit(AgentEvent::Usage { usage: turn_usage });
+            if let Some(turn_cost) = model_turn.cost {
+                let run_cost = cost.unwrap_or(0.0) + turn_cost;
+                cost = Some(run_cost);
+                events.emit(AgentEvent::Cost {
+                    turn: turn_cost,
+                    run: run_cost,
+                });
+            }
         }
 
         if calls.is_empty() {
@@ -194,6 +237,28 @@ pub(crate) async fn drive(
                 stop_reason: model_turn.stop,
             });
             break RunStop::Completed;
+        }
+        // The budget is spent: the calls of this turn are answered without
+        // running, and no further model call is made.
+        if let (Some(limit), Some(spent)) = (config.budget, cost)
+            && spent >= limit
+        {
+            let stop = RunStop::BudgetReached { spent, limit };
+            let results = batch::refuse_all(
+                &config.pipeline,
+                &tools,
+                &calls,
+                &base,
+                config.journal.as_deref(),
+                stop.clone(),
+            )
+            .await;
+            conversation.messages.extend(results);
+            events.emit(AgentEvent::TurnEnded {
+                turn,
+                stop_reason: model_turn.stop,
+            });
+            break stop;
         }
 
         let approved_before = conversation.session_approvals.clone();
@@ -229,8 +294,69 @@ pub(crate) async fn drive(
         stop,
         model_stop,
         usage,
+        cost,
         turns: turn,
     }
+}
+
+/// One model call in its `chat` span, with what it cost.
+async fn traced_call(
+    config: &RunSettings,
+    conversation: &Conversation,
+    tools: &ToolSnapshot,
+    cancel: &CancellationToken,
+    events: &EventSink,
+) -> Result<ModelTurn, TurnFailure> {
+    use crate::telemetry::spans;
+    let span = spans::chat(config.provider.name(), &config.model);
+    let content = config.telemetry.records_content() && !span.is_disabled();
+    if content {
+        span.record("gen_ai.system_instructions", config.system_prompt.as_str());
+        if let Ok(messages) = serde_json::to_string(&conversation.messages) {
+            span.record("gen_ai.input.messages", messages.as_str());
+        }
+    }
+    let mut result = call_model(config, conversation, tools, cancel, events)
+        .instrument(span.clone())
+        .await;
+    match &mut result {
+        Ok(turn) => {
+            turn.cost = match (&config.prices, &turn.usage) {
+                (Some(prices), Some(usage)) => {
+                    let model = turn.model.as_deref().unwrap_or(&config.model);
+                    prices
+                        .cost(&config.model, usage)
+                        .or_else(|| prices.cost(model, usage))
+                }
+                _ => None,
+            };
+            if !span.is_disabled() {
+                if let Some(model) = &turn.model {
+                    span.record("gen_ai.response.model", model.as_str());
+                }
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    spans::finish_reason(&turn.stop),
+                );
+                if let Some(usage) = &turn.usage {
+                    spans::usage(&span, usage, turn.cost);
+                }
+                if content {
+                    let output = serde_json::json!([{
+                        "role": "assistant",
+                        "content": turn.text,
+                        "tool_calls": turn.calls,
+                    }]);
+                    span.record("gen_ai.output.messages", output.to_string().as_str());
+                }
+            }
+        }
+        Err(TurnFailure::Failed(error)) => {
+            spans::error(&span, spans::run_error_type(error), &error.to_string());
+        }
+        Err(TurnFailure::Cancelled(_)) => spans::error(&span, "cancelled", "the run was cancelled"),
+    }
+    result
 }
 
 /// Compacts the conversation when the next request would pass the
@@ -369,6 +495,7 @@ async fn call_model(
     let mut provider_state = None;
     let mut usage = None;
     let mut stop = None;
+    let mut model = None;
     loop {
         let item = tokio::select! {
             biased;
@@ -417,6 +544,7 @@ async fn call_model(
             StreamEvent::ProviderState(state) => provider_state = Some(state),
             StreamEvent::Usage(reported) => usage = Some(reported),
             StreamEvent::Finished(reason) => stop = Some(reason),
+            StreamEvent::Model(name) => model = Some(name),
         }
     }
     let calls: Vec<ToolCall> = calls
@@ -442,6 +570,8 @@ async fn call_model(
         provider_state,
         usage,
         stop,
+        model,
+        cost: None,
     })
 }
 

@@ -95,6 +95,7 @@ pub mod sandbox;
 pub mod schema;
 mod scripted;
 pub mod session;
+pub mod telemetry;
 mod tooldef;
 mod toolset;
 

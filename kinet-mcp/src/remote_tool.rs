@@ -66,7 +66,13 @@ impl McpTool {
         // is enforced here, so the server is told to cancel before the
         // pipeline drops the call; rmcp's own timeout option would cost a
         // watcher per request.
-        let options = PeerRequestOptions::no_options();
+        let mut options = PeerRequestOptions::no_options();
+        // The call's trace context, for servers that trace (SEP-414).
+        if let Some(traceparent) = kinet_core::telemetry::traceparent() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_traceparent(traceparent);
+            options.meta = Some(meta);
+        }
         // The server's timeout bounds the silence, not the call: each
         // progress notification starts it again (a long tool that reports
         // progress is not cut off). A deadline from the host or the agent

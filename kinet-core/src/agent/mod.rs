@@ -168,6 +168,36 @@ impl AgentBuilder {
         self
     }
 
+    /// How the agent's runs are traced (see [`telemetry`](crate::telemetry)):
+    /// its name on the spans, and whether prompts, completions and tool
+    /// arguments and results are recorded. Default:
+    /// [`Telemetry::new`](crate::telemetry::Telemetry::new) (no name, no
+    /// content).
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        let content = telemetry.records_content();
+        self.config.run_mut().telemetry = telemetry;
+        self.pipeline(|p| p.with_content_recording(content))
+    }
+
+    /// Prices per model, for the cost of each model call and run
+    /// ([`AgentEvent::Cost`](crate::AgentEvent::Cost),
+    /// [`RunOutcome::cost`]). Default: none (no cost reported).
+    pub fn prices(mut self, prices: crate::telemetry::PriceTable) -> Self {
+        self.config.run_mut().prices = Some(Arc::new(prices));
+        self
+    }
+
+    /// The most one run may cost, in the price table's currency: once a
+    /// model call brings the run's cost to `limit`, the calls it asked for
+    /// are answered without running and the run ends with
+    /// [`RunStop::BudgetReached`](crate::RunStop::BudgetReached). Needs
+    /// [`prices`](Self::prices) for the model. Each sub-agent run has the
+    /// same budget for its own calls. Default: none.
+    pub fn budget(mut self, limit: f64) -> Self {
+        self.config.run_mut().budget = Some(limit);
+        self
+    }
+
     /// How requests are kept inside the model's context window. Default:
     /// [`ContextPolicy::new`](crate::context::ContextPolicy::new) (the
     /// window by model name or learned from the provider, compaction at
@@ -356,6 +386,9 @@ impl Agent {
                     max_turns: 50,
                     context: crate::context::ContextPolicy::default(),
                     journal: None,
+                    telemetry: crate::telemetry::Telemetry::default(),
+                    prices: None,
+                    budget: None,
                 }),
                 confirm: Arc::new(DenyingHandler),
                 cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -428,10 +461,19 @@ impl Agent {
         let cancel = cancel.child_token();
         let (sender, receiver) = mpsc::unbounded_channel();
         let base = self.config.base_ctx(&cancel, &EventSink::new(sender));
+        let settings = &self.config.run;
+        // Made here, so a sub-agent's run nests under the tool call that
+        // started it.
+        let span = crate::telemetry::spans::run(
+            settings.telemetry.name(),
+            settings.provider.name(),
+            &settings.model,
+        );
         let task = tokio::spawn(crate::engine::drive(
-            Arc::clone(&self.config.run),
+            Arc::clone(settings),
             conversation.into(),
             base,
+            span,
         ));
         AgentRun {
             events: receiver,

@@ -60,6 +60,7 @@ impl Agent {
                 stop: RunStop::Completed,
                 model_stop: None,
                 usage: Usage::default(),
+                cost: None,
                 turns: 0,
             }
         } else {
@@ -80,6 +81,11 @@ impl Agent {
                 Ok((answer, usage)) => {
                     outcome.usage.add(&usage);
                     outcome.turns += 1;
+                    let run = &self.config.run;
+                    if let Some(cost) = run.prices.as_ref().and_then(|p| p.cost(&run.model, &usage))
+                    {
+                        outcome.cost = Some(outcome.cost.unwrap_or(0.0) + cost);
+                    }
                     answer
                 }
                 Err(error) => {

@@ -34,6 +34,15 @@ pub enum RunStop {
         /// The hook's reason.
         reason: String,
     },
+    /// The run's cost reached its budget
+    /// ([`AgentBuilder::budget`](crate::AgentBuilder::budget)); the tool
+    /// calls of the last turn were answered without running.
+    BudgetReached {
+        /// What the run cost.
+        spent: f64,
+        /// The budget.
+        limit: f64,
+    },
     /// A provider, hook or fatal tool error ended the run.
     Failed(AgentError),
 }
@@ -46,6 +55,9 @@ impl fmt::Display for RunStop {
             Self::Cancelled => f.write_str("cancelled"),
             Self::Aborted { tool } => write!(f, "aborted by the user at a `{tool}` call"),
             Self::Halted { reason } => write!(f, "ended by a hook: {reason}"),
+            Self::BudgetReached { spent, limit } => {
+                write!(f, "stopped at its budget: spent {spent:.4} of {limit:.4}")
+            }
             Self::Failed(error) => write!(f, "failed: {error}"),
         }
     }
@@ -89,6 +101,15 @@ pub enum AgentEvent {
     Usage {
         /// The usage.
         usage: Usage,
+    },
+    /// The cost of one model call and of the run so far, from the agent's
+    /// [`PriceTable`](crate::telemetry::PriceTable) (only when it prices
+    /// the model).
+    Cost {
+        /// This model call.
+        turn: f64,
+        /// The run so far.
+        run: f64,
     },
     /// A tool call is about to be confirmed and run.
     ToolCallStarted {
@@ -244,6 +265,9 @@ pub struct RunOutcome {
     pub model_stop: Option<StopReason>,
     /// Tokens used by this run.
     pub usage: Usage,
+    /// What this run's model calls cost, when the agent's price table
+    /// prices the model (sub-agents' runs report their own).
+    pub cost: Option<f64>,
     /// Model calls made.
     pub turns: u32,
 }
@@ -261,6 +285,7 @@ impl RunOutcome {
             stop: RunStop::Failed(error),
             model_stop: None,
             usage: Usage::default(),
+            cost: None,
             turns: 0,
         }
     }

@@ -136,6 +136,9 @@ pub enum StreamEvent {
     ProviderState(serde_json::Value),
     /// Token usage (may come more than once; the last one counts).
     Usage(Usage),
+    /// The model that answered, as the server names it (it may differ
+    /// from the one asked for: a dated version, an alias resolved).
+    Model(String),
     /// The end of the response.
     Finished(StopReason),
 }

@@ -28,6 +28,7 @@ use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;
 use crate::layer::{TimeoutLayer, ToolLayer};
 use crate::toolset::ToolSnapshot;
+use tracing::Instrument as _;
 
 pub(crate) use stages::{Gate, Prepared, guarded, not_run, panic_message};
 
@@ -71,6 +72,8 @@ struct Settings {
     truncation: TruncationPolicy,
     truncation_overrides: HashMap<String, TruncationPolicy>,
     keys: Arc<keys::KeyLocks>,
+    /// Tool arguments and results on the `execute_tool` spans.
+    record_content: bool,
 }
 
 impl Default for Pipeline {
@@ -104,6 +107,7 @@ impl Pipeline {
                 truncation: TruncationPolicy::default(),
                 truncation_overrides: HashMap::new(),
                 keys: Arc::default(),
+                record_content: false,
             }),
         }
     }
@@ -158,6 +162,17 @@ impl Pipeline {
         self
     }
 
+    /// Records tool arguments and results on the `execute_tool` spans
+    /// (see [`telemetry`](crate::telemetry)). Default: off.
+    pub fn with_content_recording(mut self, yes: bool) -> Self {
+        self.settings().record_content = yes;
+        self
+    }
+
+    pub(crate) fn records_content(&self) -> bool {
+        self.inner.record_content
+    }
+
     /// The approval policy.
     pub fn policy(&self) -> &ApprovalPolicy {
         &self.inner.policy
@@ -178,6 +193,28 @@ impl Pipeline {
     /// the session count for this call only. The host's events
     /// (`ToolCallStarted`, `ToolCallFinished`) go to `base`'s sink.
     pub async fn call(&self, tools: &ToolSnapshot, call: ToolCall, base: &ToolCtx) -> CallRecord {
+        let span = self.tool_span(&call);
+        self.call_in(tools, call, base, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    /// The `execute_tool` span of `call` (see [`telemetry`](crate::telemetry)).
+    pub(crate) fn tool_span(&self, call: &ToolCall) -> tracing::Span {
+        let span = crate::telemetry::spans::tool(&call.name, &call.id);
+        if self.inner.record_content && !span.is_disabled() {
+            span.record("gen_ai.tool.call.arguments", call.arguments.as_str());
+        }
+        span
+    }
+
+    async fn call_in(
+        &self,
+        tools: &ToolSnapshot,
+        call: ToolCall,
+        base: &ToolCtx,
+        span: &tracing::Span,
+    ) -> CallRecord {
         base.emit(AgentEvent::ToolCallStarted {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -208,7 +245,7 @@ impl Pipeline {
             }
         };
         let finished = self
-            .finish(tools, &call, result, started.elapsed(), base, true)
+            .finish(tools, &call, result, started.elapsed(), base, true, span)
             .await;
         CallRecord {
             stop: stop.or(finished.stop),

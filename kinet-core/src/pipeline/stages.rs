@@ -263,6 +263,7 @@ impl Pipeline {
         elapsed: Duration,
         base: &ToolCtx,
         keep: bool,
+        span: &tracing::Span,
     ) -> Finished {
         for hook in self.hooks() {
             if base.is_cancelled() {
@@ -284,6 +285,7 @@ impl Pipeline {
             })),
             _ => None,
         };
+        crate::telemetry::spans::tool_result(span, &result, self.records_content());
         let policy = self.truncation_for(tools, &call.name);
         let (message, truncated) = model_message(call, &result, &policy);
         let kept = keep.then(|| result.clone());
@@ -394,6 +396,10 @@ pub(crate) fn not_run(stop: &RunStop) -> ToolError {
         RunStop::Failed(error) => ToolError::new(
             ToolErrorKind::Cancelled,
             format!("not run: the run failed ({error})"),
+        ),
+        RunStop::BudgetReached { spent, limit } => ToolError::new(
+            ToolErrorKind::Cancelled,
+            format!("not run: the run reached its cost budget (spent {spent:.4} of {limit:.4})"),
         ),
         _ => ToolError::new(ToolErrorKind::Cancelled, "cancelled: the run was stopped"),
     }

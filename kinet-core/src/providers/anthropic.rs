@@ -389,6 +389,9 @@ impl SseDecoder for MessagesDecoder {
                 if let Some(usage) = data.pointer("/message/usage") {
                     self.read_usage(usage);
                 }
+                if let Some(model) = data.pointer("/message/model").and_then(Value::as_str) {
+                    out.push_back(Ok(StreamEvent::Model(model.to_owned())));
+                }
             }
             "content_block_start" => {
                 let index = index_of(&data);

@@ -387,6 +387,7 @@ pub(crate) struct ChatDecoder {
     /// llama.cpp's `timings.cache_n`: prompt tokens served from its cache.
     cached: Option<u64>,
     finished: bool,
+    model_seen: bool,
 }
 
 impl ChatDecoder {
@@ -479,6 +480,15 @@ impl SseDecoder for ChatDecoder {
             let (message, code) = error_details(data);
             out.push_back(Err(error_from_stream(message, &code)));
             return Flow::Done;
+        }
+        if !self.model_seen
+            && let Some(model) = chunk
+                .get("model")
+                .and_then(Value::as_str)
+                .filter(|m| !m.is_empty())
+        {
+            self.model_seen = true;
+            out.push_back(Ok(StreamEvent::Model(model.to_owned())));
         }
         if let Some(cached) = chunk.pointer("/timings/cache_n").and_then(Value::as_u64) {
             self.cached = Some(cached);

@@ -274,6 +274,9 @@ impl SseDecoder for ResponsesDecoder {
             }
             "response.completed" | "response.incomplete" => {
                 let response = data.get("response").cloned().unwrap_or(Value::Null);
+                if let Some(model) = response.get("model").and_then(Value::as_str) {
+                    out.push_back(Ok(StreamEvent::Model(model.to_owned())));
+                }
                 if let Some(usage) = usage_of(&response) {
                     out.push_back(Ok(StreamEvent::Usage(usage)));
                 }
