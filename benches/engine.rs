@@ -5,9 +5,13 @@
 //!   and heap allocations per call.
 //! - `concurrency`: 5 read-only tools that sleep 100 ms finish in ≤ 120 ms;
 //!   5 mutating ones take ≥ 500 ms.
+//! - with `--features opentelemetry`, `tracing`: the loop-overhead run with
+//!   the spans turned into OpenTelemetry spans (the OpenTelemetry layer, an
+//!   in-memory exporter) against the same run with no subscriber, on one
+//!   current-thread runtime (target: at most +3 µs per tool call).
 //!
 //! ```text
-//! cargo bench --bench engine
+//! cargo bench --bench engine [--features opentelemetry]
 //! ```
 #![allow(
     unsafe_code,
@@ -233,7 +237,78 @@ fn summary(rt: &tokio::runtime::Runtime) {
     }
 }
 
+/// Per-call cost of the spans: the same run without a subscriber and with
+/// the OpenTelemetry layer exporting to memory, alternated, on a
+/// current-thread runtime (the subscriber is the thread's default).
+#[cfg(feature = "opentelemetry")]
+fn tracing_overhead() {
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = (TURNS * CALLS_PER_TURN) as f64;
+    let per_call = |d: Duration| d.as_secs_f64() * 1e6 / calls;
+    // Spans exported as each ends (simple), or queued for a background
+    // thread (batch, as `telemetry::otel::otlp_provider` sets up).
+    for batch in [false, true] {
+        let exporter = InMemorySpanExporter::default();
+        let builder = SdkTracerProvider::builder();
+        let provider = if batch {
+            builder.with_batch_exporter(exporter.clone()).build()
+        } else {
+            builder.with_simple_exporter(exporter.clone()).build()
+        };
+        let subscriber =
+            tracing_subscriber::registry().with(kinet::core::telemetry::otel::layer(&provider));
+        let dispatch = tracing::Dispatch::new(subscriber);
+        // A second subscriber registered (never used) makes tracing decide
+        // per span site and call, from the current thread's subscriber,
+        // instead of caching "off" for sites first seen outside
+        // `with_default`.
+        let _second = tracing::Dispatch::new(tracing_subscriber::registry());
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        let mut spans = 0;
+        for _ in 0..15 {
+            let agent = overhead_agent(false);
+            let start = Instant::now();
+            assert!(
+                rt.block_on(agent.run_to_completion("go"))
+                    .stop
+                    .is_completed()
+            );
+            off.push(start.elapsed());
+            let agent = overhead_agent(false);
+            let start = Instant::now();
+            let outcome = tracing::dispatcher::with_default(&dispatch, || {
+                rt.block_on(agent.run_to_completion("go"))
+            });
+            on.push(start.elapsed());
+            assert!(outcome.stop.is_completed());
+            let _ = provider.force_flush();
+            spans = exporter.get_finished_spans().unwrap().len();
+            exporter.reset();
+        }
+        let (off, on) = (median(off), median(on));
+        println!(
+            "summary tracing ({} processor): no subscriber {:.2} µs per tool call; OpenTelemetry layer + in-memory exporter {:.2} µs ({} spans per run); +{:.2} µs per tool call (median of 15, current-thread runtime)",
+            if batch { "batch" } else { "simple" },
+            per_call(off),
+            per_call(on),
+            spans,
+            per_call(on) - per_call(off),
+        );
+        let _ = provider.shutdown();
+    }
+}
+
 fn benches(c: &mut Criterion) {
+    // First: the subscriber must exist before kinet's spans are first
+    // seen, or tracing keeps them off (it caches each span site's interest).
+    #[cfg(feature = "opentelemetry")]
+    tracing_overhead();
     let rt = runtime();
     summary(&rt);
 

@@ -160,7 +160,10 @@ async fn a_run_with_a_sub_agent_an_mcp_call_and_a_failing_tool_is_traced() {
     let second = (2_000.0 * 1.0 + 200.0 * 10.0) / 1e6;
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert_eq!(costs.len(), 2, "{costs:?}");
-    assert!(close(costs[0].0, first) && close(costs[1].1, first + second), "{costs:?}");
+    assert!(
+        close(costs[0].0, first) && close(costs[1].1, first + second),
+        "{costs:?}"
+    );
     assert!(close(outcome.cost.unwrap(), first + second));
 
     let spans = exporter.get_finished_spans().unwrap();

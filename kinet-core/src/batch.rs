@@ -301,7 +301,6 @@ impl Batch<'_> {
         let finished = self
             .pipeline
             .finish(self.tools, call, result, elapsed, self.base, false, &span)
-            .instrument(span.clone())
             .await;
         if let Some(journal) = self.journal {
             journal.message(&finished.message);

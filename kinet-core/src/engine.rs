@@ -1,7 +1,7 @@
 //! The loop: call the model, run its tool calls, repeat.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -102,6 +102,9 @@ async fn run_loop(
     let mut turn: u32 = 0;
     // Reported over estimated prompt tokens of the last request.
     let mut calibration = 1.0;
+    // The tool-call ids in the history, for giving new calls unique ones.
+    let mut taken: HashSet<String> = HashSet::new();
+    let mut unchecked = true;
     // The input the journal has not seen yet (a new user message).
     if let Some(journal) = &config.journal {
         journal.begin(&conversation.messages);
@@ -133,10 +136,13 @@ async fn run_loop(
         }
 
         // Every request goes out in a shape providers accept, whatever the
-        // history was loaded from.
-        let repairs = crate::data::repair::repair(&mut conversation.messages);
-        if !repairs.is_empty() {
-            events.emit(AgentEvent::HistoryRepaired { repairs });
+        // history was loaded from. What the loop itself adds is well formed
+        // (unique call ids, a result for every call), so the whole history
+        // is checked only when it came from outside: at the start and after
+        // a compaction rewrote it.
+        if unchecked {
+            check_history(&mut conversation, &mut taken, &events);
+            unchecked = false;
         }
         // Sizes are only estimated where a window is known to keep them in.
         let mut sizer = config
@@ -147,6 +153,7 @@ async fn run_loop(
         if let (Some(sizer), Some(raw)) = (&sizer, raw_estimate)
             && manage_context(&config, &mut conversation, sizer, raw, false, &events).await
         {
+            check_history(&mut conversation, &mut taken, &events);
             raw_estimate = Some(sizer.raw(&conversation.messages));
         }
         let mut result = traced_call(&config, &conversation, &tools, &cancel, &events).await;
@@ -169,6 +176,7 @@ async fn run_loop(
             });
             let raw = raw_estimate.unwrap_or_else(|| sizer.raw(&conversation.messages));
             if manage_context(&config, &mut conversation, sizer, raw, true, &events).await {
+                check_history(&mut conversation, &mut taken, &events);
                 raw_estimate = Some(sizer.raw(&conversation.messages));
                 result = traced_call(&config, &conversation, &tools, &cancel, &events).await;
             }
@@ -194,7 +202,7 @@ async fn run_loop(
             calibration = (usage.input_tokens as f64 / raw as f64).clamp(0.5, 4.0);
         }
 
-        let calls = unique_ids(model_turn.calls, &conversation, turn);
+        let calls = unique_ids(model_turn.calls, &mut taken, turn);
         model_stop = Some(model_turn.stop.clone());
         // An empty turn (only reasoning, or cut off before any output) adds
         // nothing: providers reject empty assistant messages.
@@ -403,26 +411,33 @@ async fn manage_context(
     }
 }
 
+/// Repairs the history (see [`repair`](crate::data::repair::repair)),
+/// tells the host what was repaired, and notes the call ids it holds.
+fn check_history(conversation: &mut Conversation, taken: &mut HashSet<String>, events: &EventSink) {
+    let repairs = crate::data::repair::repair(&mut conversation.messages);
+    if !repairs.is_empty() {
+        events.emit(AgentEvent::HistoryRepaired { repairs });
+    }
+    taken.clear();
+    for message in &conversation.messages {
+        if let Message::Assistant { tool_calls, .. } = message {
+            taken.extend(tool_calls.iter().map(|call| call.id.clone()));
+        }
+    }
+}
+
 /// Gives every call of the turn an id no other call in the conversation
-/// has: a model can send two calls with one id, or none at all, and real
-/// providers reject the next request when ids repeat. The assistant message
-/// and the results carry the new ids, so the pairing stays valid.
-fn unique_ids(mut calls: Vec<ToolCall>, conversation: &Conversation, turn: u32) -> Vec<ToolCall> {
-    let mut taken: std::collections::HashSet<String> = conversation
-        .messages
-        .iter()
-        .filter_map(|message| match message {
-            Message::Assistant { tool_calls, .. } => Some(tool_calls.iter().map(|c| c.id.clone())),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+/// has (`taken` holds theirs and gets these): a model can send two calls
+/// with one id, or none at all, and real providers reject the next request
+/// when ids repeat. The assistant message and the results carry the new
+/// ids, so the pairing stays valid.
+fn unique_ids(mut calls: Vec<ToolCall>, taken: &mut HashSet<String>, turn: u32) -> Vec<ToolCall> {
     for (index, call) in calls.iter_mut().enumerate() {
         if !call.id.trim().is_empty() && taken.insert(call.id.clone()) {
             continue;
         }
         let candidate =
-            crate::data::repair::fresh_id(&call.id, &taken, || format!("call_{turn}_{index}"));
+            crate::data::repair::fresh_id(&call.id, taken, || format!("call_{turn}_{index}"));
         tracing::debug!(from = %call.id, to = %candidate, "renamed a duplicate or empty tool-call id");
         taken.insert(candidate.clone());
         call.id = candidate;

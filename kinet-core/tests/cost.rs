@@ -52,14 +52,23 @@ async fn each_model_call_and_the_run_are_priced() {
         .collect();
     let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
     assert_eq!(costs.len(), 2);
-    assert!(close(costs[0].0, first) && close(costs[0].1, first), "{costs:?}");
-    assert!(close(costs[1].0, second) && close(costs[1].1, first + second), "{costs:?}");
+    assert!(
+        close(costs[0].0, first) && close(costs[0].1, first),
+        "{costs:?}"
+    );
+    assert!(
+        close(costs[1].0, second) && close(costs[1].1, first + second),
+        "{costs:?}"
+    );
     assert!(close(outcome.cost.unwrap(), first + second));
     assert!(outcome.stop.is_completed());
 
     // No price for the model: no cost at all.
     let provider = ScriptedProvider::new([ScriptedTurn::text("hi").with_usage(used(10, 1, 0))]);
-    let agent = Agent::builder(provider).model("other").prices(prices()).build();
+    let agent = Agent::builder(provider)
+        .model("other")
+        .prices(prices())
+        .build();
     let (events, outcome) = collect(agent.run("go")).await;
     assert_eq!(outcome.cost, None);
     assert!(!events.iter().any(|e| matches!(e, AgentEvent::Cost { .. })));

@@ -67,12 +67,24 @@ pub fn otlp_provider(endpoint: &str, service: &str) -> Result<SdkTracerProvider,
 }
 
 /// The `tracing` layer that turns spans into OpenTelemetry spans of
-/// `provider`'s tracer.
+/// `provider`'s tracer. Lean: no busy/idle timing on every poll, no
+/// thread or source-location attributes (the GenAI attributes say what a
+/// span is), and the OpenTelemetry context is not made current on every
+/// poll (kinet reads a span's context from the span itself, as
+/// [`traceparent`](super::traceparent) does). A host whose own
+/// OpenTelemetry-native instrumentation runs inside kinet's spans and
+/// reads the current context builds the layer with context activation
+/// instead (`tracing_opentelemetry::layer()`).
 pub fn layer<S>(provider: &SdkTracerProvider) -> impl tracing_subscriber::Layer<S> + use<S>
 where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
 {
-    tracing_opentelemetry::layer().with_tracer(provider.tracer("kinet"))
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("kinet"))
+        .with_tracked_inactivity(false)
+        .with_threads(false)
+        .with_location(false)
+        .with_context_activation(false)
 }
 
 /// Flushes and shuts the provider down when dropped.

@@ -1,7 +1,9 @@
 //! The spans, named and attributed after the OpenTelemetry GenAI semantic
 //! conventions: `invoke_agent` for a run, `chat` for each model call and
 //! `execute_tool` for each tool call. With no subscriber (or one that
-//! filters out target `kinet`) each costs a check of the callsite.
+//! filters out target `kinet`) each costs a check of the callsite. Run and
+//! tool spans are of the default kind (internal); model calls are client
+//! spans.
 
 use tracing::Span;
 use tracing::field::Empty;
@@ -19,7 +21,6 @@ pub(crate) fn run(agent: Option<&str>, provider: &str, model: &str) -> Span {
         target: TARGET,
         "invoke_agent",
         otel.name = %format_args!("invoke_agent {}", agent.unwrap_or(model)),
-        otel.kind = "internal",
         otel.status_code = Empty,
         otel.status_description = Empty,
         gen_ai.operation.name = "invoke_agent",
@@ -69,7 +70,6 @@ pub(crate) fn tool(name: &str, call_id: &str) -> Span {
         target: TARGET,
         "execute_tool",
         otel.name = %format_args!("execute_tool {name}"),
-        otel.kind = "internal",
         otel.status_code = Empty,
         otel.status_description = Empty,
         gen_ai.operation.name = "execute_tool",
