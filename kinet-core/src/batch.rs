@@ -70,16 +70,7 @@ pub(crate) async fn run(
         .iter()
         .map(|slot| matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive))
         .collect();
-    let mut batch = Batch {
-        pipeline,
-        tools,
-        calls: calls.iter().map(Cow::Borrowed).collect(),
-        base,
-        results: calls.iter().map(|_| None).collect(),
-        stop: None,
-        journal,
-        spans: calls.iter().map(|_| tracing::Span::none()).collect(),
-    };
+    let mut batch = Batch::new(pipeline, tools, calls, base, journal);
 
     let mut start = 0;
     while start < calls.len() {
@@ -182,17 +173,10 @@ pub(crate) async fn refuse_all(
     journal: Option<&dyn crate::session::Journal>,
     stop: RunStop,
 ) -> Vec<Message> {
-    let mut batch = Batch {
-        pipeline,
-        tools,
-        calls: calls.iter().map(Cow::Borrowed).collect(),
-        base,
-        results: calls.iter().map(|_| None).collect(),
-        stop: Some(stop),
-        journal,
-        spans: calls.iter().map(|call| pipeline.tool_span(call)).collect(),
-    };
+    let mut batch = Batch::new(pipeline, tools, calls, base, journal);
+    batch.stop = Some(stop);
     for (index, call) in calls.iter().enumerate() {
+        batch.spans[index] = pipeline.tool_span(call);
         base.emit(AgentEvent::ToolCallStarted {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -203,7 +187,26 @@ pub(crate) async fn refuse_all(
     batch.results.into_iter().flatten().collect()
 }
 
-impl Batch<'_> {
+impl<'a> Batch<'a> {
+    fn new(
+        pipeline: &'a Pipeline,
+        tools: &'a ToolSnapshot,
+        calls: &'a [ToolCall],
+        base: &'a ToolCtx,
+        journal: Option<&'a dyn crate::session::Journal>,
+    ) -> Self {
+        Batch {
+            pipeline,
+            tools,
+            calls: calls.iter().map(Cow::Borrowed).collect(),
+            base,
+            results: calls.iter().map(|_| None).collect(),
+            stop: None,
+            journal,
+            spans: calls.iter().map(|_| tracing::Span::none()).collect(),
+        }
+    }
+
     /// Runs the approved calls of one phase, each in its own task with its
     /// own cancellation token; calls sharing a key wait for the one before.
     async fn execute(&mut self, runnable: Vec<(usize, Prepared)>) {
@@ -296,11 +299,14 @@ impl Batch<'_> {
     /// the run.
     async fn finish(&mut self, index: usize, result: ToolResult, elapsed: Duration) -> bool {
         let call = &self.calls[index];
-        // The span ends with the call's result.
+        // The span records what the tool did (before after-tool hooks) and
+        // ends here.
         let span = std::mem::replace(&mut self.spans[index], tracing::Span::none());
+        crate::telemetry::spans::tool_result(&span, &result, self.pipeline.records_content());
+        drop(span);
         let finished = self
             .pipeline
-            .finish(self.tools, call, result, elapsed, self.base, false, &span)
+            .finish(self.tools, call, result, elapsed, self.base, false)
             .await;
         if let Some(journal) = self.journal {
             journal.message(&finished.message);

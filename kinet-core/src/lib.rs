@@ -30,9 +30,16 @@
 //!   request; [`context`] keeps requests inside the model's window (prune,
 //!   then summarise) with a byte-stable prefix between compactions.
 //!
+//! - Observability: every run, model call and tool call is a `tracing`
+//!   span named and attributed by the OpenTelemetry GenAI conventions
+//!   (`invoke_agent`, `chat`, `execute_tool`; sub-agents nest under the call
+//!   that started them); a host price table gives the cost of each call and
+//!   run, and a budget ends a run cleanly ([`telemetry`]; the
+//!   `opentelemetry` feature exports over OTLP).
+//!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`],
-//! [`confirm`], [`sandbox`], [`session`], [`context`], [`provider`],
-//! [`message`], [`event`], [`testing`]. Modules
+//! [`confirm`], [`sandbox`], [`session`], [`context`], [`telemetry`],
+//! [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the
 //! scheduler, the engine and the agent.

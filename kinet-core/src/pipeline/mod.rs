@@ -244,8 +244,10 @@ impl Pipeline {
                 }
             }
         };
+        // The span records what the tool did (before after-tool hooks).
+        crate::telemetry::spans::tool_result(span, &result, self.records_content());
         let finished = self
-            .finish(tools, &call, result, started.elapsed(), base, true, span)
+            .finish(tools, &call, result, started.elapsed(), base, true)
             .await;
         CallRecord {
             stop: stop.or(finished.stop),

@@ -263,7 +263,6 @@ impl Pipeline {
         elapsed: Duration,
         base: &ToolCtx,
         keep: bool,
-        span: &tracing::Span,
     ) -> Finished {
         for hook in self.hooks() {
             if base.is_cancelled() {
@@ -285,7 +284,6 @@ impl Pipeline {
             })),
             _ => None,
         };
-        crate::telemetry::spans::tool_result(span, &result, self.records_content());
         let policy = self.truncation_for(tools, &call.name);
         let (message, truncated) = model_message(call, &result, &policy);
         let kept = keep.then(|| result.clone());
