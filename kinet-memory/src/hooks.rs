@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use kinet_core::hook::Hook;
@@ -11,7 +11,8 @@ use kinet_core::message::ToolCall;
 use kinet_core::provider::ChatRequest;
 use kinet_core::{Message, ToolError, ToolOutput};
 
-use crate::store::MemoryStore;
+use crate::backend::SharedMemory;
+use crate::model::NewRecord;
 
 /// Renders the memory blocks into each model request, at the front of the
 /// latest user message (in the request only; the history is not changed).
@@ -21,13 +22,15 @@ use crate::store::MemoryStore;
 /// A request without a user message gets them in the system prompt.
 #[derive(Debug, Clone)]
 pub struct BlocksHook {
-    store: MemoryStore,
+    store: SharedMemory,
 }
 
 impl BlocksHook {
-    /// A hook reading blocks from `store`.
-    pub fn new(store: MemoryStore) -> Self {
-        Self { store }
+    /// A hook reading blocks from a backend.
+    pub fn new(memory: impl Into<SharedMemory>) -> Self {
+        Self {
+            store: memory.into(),
+        }
     }
 }
 
@@ -78,23 +81,82 @@ impl Hook for BlocksHook {
     }
 }
 
+/// The turn in progress (one user message and what answers it), shared by
+/// a [`HistoryHook`] that tags what it records and the recall tool that
+/// leaves those records out.
+#[derive(Debug, Default)]
+pub(crate) struct TurnMark {
+    state: Mutex<Option<(u64, String)>>,
+}
+
+impl TurnMark {
+    /// The id of the turn in progress, if a user message was seen.
+    pub(crate) fn current(&self) -> Option<String> {
+        self.state
+            .lock()
+            .ok()
+            .and_then(|state| state.as_ref().map(|(_, id)| id.clone()))
+    }
+
+    /// The turn of the latest user message `fingerprint`: the same id while
+    /// the message is the same, a new one for a new message. Ids are unique
+    /// across processes and runs (time, process, counter).
+    fn enter(&self, fingerprint: u64) -> Option<String> {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut state = self.state.lock().ok()?;
+        match &*state {
+            Some((seen, id)) if *seen == fingerprint => Some(id.clone()),
+            _ => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos());
+                let id = format!(
+                    "{nanos:x}-{:x}-{}",
+                    std::process::id(),
+                    COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                );
+                *state = Some((fingerprint, id.clone()));
+                Some(id)
+            }
+        }
+    }
+}
+
 /// Records the conversation into the store: user and assistant text before
 /// each model call (each message once), tool results after each call.
+///
+/// Records from the latest user message on carry the turn's id, so the
+/// recall tool of the same pack leaves the turn in progress out (its own
+/// question would be its best match). Make the hook with
+/// [`MemoryPack::history_hook`](crate::MemoryPack::history_hook) to get
+/// that; [`HistoryHook::new`] records without telling any recall tool.
 #[derive(Debug)]
 pub struct HistoryHook {
-    store: MemoryStore,
+    store: SharedMemory,
     session: String,
     seen: Mutex<HashSet<u64>>,
+    turn: Arc<TurnMark>,
 }
 
 impl HistoryHook {
-    /// A hook recording into `store` under `session`.
-    pub fn new(store: MemoryStore, session: impl Into<String>) -> Self {
+    /// A hook recording into a backend under `session`.
+    pub fn new(memory: impl Into<SharedMemory>, session: impl Into<String>) -> Self {
+        Self::with_turn(memory.into(), session.into(), Arc::default())
+    }
+
+    pub(crate) fn with_turn(store: SharedMemory, session: String, turn: Arc<TurnMark>) -> Self {
         Self {
             store,
-            session: session.into(),
+            session,
             seen: Mutex::new(HashSet::new()),
+            turn,
         }
+    }
+
+    /// The id of the turn in progress, as its records carry it (for a
+    /// host's own [`RecallQuery::exclude_turn`](crate::RecallQuery::exclude_turn)).
+    pub fn current_turn(&self) -> Option<String> {
+        self.turn.current()
     }
 
     fn fingerprint(role: &str, text: &str, position: usize) -> u64 {
@@ -130,6 +192,14 @@ impl Hook for HistoryHook {
     async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
         let mut new = Vec::new();
         let mut fingerprints = Vec::new();
+        let latest_user = request
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }));
+        let turn = latest_user.and_then(|at| {
+            let text = request.messages[at].text();
+            self.turn.enter(Self::fingerprint("user", &text, at))
+        });
         for (position, message) in request.messages.iter().enumerate() {
             let role = match message {
                 Message::User { .. } => "user",
@@ -139,7 +209,13 @@ impl Hook for HistoryHook {
             let text = message.text();
             let fingerprint = Self::fingerprint(role, &text, position);
             if !text.trim().is_empty() && !self.seen(fingerprint) {
-                new.push((self.session.clone(), role.to_owned(), text));
+                let mut record = NewRecord::new(self.session.clone(), role, text);
+                // Earlier messages (a resumed conversation) belong to no
+                // turn in progress.
+                if latest_user.is_some_and(|at| position >= at) {
+                    record.turn = turn.clone();
+                }
+                new.push(record);
                 fingerprints.push(fingerprint);
             }
         }
@@ -172,11 +248,13 @@ impl Hook for HistoryHook {
             return;
         }
         let text: String = text.chars().take(MAX_RECORDED_CHARS).collect();
-        let record = format!("{}({}) -> {text}", call.name, call.arguments);
-        if let Err(error) = self
-            .store
-            .add_record(&self.session, &format!("tool:{}", call.name), &record)
-            .await
+        let mut record = NewRecord::new(
+            self.session.clone(),
+            format!("tool:{}", call.name),
+            format!("{}({}) -> {text}", call.name, call.arguments),
+        );
+        record.turn = self.turn.current();
+        if let Err(error) = self.store.add_records(&[record]).await
         {
             tracing::warn!(%error, "could not record a tool result");
         }

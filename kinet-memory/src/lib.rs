@@ -35,27 +35,27 @@
 //! # }
 //! ```
 
-mod db;
-mod embed;
+mod backend;
+pub mod embed;
 mod hooks;
-mod recall;
+pub mod model;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sessions;
-mod store;
+mod sqlite;
 mod tools;
-mod triples;
-mod vector;
 
+pub use backend::{MemoryBackend, SharedMemory};
 #[cfg(feature = "model2vec")]
 pub use embed::Model2VecEmbedder;
 #[cfg(feature = "openai-embeddings")]
 pub use embed::OpenAiEmbedder;
-pub use embed::{EmbedError, Embedder, HashEmbedder};
+pub use embed::{Embedder, HashEmbedder};
 pub use hooks::{BlocksHook, HistoryHook};
 pub use kinet_core;
+pub use model::{BlockSpec, Hit, MemoryConfig, Recall, RecallQuery};
 pub use sessions::SqliteSessionStore;
-pub use store::{
-    Block, BlockSpec, Hit, MemoryConfig, MemoryStore, Recall, RecallMode, Triple, TripleQuery,
-};
+pub use sqlite::MemoryStore;
 pub use tools::MemoryPack;
 
 /// Errors of the memory store.
@@ -103,9 +103,9 @@ pub mod testing {
         path: &std::path::Path,
         version: usize,
     ) -> Result<(), super::MemoryError> {
-        super::db::open_at(path, version).map(|_| ())
+        super::sqlite::db::open_at(path, version).map(|_| ())
     }
 
     /// The current schema version.
-    pub const SCHEMA_VERSION: usize = super::db::SCHEMA_VERSION;
+    pub const SCHEMA_VERSION: usize = super::sqlite::db::SCHEMA_VERSION;
 }

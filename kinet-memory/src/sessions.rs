@@ -46,7 +46,7 @@ fn sql(error: rusqlite::Error) -> MemoryError {
 impl SqliteSessionStore {
     /// Opens (creating and migrating) the file; it may be the memory file.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryError> {
-        let conn = crate::db::open_at(path.as_ref(), crate::db::SCHEMA_VERSION)?;
+        let conn = crate::sqlite::db::open_at(path.as_ref(), crate::sqlite::db::SCHEMA_VERSION)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
         })

@@ -6,8 +6,12 @@ use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset}
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use std::sync::Arc;
+
 use crate::MemoryError;
-use crate::store::{MemoryStore, RecallMode, Triple, TripleQuery};
+use crate::backend::SharedMemory;
+use crate::hooks::{HistoryHook, TurnMark};
+use crate::model::{NewTriple, RecallMode, RecallQuery, Triple, TripleQuery};
 
 fn tool_error(error: MemoryError) -> ToolError {
     match error {
@@ -20,19 +24,37 @@ fn tool_error(error: MemoryError) -> ToolError {
 /// `memory_replace`, `memory_append`, `recall_memory`, `kg_add`,
 /// `kg_query`. They change only the agent's memory, so they are read-only
 /// for approval purposes (never asked about).
+///
+/// Install [`history_hook`](Self::history_hook) beside the tools to record
+/// the conversation for `recall_memory`; recall then leaves out the turn in
+/// progress.
 #[derive(Debug, Clone)]
 pub struct MemoryPack {
-    store: MemoryStore,
+    store: SharedMemory,
     session: String,
+    turn: Arc<TurnMark>,
 }
 
 impl MemoryPack {
-    /// Tools on `store`, with facts scoped to `session`.
-    pub fn new(store: MemoryStore, session: impl Into<String>) -> Self {
+    /// Tools on a backend (a [`MemoryStore`](crate::MemoryStore), a
+    /// [`PostgresMemory`](crate::postgres::PostgresMemory) or any
+    /// `Arc<dyn MemoryBackend>`), with facts scoped to `session`.
+    pub fn new(memory: impl Into<SharedMemory>, session: impl Into<String>) -> Self {
         Self {
-            store,
+            store: memory.into(),
             session: session.into(),
+            turn: Arc::default(),
         }
+    }
+
+    /// A [`HistoryHook`] recording into the same backend and session that
+    /// tells this pack's `recall_memory` which turn is in progress.
+    pub fn history_hook(&self) -> HistoryHook {
+        HistoryHook::with_turn(
+            Arc::clone(&self.store),
+            self.session.clone(),
+            Arc::clone(&self.turn),
+        )
     }
 
     /// All seven tools.
@@ -418,9 +440,13 @@ impl Run<RecallMemoryArgs> for MemoryPack {
             return Err(ToolError::invalid_arguments("the query is empty"));
         }
         let since = args.since.map(parse_since).transpose()?;
+        let query = RecallQuery::new(args.query)
+            .limit(args.k.unwrap_or(5).min(50))
+            .since(since)
+            .exclude_turn(self.turn.current());
         let recall = self
             .store
-            .recall(&args.query, args.k.unwrap_or(5).min(50), since)
+            .recall(&query)
             .await
             .map_err(tool_error)?;
         let mut text = String::new();
@@ -468,13 +494,13 @@ impl Run<KgAddArgs> for MemoryPack {
         }
         let (triple, superseded) = self
             .store
-            .add_triple(
-                &args.subject,
-                &args.predicate,
-                &args.object,
-                args.source.as_deref().unwrap_or(""),
-                !args.keep_existing,
-            )
+            .add_triple(NewTriple {
+                subject: args.subject,
+                predicate: args.predicate,
+                object: args.object,
+                source: args.source.unwrap_or_default(),
+                supersede: !args.keep_existing,
+            })
             .await
             .map_err(tool_error)?;
         let mut text = format!("Recorded {}.", format_triple(&triple));

@@ -80,6 +80,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (session, seq)
     );
     ",
+    // 4: the turn a record was made in, so recall can leave out the turn
+    // in progress; per-term document counts for bounding full-text recall.
+    "
+    ALTER TABLE records ADD COLUMN turn TEXT;
+    CREATE VIRTUAL TABLE records_vocab USING fts5vocab(records_fts, 'row');
+    ",
 ];
 
 /// The schema version this build writes.

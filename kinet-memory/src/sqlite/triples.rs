@@ -2,33 +2,23 @@
 
 use rusqlite::{OptionalExtension, params};
 
+use super::db::now;
+use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
-use crate::db::now;
-use crate::store::{MemoryStore, Triple, TripleQuery, row_to_triple, sql};
+use crate::model::{NewTriple, Triple, TripleQuery};
 
 impl MemoryStore {
-    // ------------------------------------------------------------ triples
-
-    /// Adds a triple and returns it with the objects it superseded. With
-    /// `supersede`, current triples with the same subject and predicate
-    /// (compared case-insensitively) and another object end (their
-    /// `valid_to` is set) instead of being deleted: the history stays
-    /// queryable. Adding a triple that is already current changes nothing
-    /// but the supersession.
-    pub async fn add_triple(
+    pub(super) async fn insert_triple(
         &self,
-        subject: &str,
-        predicate: &str,
-        object: &str,
-        source: &str,
-        supersede: bool,
+        triple: NewTriple,
     ) -> Result<(Triple, Vec<String>), MemoryError> {
-        let (subject, predicate, object, source) = (
-            subject.to_owned(),
-            predicate.to_owned(),
-            object.to_owned(),
-            source.to_owned(),
-        );
+        let NewTriple {
+            subject,
+            predicate,
+            object,
+            source,
+            supersede,
+        } = triple;
         self.inner
             .db
             .write(move |conn| {
@@ -88,8 +78,7 @@ impl MemoryStore {
             .await
     }
 
-    /// Ends a triple (sets its `valid_to`); returns whether it was current.
-    pub async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError> {
+    pub(super) async fn end_triple(&self, id: i64) -> Result<bool, MemoryError> {
         self.inner
             .db
             .write(move |conn| {
@@ -103,9 +92,7 @@ impl MemoryStore {
             .await
     }
 
-    /// Triples matching every given field (case-insensitive), current
-    /// ones first, newest first.
-    pub async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
+    pub(super) async fn select_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
         self.inner
             .db
             .read(move |conn| {

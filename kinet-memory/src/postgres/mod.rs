@@ -1,0 +1,514 @@
+//! The PostgreSQL + pgvector backend (feature `postgres`): one database for
+//! many processes and machines.
+//!
+//! - Tables `kinet_facts`, `kinet_blocks`, `kinet_records`,
+//!   `kinet_triples`, created and migrated by [`PostgresMemory::connect`]
+//!   (versions in `kinet_memory_schema`, under an advisory lock so
+//!   processes starting together migrate once). The `vector` extension
+//!   must be installable by the connecting role (or already installed).
+//! - Recall: pgvector HNSW (cosine; one partial index per embedder, made
+//!   at connect) and full-text search (`tsvector` with the `english`
+//!   configuration, `websearch_to_tsquery`, `ts_rank_cd`), fused by
+//!   reciprocal rank as on SQLite. Frequent words are bounded the same
+//!   way: a word matching more than 5,000 records is dropped while rarer
+//!   ones remain, and when every word is frequent the newest 5,000 matches
+//!   are ranked.
+//! - Writes are transactions: a block edit locks its row, a triple's
+//!   supersession takes an advisory lock on its subject and predicate, so
+//!   concurrent writers from any number of processes lose nothing.
+//! - Connections: a pool of up to 8 (deadpool), without TLS: reach remote
+//!   servers through a private network or a tunnel.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), kinet_memory::MemoryError> {
+//! use kinet_memory::postgres::PostgresMemory;
+//! use kinet_memory::{MemoryConfig, MemoryPack};
+//!
+//! let memory = PostgresMemory::connect(
+//!     "postgres://agent@127.0.0.1:5432/agents",
+//!     MemoryConfig::default(),
+//! )
+//! .await?;
+//! let tools = MemoryPack::new(memory, "customer-42").toolset();
+//! # Ok(()) }
+//! ```
+
+mod recall;
+mod schema;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use crate::MemoryError;
+use crate::backend::{MemoryBackend, SharedMemory, embed_records};
+use crate::embed::Embedder;
+use crate::model::{
+    Block, BlockEdit, BlockSpec, MemoryConfig, NewRecord, NewTriple, Recall, RecallQuery, Triple,
+    TripleQuery, no_such_block,
+};
+use crate::sqlite::db::now;
+
+/// Connections the pool keeps at most.
+const POOL_SIZE: usize = 8;
+
+/// Memory in a PostgreSQL database with pgvector. Cheap to clone; every
+/// clone shares the pool. Its API is the [`MemoryBackend`] trait.
+#[derive(Clone)]
+pub struct PostgresMemory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    embedder: Option<Arc<dyn Embedder>>,
+    /// The vector expression the embedder's HNSW index is on, and the
+    /// embedder's name as an SQL literal.
+    vectors: Option<(String, String)>,
+    /// Where it connects, without a password.
+    target: String,
+}
+
+impl std::fmt::Debug for PostgresMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresMemory")
+            .field("target", &self.inner.target)
+            .field(
+                "embedder",
+                &self.inner.embedder.as_ref().map(|e| e.name().to_owned()),
+            )
+            .finish()
+    }
+}
+
+/// A database error in words: the server's own message when it sent one.
+pub(crate) fn pg(error: tokio_postgres::Error) -> MemoryError {
+    match error.as_db_error() {
+        Some(db) => MemoryError::Sql(match db.hint() {
+            Some(hint) => format!("{} ({hint})", db.message()),
+            None => db.message().to_owned(),
+        }),
+        None => MemoryError::Sql(error.to_string()),
+    }
+}
+
+fn pool_error(target: &str, error: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Open {
+        path: target.to_owned(),
+        message: format!("{error}; check that the server runs and the address and credentials"),
+    }
+}
+
+/// A connection string without its password, for messages.
+fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, tail) = rest.split_once('@').map_or((None, rest), |(a, t)| (Some(a), t));
+        return match authority.and_then(|a| a.split_once(':')) {
+            Some((user, _)) => format!("{scheme}://{user}:***@{tail}"),
+            None => match authority {
+                Some(user) => format!("{scheme}://{user}@{tail}"),
+                None => format!("{scheme}://{tail}"),
+            },
+        };
+    }
+    url.split_whitespace()
+        .map(|pair| {
+            if pair.starts_with("password=") {
+                "password=***"
+            } else {
+                pair
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl PostgresMemory {
+    /// Connects to `url` (`postgres://user:password@host:port/db`, or
+    /// `host=... user=...`), migrates the schema, makes the embedder's
+    /// HNSW index if missing and creates missing blocks. The pool holds up
+    /// to 8 connections.
+    pub async fn connect(url: &str, config: MemoryConfig) -> Result<Self, MemoryError> {
+        Self::connect_at(url, config, schema::SCHEMA_VERSION).await
+    }
+
+    pub(crate) async fn connect_at(
+        url: &str,
+        config: MemoryConfig,
+        version: usize,
+    ) -> Result<Self, MemoryError> {
+        let target = redact(url);
+        let pg_config: tokio_postgres::Config =
+            url.parse().map_err(|e| pool_error(&target, e))?;
+        let manager = Manager::from_config(
+            pg_config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| pool_error(&target, e))?;
+        let mut client = pool.get().await.map_err(|e| pool_error(&target, e))?;
+        schema::migrate(&mut client, version).await?;
+        let vectors = match &config.embedder {
+            Some(embedder) => Some((
+                schema::vector_index(&mut client, embedder.name(), embedder.dims()).await?,
+                schema::quote_literal(embedder.name()),
+            )),
+            None => None,
+        };
+        drop(client);
+        let memory = Self {
+            inner: Arc::new(Inner {
+                pool,
+                embedder: config.embedder,
+                vectors,
+                target,
+            }),
+        };
+        for spec in config.blocks {
+            memory.define_block(spec).await?;
+        }
+        Ok(memory)
+    }
+
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Object, MemoryError> {
+        self.inner
+            .pool
+            .get()
+            .await
+            .map_err(|e| pool_error(&self.inner.target, e))
+    }
+}
+
+impl From<PostgresMemory> for SharedMemory {
+    fn from(memory: PostgresMemory) -> Self {
+        Arc::new(memory)
+    }
+}
+
+fn block_from_row(row: &tokio_postgres::Row) -> Block {
+    Block {
+        label: row.get(0),
+        value: row.get(1),
+        limit: usize::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+        read_only: row.get(3),
+        description: row.get(4),
+    }
+}
+
+pub(crate) fn triple_from_row(row: &tokio_postgres::Row) -> Triple {
+    Triple {
+        id: row.get(0),
+        subject: row.get(1),
+        predicate: row.get(2),
+        object: row.get(3),
+        source: row.get(4),
+        valid_from: row.get(5),
+        valid_to: row.get(6),
+    }
+}
+
+const TRIPLE_COLUMNS: &str = "id, subject, predicate, object, source, valid_from, valid_to";
+
+#[async_trait]
+impl MemoryBackend for PostgresMemory {
+    fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.inner.embedder.as_ref()
+    }
+
+    async fn set_fact(&self, session: &str, key: &str, value: &str) -> Result<(), MemoryError> {
+        self.client()
+            .await?
+            .execute(
+                "INSERT INTO kinet_facts(session, key, value, updated_at) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                &[&session, &key, &value, &now()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(())
+    }
+
+    async fn fact(&self, session: &str, key: &str) -> Result<Option<String>, MemoryError> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT value FROM kinet_facts WHERE session = $1 AND key = $2",
+                &[&session, &key],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    async fn facts(&self, session: &str) -> Result<Vec<(String, String)>, MemoryError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT key, value FROM kinet_facts WHERE session = $1 ORDER BY key",
+                &[&session],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn define_block(&self, spec: BlockSpec) -> Result<(), MemoryError> {
+        let limit = i64::try_from(spec.limit).unwrap_or(i64::MAX);
+        self.client()
+            .await?
+            .execute(
+                "INSERT INTO kinet_blocks(label, value, char_limit, read_only, description, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (label) DO UPDATE SET char_limit = excluded.char_limit,
+                    read_only = excluded.read_only, description = excluded.description",
+                &[&spec.label, &spec.initial, &limit, &spec.read_only, &spec.description, &now()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(())
+    }
+
+    async fn blocks(&self) -> Result<Vec<Block>, MemoryError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "SELECT label, value, char_limit, read_only, description FROM kinet_blocks ORDER BY label",
+                &[],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(rows.iter().map(block_from_row).collect())
+    }
+
+    async fn edit_block(&self, label: &str, edit: BlockEdit) -> Result<Block, MemoryError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        let row = tx
+            .query_opt(
+                "SELECT label, value, char_limit, read_only, description FROM kinet_blocks
+                 WHERE label = $1 FOR UPDATE",
+                &[&label],
+            )
+            .await
+            .map_err(pg)?;
+        let Some(row) = row else {
+            let known: Vec<String> = tx
+                .query("SELECT label FROM kinet_blocks ORDER BY label", &[])
+                .await
+                .map_err(pg)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            return Err(no_such_block(label, &known));
+        };
+        let mut block = block_from_row(&row);
+        let value = edit.apply(&block)?;
+        tx.execute(
+            "UPDATE kinet_blocks SET value = $2, updated_at = $3 WHERE label = $1",
+            &[&label, &value, &now()],
+        )
+        .await
+        .map_err(pg)?;
+        tx.commit().await.map_err(pg)?;
+        block.value = value;
+        Ok(block)
+    }
+
+    async fn add_records(&self, records: &[NewRecord]) -> Result<Vec<i64>, MemoryError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let texts: Vec<String> = records.iter().map(|r| r.text.clone()).collect();
+        let embedded = embed_records(self.inner.embedder.as_ref(), &texts).await;
+        let sessions: Vec<&str> = records.iter().map(|r| r.session.as_str()).collect();
+        let roles: Vec<&str> = records.iter().map(|r| r.role.as_str()).collect();
+        let turns: Vec<Option<&str>> = records.iter().map(|r| r.turn.as_deref()).collect();
+        let (vectors, embedder): (Vec<Option<pgvector::Vector>>, Option<String>) = match embedded
+        {
+            Some((vectors, name)) => (
+                vectors
+                    .into_iter()
+                    .map(|v| Some(pgvector::Vector::from(v)))
+                    .collect(),
+                Some(name),
+            ),
+            None => (vec![None; records.len()], None),
+        };
+        // Text without NUL: PostgreSQL's text cannot hold it.
+        let texts: Vec<String> = texts.into_iter().map(|t| t.replace('\0', "\u{fffd}")).collect();
+        let rows = self
+            .client()
+            .await?
+            .query(
+                "INSERT INTO kinet_records(session, role, text, turn, created_at, embedder, embedding)
+                 SELECT s, r, t, u, $5, $6, e
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $7::vector[])
+                      WITH ORDINALITY AS x(s, r, t, u, e, n)
+                 ORDER BY n
+                 RETURNING id",
+                &[&sessions, &roles, &texts, &turns, &now(), &embedder, &vectors],
+            )
+            .await
+            .map_err(pg)?;
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        // Ids are drawn in insertion order, which follows `n`.
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn record_count(&self) -> Result<i64, MemoryError> {
+        let row = self
+            .client()
+            .await?
+            .query_one("SELECT count(*) FROM kinet_records", &[])
+            .await
+            .map_err(pg)?;
+        Ok(row.get(0))
+    }
+
+    async fn recall(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
+        self.recall_records(query).await
+    }
+
+    async fn add_triple(&self, triple: NewTriple) -> Result<(Triple, Vec<String>), MemoryError> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        // One writer per subject and predicate at a time, in any process.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(lower($1) || chr(31) || lower($2), 0))",
+            &[&triple.subject, &triple.predicate],
+        )
+        .await
+        .map_err(pg)?;
+        let at = now();
+        let mut superseded = Vec::new();
+        if triple.supersede {
+            superseded = tx
+                .query(
+                    "UPDATE kinet_triples SET valid_to = $4
+                     WHERE lower(subject) = lower($1) AND lower(predicate) = lower($2)
+                       AND lower(object) <> lower($3) AND valid_to IS NULL
+                     RETURNING object",
+                    &[&triple.subject, &triple.predicate, &triple.object, &at],
+                )
+                .await
+                .map_err(pg)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+        }
+        let existing = tx
+            .query_opt(
+                &format!(
+                    "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
+                     WHERE lower(subject) = lower($1) AND lower(predicate) = lower($2)
+                       AND lower(object) = lower($3) AND valid_to IS NULL LIMIT 1"
+                ),
+                &[&triple.subject, &triple.predicate, &triple.object],
+            )
+            .await
+            .map_err(pg)?;
+        let stored = match existing {
+            Some(row) => triple_from_row(&row),
+            None => {
+                let row = tx
+                    .query_one(
+                        &format!(
+                            "INSERT INTO kinet_triples(subject, predicate, object, source, valid_from, created_at)
+                             VALUES ($1, $2, $3, $4, $5, $5) RETURNING {TRIPLE_COLUMNS}"
+                        ),
+                        &[&triple.subject, &triple.predicate, &triple.object, &triple.source, &at],
+                    )
+                    .await
+                    .map_err(pg)?;
+                triple_from_row(&row)
+            }
+        };
+        tx.commit().await.map_err(pg)?;
+        Ok((stored, superseded))
+    }
+
+    async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError> {
+        let changed = self
+            .client()
+            .await?
+            .execute(
+                "UPDATE kinet_triples SET valid_to = $2 WHERE id = $1 AND valid_to IS NULL",
+                &[&id, &now()],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(changed > 0)
+    }
+
+    async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
+        let rows = self
+            .client()
+            .await?
+            .query(
+                &format!(
+                    "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
+                     WHERE ($1::text IS NULL OR lower(subject) = lower($1))
+                       AND ($2::text IS NULL OR lower(predicate) = lower($2))
+                       AND ($3::text IS NULL OR lower(object) = lower($3))
+                       AND ($4 OR valid_to IS NULL)
+                     ORDER BY valid_to IS NOT NULL, valid_from DESC, id DESC LIMIT 200"
+                ),
+                &[
+                    &query.subject,
+                    &query.predicate,
+                    &query.object,
+                    &query.include_history,
+                ],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(rows.iter().map(triple_from_row).collect())
+    }
+}
+
+#[doc(hidden)]
+pub mod testing {
+    //! Internals exposed for the crate's own migration tests.
+
+    use super::{MemoryConfig, MemoryError, PostgresMemory};
+
+    /// Connects, migrating only up to schema `version`.
+    pub async fn connect_at_version(
+        url: &str,
+        version: usize,
+    ) -> Result<PostgresMemory, MemoryError> {
+        PostgresMemory::connect_at(url, MemoryConfig::default(), version).await
+    }
+
+    /// The current schema version.
+    pub const SCHEMA_VERSION: usize = super::schema::SCHEMA_VERSION;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redact("postgres://agent:s3cret@db:5432/x"),
+            "postgres://agent:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+        assert_eq!(
+            redact("host=db user=a password=s3cret dbname=x"),
+            "host=db user=a password=*** dbname=x"
+        );
+    }
+}

@@ -1,0 +1,203 @@
+//! Recall on PostgreSQL: pgvector HNSW and full-text search, fused by
+//! reciprocal rank.
+
+use std::collections::HashMap;
+
+use super::{PostgresMemory, TRIPLE_COLUMNS, pg, triple_from_row};
+use crate::MemoryError;
+use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms};
+use crate::model::{Hit, Recall, RecallMode, RecallQuery, Triple};
+
+/// A word matching more records than this is frequent (as on SQLite).
+const FREQUENT: i64 = 5_000;
+
+impl PostgresMemory {
+    pub(super) async fn recall_records(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
+        let (k, depth) = query.sizes();
+        let terms = query_terms(&query.text);
+        let since = query.since.unwrap_or(i64::MIN);
+        let exclude = query.exclude_turn.as_deref();
+        let (vector, text) = tokio::join!(
+            self.vector_candidates(&query.text, depth, since, exclude),
+            self.text_candidates(&query.text, depth, since, exclude)
+        );
+        let (vector, mode) = vector?;
+        let mut ranked = fuse(&vector, &text?);
+        ranked.truncate(k);
+        let ids: Vec<i64> = ranked.iter().map(|f| f.id).collect();
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT id, session, role, text, created_at FROM kinet_records
+                 WHERE id = ANY($1) AND turn IS DISTINCT FROM $2",
+                &[&ids, &exclude],
+            )
+            .await
+            .map_err(pg)?;
+        let mut found: HashMap<i64, tokio_postgres::Row> =
+            rows.into_iter().map(|r| (r.get(0), r)).collect();
+        let hits = ranked
+            .into_iter()
+            .filter_map(|fused| {
+                let row = found.remove(&fused.id)?;
+                Some(Hit {
+                    id: fused.id,
+                    session: row.get(1),
+                    role: row.get(2),
+                    text: row.get(3),
+                    created_at: row.get(4),
+                    score: fused.score,
+                    similarity: fused.similarity,
+                    full_text: fused.full_text,
+                })
+            })
+            .collect();
+        let triples = self.triples_mentioning(&client, &terms).await?;
+        Ok(Recall {
+            hits,
+            triples,
+            mode,
+        })
+    }
+
+    /// The `depth` nearest records by HNSW (cosine), best first.
+    async fn vector_candidates(
+        &self,
+        query: &str,
+        depth: usize,
+        since: i64,
+        exclude: Option<&str>,
+    ) -> Result<(Vec<(i64, f32)>, RecallMode), MemoryError> {
+        let vector = match embed_query(self.inner.embedder.as_ref(), query).await {
+            Ok(vector) => pgvector::Vector::from(vector),
+            Err(mode) => return Ok((Vec::new(), mode)),
+        };
+        let Some((expression, embedder)) = &self.inner.vectors else {
+            return Ok((Vec::new(), RecallMode::Hybrid));
+        };
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(pg)?;
+        // The index search keeps this many candidates; filters apply after
+        // it, so it must exceed the depth wanted.
+        tx.batch_execute(&format!(
+            "SET LOCAL hnsw.ef_search = {}",
+            (depth * 2).clamp(40, 1000)
+        ))
+        .await
+        .map_err(pg)?;
+        let limit = i64::try_from(depth).unwrap_or(i64::MAX);
+        let rows = tx
+            .query(
+                &format!(
+                    "SELECT id, (1 - ({expression} <=> $1))::real FROM kinet_records
+                     WHERE embedder = {embedder} AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                     ORDER BY {expression} <=> $1 LIMIT $4"
+                ),
+                &[&vector, &since, &exclude, &limit],
+            )
+            .await
+            .map_err(pg)?;
+        tx.commit().await.map_err(pg)?;
+        let found = rows
+            .iter()
+            .map(|r| (r.get::<_, i64>(0), r.get::<_, f32>(1)))
+            .filter(|(_, similarity)| similarity.is_finite() && *similarity >= MIN_SIMILARITY)
+            .collect();
+        Ok((found, RecallMode::Hybrid))
+    }
+
+    /// The `depth` best records by `ts_rank_cd`, frequent words bounded.
+    async fn text_candidates(
+        &self,
+        query: &str,
+        depth: usize,
+        since: i64,
+        exclude: Option<&str>,
+    ) -> Result<Vec<i64>, MemoryError> {
+        let words: Vec<String> = query
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.chars().count() >= 2)
+            .take(16)
+            .map(str::to_lowercase)
+            .collect();
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let mut rare = Vec::new();
+        for word in &words {
+            let row = client
+                .query_one(
+                    "SELECT numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
+                       WHERE tsv @@ q LIMIT $2) m)
+                     FROM websearch_to_tsquery('english', $1) q",
+                    &[word, &(FREQUENT + 1)],
+                )
+                .await
+                .map_err(pg)?;
+            let (nodes, matches): (i32, i64) = (row.get(0), row.get(1));
+            // A stop word has no node and matches nothing.
+            if nodes > 0 && matches <= FREQUENT {
+                rare.push(word.as_str());
+            }
+        }
+        let limit = i64::try_from(depth).unwrap_or(i64::MAX);
+        let rows = if !rare.is_empty() {
+            client
+                .query(
+                    "SELECT id FROM kinet_records, websearch_to_tsquery('english', $1) q
+                     WHERE tsv @@ q AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                     ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
+                    &[&rare.join(" or "), &since, &exclude, &limit],
+                )
+                .await
+        } else {
+            client
+                .query(
+                    "SELECT id FROM (
+                        SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $1) q
+                        WHERE tsv @@ q AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                        ORDER BY id DESC LIMIT $5
+                     ) newest ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
+                    &[&words.join(" or "), &since, &exclude, &limit, &FREQUENT],
+                )
+                .await
+        };
+        Ok(rows.map_err(pg)?.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Current triples whose subject or object contains one of the terms.
+    async fn triples_mentioning(
+        &self,
+        client: &tokio_postgres::Client,
+        terms: &[String],
+    ) -> Result<Vec<Triple>, MemoryError> {
+        let patterns: Vec<String> = terms
+            .iter()
+            .filter(|t| t.chars().count() >= 3)
+            .map(|t| {
+                let escaped = t
+                    .replace('\\', "\\\\")
+                    .replace('%', "\\%")
+                    .replace('_', "\\_");
+                format!("%{escaped}%")
+            })
+            .collect();
+        if patterns.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
+                     WHERE valid_to IS NULL
+                       AND (subject ILIKE ANY($1) OR object ILIKE ANY($1))
+                     ORDER BY valid_from DESC, id DESC LIMIT 10"
+                ),
+                &[&patterns],
+            )
+            .await
+            .map_err(pg)?;
+        Ok(rows.iter().map(triple_from_row).collect())
+    }
+}

@@ -1,0 +1,138 @@
+//! The PostgreSQL schema and its migrations.
+
+use deadpool_postgres::Client;
+
+use super::pg;
+use crate::MemoryError;
+
+/// Schema migrations, in order; `kinet_memory_schema` holds how many ran.
+const MIGRATIONS: &[&str] = &[
+    // 1: facts, blocks, history records with full-text search, triples.
+    "
+    CREATE EXTENSION IF NOT EXISTS vector;
+    CREATE TABLE kinet_facts (
+        session text NOT NULL,
+        key text NOT NULL,
+        value text NOT NULL,
+        updated_at bigint NOT NULL,
+        PRIMARY KEY (session, key)
+    );
+    CREATE TABLE kinet_blocks (
+        label text PRIMARY KEY,
+        value text NOT NULL,
+        char_limit bigint NOT NULL,
+        read_only boolean NOT NULL DEFAULT false,
+        description text NOT NULL DEFAULT '',
+        updated_at bigint NOT NULL
+    );
+    CREATE TABLE kinet_records (
+        id bigserial PRIMARY KEY,
+        session text NOT NULL,
+        role text NOT NULL,
+        text text NOT NULL,
+        turn text,
+        created_at bigint NOT NULL,
+        embedder text,
+        embedding vector,
+        tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+    );
+    CREATE INDEX kinet_records_tsv ON kinet_records USING gin (tsv);
+    CREATE INDEX kinet_records_created ON kinet_records (created_at);
+    CREATE TABLE kinet_triples (
+        id bigserial PRIMARY KEY,
+        subject text NOT NULL,
+        predicate text NOT NULL,
+        object text NOT NULL,
+        source text NOT NULL DEFAULT '',
+        valid_from bigint NOT NULL,
+        valid_to bigint,
+        created_at bigint NOT NULL
+    );
+    CREATE INDEX kinet_triples_subject ON kinet_triples (lower(subject), lower(predicate));
+    CREATE INDEX kinet_triples_object ON kinet_triples (lower(object));
+    ",
+];
+
+/// The schema version this build writes.
+pub(crate) const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// A key no other program should take: processes migrating one database
+/// wait for each other on it.
+const MIGRATION_LOCK: i64 = 0x6b69_6e65_745f_6d65;
+
+/// Brings the database to `target` (the current version unless testing),
+/// in one transaction under an advisory lock, so processes starting
+/// together migrate once.
+pub(crate) async fn migrate(client: &mut Client, target: usize) -> Result<(), MemoryError> {
+    let tx = client.transaction().await.map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(pg)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS kinet_memory_schema (version integer NOT NULL)")
+        .await
+        .map_err(pg)?;
+    let current: Option<i32> = tx
+        .query_one("SELECT max(version) FROM kinet_memory_schema", &[])
+        .await
+        .map_err(pg)?
+        .get(0);
+    let current = usize::try_from(current.unwrap_or(0)).unwrap_or(0);
+    if current > MIGRATIONS.len() {
+        return Err(MemoryError::Invalid(format!(
+            "the database has kinet memory schema version {current}; this build knows versions up \
+             to {}: it was written by a newer kinet",
+            MIGRATIONS.len()
+        )));
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
+        tx.batch_execute(sql).await.map_err(pg)?;
+        let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO kinet_memory_schema(version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(pg)?;
+    }
+    tx.commit().await.map_err(pg)
+}
+
+/// The HNSW index for one embedder (a partial expression index: vectors of
+/// other embedders or sizes are never compared), created if missing.
+/// Returns the SQL expression queries order by.
+pub(crate) async fn vector_index(
+    client: &mut Client,
+    embedder: &str,
+    dims: usize,
+) -> Result<String, MemoryError> {
+    let literal = quote_literal(embedder);
+    let expression = format!("(embedding::vector({dims}))");
+    let name = format!("kinet_records_hnsw_{:016x}", fnv1a(embedder, dims));
+    // Under the migration lock: two processes creating the same index at
+    // once would collide in the catalogue.
+    let tx = client.transaction().await.map_err(pg)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(pg)?;
+    tx.batch_execute(&format!(
+        "CREATE INDEX IF NOT EXISTS {name} ON kinet_records USING hnsw ({expression} vector_cosine_ops) \
+         WHERE embedder = {literal}"
+    ))
+    .await
+    .map_err(pg)?;
+    tx.commit().await.map_err(pg)?;
+    Ok(expression)
+}
+
+/// A string as an SQL literal.
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+fn fnv1a(text: &str, dims: usize) -> u64 {
+    text.bytes()
+        .chain(dims.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        })
+}
