@@ -29,7 +29,7 @@ impl PostgresMemory {
         let rows = client
             .query(
                 "SELECT id, session, role, text, created_at FROM kinet_records
-                 WHERE id = ANY($1) AND turn IS DISTINCT FROM $2",
+                 WHERE id = ANY($1) AND ($2::text IS NULL OR turn IS DISTINCT FROM $2)",
                 &[&ids, &exclude],
             )
             .await
@@ -90,7 +90,7 @@ impl PostgresMemory {
             .query(
                 &format!(
                     "SELECT id, (1 - ({expression} <=> $1))::real FROM kinet_records
-                     WHERE embedder = {embedder} AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                     WHERE embedder = {embedder} AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
                      ORDER BY {expression} <=> $1 LIMIT $4"
                 ),
                 &[&vector, &since, &exclude, &limit],
@@ -146,7 +146,7 @@ impl PostgresMemory {
             client
                 .query(
                     "SELECT id FROM kinet_records, websearch_to_tsquery('english', $1) q
-                     WHERE tsv @@ q AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                     WHERE tsv @@ q AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
                      ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
                     &[&rare.join(" or "), &since, &exclude, &limit],
                 )
@@ -156,7 +156,7 @@ impl PostgresMemory {
                 .query(
                     "SELECT id FROM (
                         SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $1) q
-                        WHERE tsv @@ q AND created_at >= $2 AND turn IS DISTINCT FROM $3
+                        WHERE tsv @@ q AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
                         ORDER BY id DESC LIMIT $5
                      ) newest ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
                     &[&words.join(" or "), &since, &exclude, &limit, &FREQUENT],

@@ -1,0 +1,170 @@
+//! The PostgreSQL + pgvector backend against a real server (PostgreSQL 16
+//! with pgvector from PyPI's pgserver wheel, started on a loopback port):
+//! the conformance suite, two processes writing one database, migrations.
+#![cfg(feature = "postgres")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stderr)]
+
+#[macro_use]
+mod conformance;
+#[path = "support/pg_server.rs"]
+mod pg_server;
+
+use std::sync::Arc;
+
+use kinet_memory::model::NewRecord;
+use kinet_memory::postgres::PostgresMemory;
+use kinet_memory::{BlockSpec, Embedder, MemoryBackend, MemoryConfig, MemoryError, SharedMemory};
+
+/// Databases on the process-wide test cluster.
+struct Databases(&'static pg_server::PgServer);
+
+#[async_trait::async_trait]
+impl conformance::Fixture for Databases {
+    async fn fresh(&self) -> String {
+        self.0.url(&pg_server::fresh_database(self.0).await)
+    }
+    async fn open(&self, at: &str, embedder: Option<Arc<dyn Embedder>>) -> SharedMemory {
+        PostgresMemory::connect(
+            at,
+            MemoryConfig {
+                embedder,
+                blocks: BlockSpec::defaults(),
+            },
+        )
+        .await
+        .unwrap()
+        .into()
+    }
+}
+
+fn databases() -> Option<Databases> {
+    pg_server::server().map(Databases)
+}
+
+conformance_suite!(databases());
+
+/// Runs as a child process when KINET_PG_CHILD is set: writes records,
+/// facts and block lines to the database it names; otherwise does nothing.
+#[tokio::test]
+async fn child_writer() {
+    let Ok(url) = std::env::var("KINET_PG_CHILD") else {
+        return;
+    };
+    let tag = std::env::var("KINET_PG_TAG").unwrap();
+    let memory = PostgresMemory::connect(&url, MemoryConfig::default())
+        .await
+        .unwrap();
+    for i in 0..300 {
+        memory
+            .add_records(&[NewRecord::new(tag.as_str(), "user", format!("{tag} record {i}"))])
+            .await
+            .unwrap();
+        if i % 10 == 0 {
+            memory.set_fact(&tag, &format!("k{i}"), "v").await.unwrap();
+            memory
+                .block_append("log", &format!("{tag}-{i}"))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_writing_one_database_lose_nothing() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let url = server.url(&pg_server::fresh_database(server).await);
+    // Both children create the schema at once (the migration lock decides).
+    let memory_block = BlockSpec::new("log", 10_000, "lines from both writers");
+    let spawn = |tag: &str| {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
+            .env("KINET_PG_CHILD", &url)
+            .env("KINET_PG_TAG", tag)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    // The block must exist before the children append to it; defining it
+    // also creates the schema, so one child races the other on nothing
+    // but writes... and a third connection races them on migration.
+    let memory = PostgresMemory::connect(
+        &url,
+        MemoryConfig {
+            embedder: None,
+            blocks: vec![memory_block],
+        },
+    )
+    .await
+    .unwrap();
+    let (mut a, mut b) = (spawn("a"), spawn("b"));
+    let (a, b) = tokio::task::spawn_blocking(move || (a.wait().unwrap(), b.wait().unwrap()))
+        .await
+        .unwrap();
+    assert!(a.success() && b.success());
+    assert_eq!(memory.record_count().await.unwrap(), 600);
+    assert_eq!(memory.facts("a").await.unwrap().len(), 30);
+    assert_eq!(memory.facts("b").await.unwrap().len(), 30);
+    let blocks = memory.blocks().await.unwrap();
+    let log = blocks.iter().find(|b| b.label == "log").unwrap();
+    assert_eq!(log.value.lines().count(), 60, "lost block appends");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let url = server.url(&pg_server::fresh_database(server).await);
+    let connects: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { PostgresMemory::connect(&url, MemoryConfig::default()).await })
+        })
+        .collect();
+    for connect in connects {
+        connect.await.unwrap().unwrap();
+    }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let versions: i64 = client
+        .query_one("SELECT count(*) FROM kinet_memory_schema", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        versions as usize,
+        kinet_memory::postgres::testing::SCHEMA_VERSION
+    );
+    client
+        .execute("INSERT INTO kinet_memory_schema(version) VALUES (99)", &[])
+        .await
+        .unwrap();
+    let error = PostgresMemory::connect(&url, MemoryConfig::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(error, MemoryError::Invalid(_)));
+    assert!(error.to_string().contains("written by a newer kinet"), "{error}");
+}
+
+#[tokio::test]
+async fn a_server_that_is_not_there_is_named_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let error = PostgresMemory::connect(
+        &format!("postgres://agent:s3cret@127.0.0.1:{port}/memory"),
+        MemoryConfig::default(),
+    )
+    .await
+    .unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains(&format!("postgres://agent:***@127.0.0.1:{port}/memory")), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+    assert!(message.contains("check that the server runs"), "{message}");
+}
