@@ -18,7 +18,7 @@ use futures::StreamExt;
 use kinet::core::provider::from_env;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::memory::{
-    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
 };
 use kinet::{Agent, AgentEvent};
 use serde_json::json;
@@ -72,11 +72,14 @@ async fn main() -> anyhow::Result<()> {
         Some(chosen) => Agent::builder_arc(chosen.provider).model(chosen.model),
         None => Agent::builder(ScriptedProvider::new(script)),
     };
+    let memory = MemoryPack::new(store.clone(), if first_run { "run-1" } else { "run-2" });
     let agent = builder
         .system_prompt("You are an assistant with long-term memory. Save what matters about the user; recall before answering about the past.")
-        .toolset(MemoryPack::new(store.clone(), "example").toolset())
+        .toolset(memory.toolset())
         .hook(BlocksHook::new(store.clone()))
-        .hook(HistoryHook::new(store.clone(), if first_run { "run-1" } else { "run-2" }))
+        // Records the conversation for recall_memory, which then leaves out
+        // the turn in progress (its own question).
+        .hook(memory.history_hook())
         .build();
 
     println!("\nuser: {question}");

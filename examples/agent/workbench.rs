@@ -11,7 +11,7 @@ use kinet::core::sandbox::SandboxPolicy;
 use kinet::core::session::{Session, SessionState, SessionStore, StoreJournal, new_id};
 use kinet::mcp::{Discovery, HubSettings, McpHub, ServerState};
 use kinet::memory::{
-    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
     SqliteSessionStore,
 };
 use kinet::tools::LocalPack;
@@ -158,7 +158,8 @@ pub async fn open(
         tools.retain(|tool| tool.name() != "shell");
         tools.add(ShellTool::new(pack.shell.clone()).sandboxed(SandboxPolicy::workspace_write()));
     }
-    tools.merge(MemoryPack::new(memory.clone(), session_id.clone()).toolset());
+    let memory_pack = MemoryPack::new(memory.clone(), session_id.clone());
+    tools.merge(memory_pack.toolset());
 
     // MCP servers from Claude Desktop / Claude Code / Codex config files.
     let mut discovery = Discovery::new().project(&project);
@@ -217,7 +218,7 @@ pub async fn open(
         .system_prompt(system_prompt(&project))
         .toolset(tools)
         .hook(BlocksHook::new(memory.clone()))
-        .hook(HistoryHook::new(memory, session_id.clone()))
+        .hook(memory_pack.history_hook())
         .confirm_handler_arc(confirm)
         .cwd(&project)
         .workspace_root(&project)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kinet::Agent;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::memory::{
-    BlockSpec, BlocksHook, HistoryHook, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
 };
 use serde_json::json;
 
@@ -34,10 +34,11 @@ async fn main() -> anyhow::Result<()> {
         ),
         ScriptedTurn::text("Noté : je répondrai en français."),
     ]);
+    let memory = MemoryPack::new(store.clone(), session);
     let agent = Agent::builder(model)
-        .toolset(MemoryPack::new(store.clone(), session).toolset())
+        .toolset(memory.toolset())
         .hook(BlocksHook::new(store.clone())) // blocks at the top of the latest user message
-        .hook(HistoryHook::new(store.clone(), session)) // messages and results, for recall
+        .hook(memory.history_hook()) // messages and results, for recall (minus the turn in progress)
         .policy(kinet::ApprovalPolicy::never()) // memory writes need no approval here
         .build();
     let outcome = agent

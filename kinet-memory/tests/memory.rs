@@ -76,7 +76,7 @@ async fn the_bundled_model_recalls_paraphrases() {
         .recall(&RecallQuery::new("a young cat napping on the sofa").limit(1))
         .await
         .unwrap();
-    assert_eq!(recall.mode, RecallMode::Hybrid);
+    assert_eq!(recall.mode, kinet_memory::model::RecallMode::Hybrid);
     assert!(recall.hits[0].text.contains("kitten"), "{:?}", recall.hits);
 }
 
