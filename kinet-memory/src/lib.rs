@@ -1,16 +1,32 @@
-//! SQLite-backed memory for kinet agents.
+//! Memory for kinet agents, behind one trait: [`MemoryBackend`].
 //!
-//! One SQLite file (bundled SQLite, WAL, busy timeout) holds:
+//! A backend holds:
 //!
 //! - session **facts**: key/value anchors (`remember_fact`, `recall_fact`);
 //! - labelled **memory blocks** with character limits, rendered into the
 //!   latest user message of each request by [`BlocksHook`] and edited by the model with
 //!   `memory_replace` / `memory_append`;
-//! - **history** records (written by [`HistoryHook`]) recalled by
-//!   `recall_memory`: embedding similarity and FTS5 bm25 fused by
-//!   reciprocal rank, FTS5 alone when there is no embedder or it fails;
+//! - **history** records (written by the [`HistoryHook`] of
+//!   [`MemoryPack::history_hook`]) recalled by `recall_memory`: embedding
+//!   similarity and full-text rank fused by reciprocal rank, full text
+//!   alone when there is no embedder or it fails; the turn in progress is
+//!   left out, so a recall never spends its first slot on its own question;
 //! - **knowledge-graph triples** with validity intervals: a newer fact
 //!   supersedes an older one instead of deleting it.
+//!
+//! Backends ([`MemoryPack`] and the hooks take any, as [`SharedMemory`]):
+//!
+//! - [`MemoryStore`]: one SQLite file (bundled SQLite, WAL; several
+//!   processes may share it). Vectors are held in memory quantised (sign
+//!   bits and int8 codes, rescored exactly) and full-text search is
+//!   bounded for frequent words, so hybrid recall stays fast at a million
+//!   records (`BENCHMARKS.md`).
+//! - [`postgres::PostgresMemory`] (feature `postgres`): PostgreSQL with
+//!   pgvector, for many processes and machines: pooled connections, HNSW,
+//!   `tsvector` full text, migrations under an advisory lock.
+//!
+//! Both pass one conformance suite (`tests/conformance`); a new backend
+//! should too.
 //!
 //! Embedders: the bundled offline model [`Model2VecEmbedder`] (feature
 //! `model2vec`, off by default as it needs a C++ compiler; on in the
@@ -20,7 +36,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet_memory::{BlockSpec, MemoryConfig, MemoryStore, MemoryPack};
+//! use kinet_memory::{BlockSpec, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = MemoryStore::open(
@@ -30,8 +46,11 @@
 //! .await
 //! .unwrap();
 //! store.block_append("user_profile", "Prefers short answers.").await.unwrap();
-//! let tools = MemoryPack::new(store.clone(), "session-1").toolset();
+//! let pack = MemoryPack::new(store.clone(), "session-1");
+//! let tools = pack.toolset(); // for the agent's toolset
+//! let history = pack.history_hook(); // for its hooks
 //! assert!(tools.static_tools().get("recall_memory").is_some());
+//! # drop(history);
 //! # }
 //! ```
 

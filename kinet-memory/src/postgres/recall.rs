@@ -81,7 +81,7 @@ impl PostgresMemory {
         // it, so it must exceed the depth wanted.
         tx.batch_execute(&format!(
             "SET LOCAL hnsw.ef_search = {}",
-            (depth * 2).clamp(40, 1000)
+            (depth * 4).clamp(100, 1000)
         ))
         .await
         .map_err(pg)?;

@@ -13,9 +13,10 @@ use crate::model::{Hit, Recall, RecallMode, RecallQuery, Triple};
 
 /// A term matching more records than this is "frequent": it is left out of
 /// the full-text query while rarer terms remain, and when every term is
-/// frequent only this many newest matches are ranked by bm25. Ranking every
-/// match of a word in a fifth of a million records took 35 ms; this bounds
-/// the full-text side to a few milliseconds at any size.
+/// frequent only this many newest matches are ranked (by how many of the
+/// terms they hold). Ranking every match of two words in a sixth of a
+/// million records by bm25 took 290 ms; this bounds the full-text side to
+/// a few milliseconds at any size.
 const FREQUENT: usize = 5_000;
 
 impl MemoryStore {
@@ -24,12 +25,13 @@ impl MemoryStore {
         let terms = query_terms(&query.text);
         // The vector scan and the full-text query run at the same time.
         let (vector, text) = tokio::join!(
-            self.vector_candidates(&query.text, depth, query.since),
+            self.vector_candidates(&query.text, k, depth, query.since),
             self.text_candidates(&terms, depth, query.since)
         );
         let (vector, mode) = vector?;
         let ranked = fuse(&vector, &text?);
         let exclude = query.exclude_turn.clone();
+        let since = query.since;
         let (hits, triples) = self
             .inner
             .db
@@ -60,7 +62,9 @@ impl MemoryStore {
                     let Some((session, role, text, created_at, turn)) = row else {
                         continue;
                     };
-                    if exclude.is_some() && turn == exclude {
+                    if (exclude.is_some() && turn == exclude)
+                        || since.is_some_and(|since| created_at < since)
+                    {
                         continue;
                     }
                     hits.push(Hit {
@@ -90,6 +94,7 @@ impl MemoryStore {
     async fn vector_candidates(
         &self,
         query: &str,
+        k: usize,
         depth: usize,
         since: Option<i64>,
     ) -> Result<(Vec<(i64, f32)>, RecallMode), MemoryError> {
@@ -106,7 +111,7 @@ impl MemoryStore {
             inner
                 .index
                 .read()
-                .map(|index| index.search(&query, depth * 2, since))
+                .map(|index| index.search(&query, depth * 2, k, since))
                 .map_err(|_| MemoryError::Closed)
         })
         .await
@@ -151,10 +156,12 @@ impl MemoryStore {
         Ok((exact, RecallMode::Hybrid))
     }
 
-    /// The `depth` best records by bm25 for the query's terms, bounded: a
-    /// term matching more than [`FREQUENT`] records is dropped while rarer
-    /// terms remain; when all are frequent, the newest [`FREQUENT`]
-    /// matches are ranked.
+    /// The `depth` best records for the query's terms, bounded: rare terms
+    /// are ranked by bm25 (as prefixes when four letters or more and the
+    /// prefix stays rare) and a term matching more than [`FREQUENT`]
+    /// records is dropped while rarer ones remain; when all are frequent,
+    /// the newest [`FREQUENT`] matches are ranked by how many terms they
+    /// hold.
     async fn text_candidates(
         &self,
         terms: &[String],
@@ -168,54 +175,101 @@ impl MemoryStore {
         self.inner
             .db
             .read(move |conn| {
-                let since = since.unwrap_or(i64::MIN);
+                // Records are written in time order, so a time limit is a
+                // rowid range, which FTS5 applies inside its index (a join
+                // with the records table would visit every match); the hits
+                // are checked against the time again when fetched.
+                let first: i64 = match since {
+                    None => i64::MIN,
+                    Some(since) => {
+                        let first: Option<i64> = conn
+                            .query_row(
+                                "SELECT min(id) FROM records WHERE created_at >= ?1",
+                                params![since],
+                                |r| r.get(0),
+                            )
+                            .map_err(sql)?;
+                        match first {
+                            Some(first) => first,
+                            None => return Ok(Vec::new()),
+                        }
+                    }
+                };
+                // How many records a phrase matches, counted up to one past
+                // FREQUENT (newest first, so FTS5 stops early for a term;
+                // a prefix phrase reads its doclists whole).
                 let mut count = conn
                     .prepare_cached(
-                        "SELECT count(*) FROM (SELECT rowid FROM records_fts WHERE records_fts MATCH ?1
-                         ORDER BY rowid DESC LIMIT ?2)",
+                        "SELECT count(*) FROM (SELECT rowid FROM records_fts
+                         WHERE records_fts MATCH ?1 AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3)",
                     )
                     .map_err(sql)?;
-                let mut rare = Vec::new();
-                for term in &terms {
+                let mut frequent_in = |phrase: &str| -> Result<bool, MemoryError> {
                     let matches: i64 = count
-                        .query_row(params![phrase(term), FREQUENT as i64 + 1], |r| r.get(0))
+                        .query_row(params![phrase, first, FREQUENT as i64 + 1], |r| r.get(0))
                         .map_err(sql)?;
-                    if matches <= FREQUENT as i64 {
+                    Ok(matches > FREQUENT as i64)
+                };
+                let mut rare = Vec::new();
+                let mut frequent = Vec::new();
+                for term in &terms {
+                    let exact = format!("\"{term}\"");
+                    if frequent_in(&exact)? {
+                        frequent.push(exact);
+                    } else if term.chars().count() >= 4 && !frequent_in(&phrase(term))? {
+                        // Word forms ("deploy" finds "deployment") for
+                        // terms long enough that their prefix stays rare.
                         rare.push(phrase(term));
+                    } else {
+                        rare.push(exact);
                     }
                 }
                 if !rare.is_empty() {
                     let mut statement = conn
                         .prepare_cached(
-                            "SELECT f.rowid FROM records_fts f JOIN records r ON r.id = f.rowid
-                             WHERE records_fts MATCH ?1 AND r.created_at >= ?2
+                            "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
                              ORDER BY bm25(records_fts) LIMIT ?3",
                         )
                         .map_err(sql)?;
                     return statement
-                        .query_map(params![rare.join(" OR "), since, depth as i64], |r| r.get(0))
+                        .query_map(params![rare.join(" OR "), first, depth as i64], |r| r.get(0))
                         .map_err(sql)?
                         .collect::<Result<Vec<i64>, _>>()
                         .map_err(sql);
                 }
-                let expression = terms.iter().map(|t| phrase(t)).collect::<Vec<_>>().join(" OR ");
-                let mut statement = conn
+                // Every term is frequent: bm25 would read every match of
+                // each to weigh it, and weighs them all about the same. The
+                // newest FREQUENT matches of any term are ranked by how many
+                // of the terms they hold, newest first among equals.
+                let mut rows = conn
                     .prepare_cached(
-                        "SELECT f.rowid, bm25(records_fts) FROM records_fts f JOIN records r ON r.id = f.rowid
-                         WHERE records_fts MATCH ?1 AND r.created_at >= ?2
-                         ORDER BY f.rowid DESC LIMIT ?3",
+                        "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
+                         ORDER BY rowid DESC LIMIT ?3",
                     )
                     .map_err(sql)?;
-                let mut newest: Vec<(i64, f64)> = statement
-                    .query_map(params![expression, since, FREQUENT as i64], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })
+                let newest: Vec<i64> = rows
+                    .query_map(params![frequent.join(" OR "), first, FREQUENT as i64], |r| r.get(0))
                     .map_err(sql)?
                     .collect::<Result<_, _>>()
                     .map_err(sql)?;
-                // bm25 is lower for better matches.
-                newest.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
-                Ok(newest.into_iter().take(depth).map(|(id, _)| id).collect())
+                let Some(oldest) = newest.last().copied() else {
+                    return Ok(Vec::new());
+                };
+                let mut held: std::collections::HashMap<i64, usize> =
+                    newest.iter().map(|id| (*id, 0)).collect();
+                for term in &frequent {
+                    let ids = rows
+                        .query_map(params![term, oldest, FREQUENT as i64], |r| r.get::<_, i64>(0))
+                        .map_err(sql)?;
+                    for id in ids {
+                        if let Some(count) = held.get_mut(&id.map_err(sql)?) {
+                            *count += 1;
+                        }
+                    }
+                }
+                let mut ranked: Vec<(i64, usize)> = held.into_iter().collect();
+                ranked.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+                Ok(ranked.into_iter().take(depth).map(|(id, _)| id).collect())
             })
             .await
     }

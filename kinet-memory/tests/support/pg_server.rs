@@ -6,7 +6,8 @@
 //!
 //! Binaries: `$KINET_PG_BIN`, else the `pgserver` wheel `.ci/setup`
 //! unpacks into `/var/tmp/kinet-pgserver`, else `pg_config --bindir`. They
-//! must have pgvector.
+//! must have pgvector. With `KINET_REQUIRE_POSTGRES` set (as `.ci/setup`
+//! does) a missing server fails the tests instead of skipping them.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -53,6 +54,10 @@ pub fn server() -> Option<&'static PgServer> {
         .get_or_init(|| match start() {
             Ok(server) => Some(server),
             Err(why) => {
+                assert!(
+                    std::env::var_os("KINET_REQUIRE_POSTGRES").is_none(),
+                    "PostgreSQL is required here (KINET_REQUIRE_POSTGRES) but: {why}"
+                );
                 eprintln!(
                     "\n!!! SKIPPED: PostgreSQL tests: {why}. Run .ci/setup (it installs PostgreSQL 16 \
                      with pgvector from PyPI's pgserver wheel) or set KINET_PG_BIN to a bin directory \
