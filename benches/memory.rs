@@ -39,22 +39,52 @@ const K: usize = 10;
 /// Queries whose exact top 10 is computed for recall@10.
 const EXACT_QUERIES: usize = 50;
 
-/// Deterministic pseudo-random unit vectors (xorshift seeded by the text),
-/// so embedding costs nothing and every engine sees the same vectors.
+/// Deterministic vectors computed from the text, so embedding costs
+/// nothing and every engine sees the same vectors. Two kinds
+/// (`KINET_BENCH_VECTORS`):
+///
+/// - `topics` (default), shaped like a real embedder's: each vocabulary
+///   word (or its stand-in `t<n>`, which full text cannot match) is a
+///   direction, and a text is the sum of its words' directions plus a
+///   smaller pseudo-random part of its own;
+/// - `random`: uniformly random unit vectors, the worst case for any
+///   approximate search (no structure at all).
 struct SeededEmbedder;
 
-fn vector_for(text: &str) -> Vec<f32> {
+fn noise(text: &str) -> Vec<f32> {
     let mut state = text.bytes().fold(0x9e37_79b9_7f4a_7c15u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
     });
-    let mut v: Vec<f32> = (0..DIMS)
+    (0..DIMS)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
         })
-        .collect();
+        .collect()
+}
+
+fn random_vectors() -> bool {
+    static RANDOM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *RANDOM.get_or_init(|| std::env::var("KINET_BENCH_VECTORS").is_ok_and(|v| v == "random"))
+}
+
+fn vector_for(text: &str) -> Vec<f32> {
+    let mut v = noise(text);
+    if !random_vectors() {
+        v.iter_mut().for_each(|x| *x *= 0.5);
+        for token in text.split(|c: char| !c.is_alphanumeric()) {
+            let topic = WORDS.iter().position(|w| *w == token).or_else(|| {
+                token.strip_prefix('t').and_then(|n| n.parse::<usize>().ok()).filter(|n| *n < WORDS.len())
+            });
+            if let Some(topic) = topic {
+                for (x, t) in v.iter_mut().zip(noise(WORDS[topic])) {
+                    *x += t;
+                }
+            }
+        }
+    }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.iter_mut().for_each(|x| *x /= norm);
     v
@@ -90,10 +120,15 @@ fn text(i: usize) -> String {
     )
 }
 
-/// A query with no word of two letters or more, so full-text search has
-/// nothing to match: the vector side alone ("q b c").
+/// A query full-text search finds nothing for: the vector side alone.
+/// With topic vectors, two topics by stand-in words ("t3 t17 q b c");
+/// then one-letter words (not searched) make each query its own.
 fn vector_query(mut i: usize) -> String {
-    let mut text = String::from("q");
+    let mut text = if random_vectors() {
+        String::from("q")
+    } else {
+        format!("t{} t{} q", i % WORDS.len(), (i * 7 + 3) % WORDS.len())
+    };
     loop {
         text.push(' ');
         text.push(char::from(b'a' + (i % 26) as u8));
@@ -281,7 +316,10 @@ fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     for records in sizes {
-        println!("\n## {records} records\n");
+        println!(
+            "\n## {records} records, {} vectors\n",
+            if random_vectors() { "random" } else { "topic" }
+        );
         let exact = exact_top(records);
         let path = dir.path().join(format!("kinet{records}.db"));
         let open = |embedder: Option<Arc<dyn Embedder>>| -> SharedMemory {

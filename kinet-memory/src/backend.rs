@@ -216,20 +216,26 @@ pub(crate) fn fuse(vector: &[(i64, f32)], text: &[i64]) -> Vec<Fused> {
 /// matched as a prefix and they are OR-ed, so "deploy", "deploying" and
 /// "deployments" all find "deployment". At most 16.
 pub(crate) fn query_terms(query: &str) -> Vec<String> {
+    query_words(query).into_iter().map(|(root, _)| root).collect()
+}
+
+/// Each distinct root of [`query_terms`] with the word it came from.
+pub(crate) fn query_words(query: &str) -> Vec<(String, String)> {
     const SUFFIXES: &[&str] = &[
         "ments", "ment", "ings", "ing", "ions", "ion", "ers", "er", "ed", "es", "s",
     ];
-    let mut terms: Vec<String> = Vec::new();
+    let mut terms: Vec<(String, String)> = Vec::new();
     for word in query.split(|c: char| !c.is_alphanumeric()) {
-        let mut word = word.to_lowercase();
+        let word = word.to_lowercase();
+        let mut root = word.clone();
         if word.chars().count() > 5
-            && let Some(root) = SUFFIXES.iter().find_map(|s| word.strip_suffix(s))
-            && root.chars().count() >= 4
+            && let Some(cut) = SUFFIXES.iter().find_map(|s| word.strip_suffix(s))
+            && cut.chars().count() >= 4
         {
-            word = root.to_owned();
+            root = cut.to_owned();
         }
-        if word.chars().count() >= 2 && !terms.contains(&word) {
-            terms.push(word);
+        if root.chars().count() >= 2 && !terms.iter().any(|(r, _)| *r == root) {
+            terms.push((root, word));
         }
         if terms.len() == 16 {
             break;

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, params};
 use super::vector::dot;
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
-use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms};
+use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
 use crate::model::{Hit, Recall, RecallMode, RecallQuery, Triple};
 
 /// A term matching more records than this is "frequent": it is left out of
@@ -26,7 +26,7 @@ impl MemoryStore {
         // The vector scan and the full-text query run at the same time.
         let (vector, text) = tokio::join!(
             self.vector_candidates(&query.text, k, depth, query.since),
-            self.text_candidates(&terms, depth, query.since)
+            self.text_candidates(&query.text, depth, query.since)
         );
         let (vector, mode) = vector?;
         let ranked = fuse(&vector, &text?);
@@ -164,14 +164,14 @@ impl MemoryStore {
     /// hold.
     async fn text_candidates(
         &self,
-        terms: &[String],
+        query: &str,
         depth: usize,
         since: Option<i64>,
     ) -> Result<Vec<i64>, MemoryError> {
+        let terms = query_words(query);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let terms = terms.to_vec();
         self.inner
             .db
             .read(move |conn| {
@@ -204,24 +204,40 @@ impl MemoryStore {
                          WHERE records_fts MATCH ?1 AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3)",
                     )
                     .map_err(sql)?;
-                let mut frequent_in = |phrase: &str| -> Result<bool, MemoryError> {
-                    let matches: i64 = count
+                let mut matches = |phrase: &str| -> Result<i64, MemoryError> {
+                    count
                         .query_row(params![phrase, first, FREQUENT as i64 + 1], |r| r.get(0))
-                        .map_err(sql)?;
-                    Ok(matches > FREQUENT as i64)
+                        .map_err(sql)
                 };
+                let frequent_count = FREQUENT as i64;
                 let mut rare = Vec::new();
                 let mut frequent = Vec::new();
-                for term in &terms {
+                for (term, word) in &terms {
+                    // A common word as written is frequent: no need to read
+                    // the doclists of all its forms to say so.
+                    if word != term {
+                        let written = format!("\"{word}\"");
+                        if matches(&written)? > frequent_count {
+                            frequent.push(written);
+                            continue;
+                        }
+                    }
                     let exact = format!("\"{term}\"");
-                    if frequent_in(&exact)? {
+                    let exact_matches = matches(&exact)?;
+                    if exact_matches > frequent_count {
                         frequent.push(exact);
-                    } else if term.chars().count() >= 4 && !frequent_in(&phrase(term))? {
-                        // Word forms ("deploy" finds "deployment") for
-                        // terms long enough that their prefix stays rare.
-                        rare.push(phrase(term));
-                    } else {
+                    } else if term.chars().count() < 4 {
                         rare.push(exact);
+                    } else if matches(&phrase(term))? <= frequent_count {
+                        // Word forms ("deploy" finds "deployment") while
+                        // the prefix stays rare.
+                        rare.push(phrase(term));
+                    } else if exact_matches > 0 {
+                        rare.push(exact);
+                    } else {
+                        // Only its longer forms occur ("bill" of "billing"),
+                        // and often.
+                        frequent.push(phrase(term));
                     }
                 }
                 if !rare.is_empty() {

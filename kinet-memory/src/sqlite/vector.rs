@@ -269,43 +269,52 @@ impl VectorIndex {
             }
             distances.push(distance);
         }
-        let mut starts = vec![0usize; self.dims + 2];
-        for d in 1..starts.len() {
-            starts[d] = starts[d - 1] + counts[d - 1];
-        }
-        let mut order = vec![0u32; starts[self.dims + 1]];
-        let mut next = starts.clone();
-        for (row, distance) in distances.iter().enumerate() {
-            if *distance != u16::MAX {
-                let d = usize::from(*distance);
-                order[next[d]] = row as u32;
-                next[d] += 1;
-            }
-        }
+        // First the nearest rows by distance, at least `minimum` of them,
+        // in distance order; then every farther row within the bound, in
+        // row order (a sequential pass: cache-friendly), the bound
+        // tightening as better rows are found.
         let minimum = (self.ids.len() / 100).max(2_000).max(k * 40);
+        let mut cut = 0usize;
+        let mut taken = 0usize;
+        while cut <= self.dims && taken < minimum {
+            taken += counts[cut];
+            cut += 1;
+        }
         let (qc, qn) = self.centred_query(query);
         let mut best = std::collections::BinaryHeap::<std::cmp::Reverse<Similarity>>::new();
-        let mut bound = self.dims;
-        let mut scored = Vec::new();
-        for d in 0..=self.dims {
-            if scored.len() >= minimum && d > bound {
-                break;
+        let mut scored = Vec::with_capacity(taken * 2);
+        let mut consider = |row: usize, scored: &mut Vec<(f32, usize)>| {
+            let similarity = score(row);
+            scored.push((similarity, row));
+            if best.len() < sure {
+                best.push(std::cmp::Reverse(Similarity(similarity)));
+            } else if best.peek().is_some_and(|w| similarity > w.0.0) {
+                best.pop();
+                best.push(std::cmp::Reverse(Similarity(similarity)));
             }
-            for row in &order[starts[d]..starts[d + 1]] {
-                let row = *row as usize;
-                let similarity = score(row);
-                scored.push((similarity, row));
-                if best.len() < sure {
-                    best.push(std::cmp::Reverse(Similarity(similarity)));
-                } else if best.peek().is_some_and(|w| similarity > w.0.0) {
-                    best.pop();
-                    best.push(std::cmp::Reverse(Similarity(similarity)));
+            match best.peek() {
+                Some(worst) if best.len() == sure => Some(worst.0.0),
+                _ => None,
+            }
+        };
+        let mut worst = None;
+        for (row, distance) in distances.iter().enumerate() {
+            if usize::from(*distance) < cut {
+                worst = consider(row, &mut scored).or(worst);
+            }
+        }
+        let mut bound = worst.map_or(self.dims, |w| self.distance_bound(w, qc, qn));
+        for (row, distance) in distances.iter().enumerate() {
+            let distance = usize::from(*distance);
+            // Rows left out by `since` are at u16::MAX, past any bound.
+            if distance >= cut && distance <= bound {
+                let now = consider(row, &mut scored);
+                if now != worst
+                    && let Some(w) = now
+                {
+                    worst = now;
+                    bound = bound.min(self.distance_bound(w, qc, qn));
                 }
-            }
-            if best.len() == sure
-                && let Some(worst) = best.peek()
-            {
-                bound = self.distance_bound(worst.0.0, qc, qn);
             }
         }
         scored

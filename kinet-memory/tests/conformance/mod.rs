@@ -44,6 +44,7 @@ macro_rules! conformance_suite {
             an_agent_remembers_across_runs_through_tools_and_hooks,
             concurrent_writers_lose_nothing,
             hostile_text_is_stored_and_searched_as_text,
+            frequent_words_stay_cheap_and_still_rank_the_best_matches,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -476,4 +477,35 @@ pub(crate) async fn hostile_text_is_stored_and_searched_as_text(f: &impl Fixture
     let recall = store.recall(&RecallQuery::new("xx 100% coverage")).await.unwrap();
     assert!(recall.triples.is_empty() || recall.triples[0].subject == "100%");
     assert_eq!(store.record_count().await.unwrap(), 4);
+}
+
+pub(crate) async fn frequent_words_stay_cheap_and_still_rank_the_best_matches(f: &impl Fixture) {
+    let store = f.open(&f.fresh().await, None).await;
+    // Two words in 6,000 records each (past the 5,000 after which a word
+    // counts as frequent), both in one record of 500, and one rare word.
+    // Only the newest 5,000 matches are ranked when every word is frequent.
+    let mut batch = Vec::new();
+    for i in 0..12_000 {
+        let text = match i % 500 {
+            0 => format!("billing incident {i} with the gateway"),
+            _ if i % 2 == 0 => format!("billing note {i}"),
+            _ => format!("incident report {i}"),
+        };
+        batch.push(NewRecord::new("s", "user", text));
+        if batch.len() == 1000 {
+            store.add_records(&batch).await.unwrap();
+            batch.clear();
+        }
+    }
+    store.add_record("s", "user", "the gateway timed out").await.unwrap();
+    let recall = store.recall(&RecallQuery::new("billing incident").limit(5)).await.unwrap();
+    assert_eq!(recall.hits.len(), 5, "{:?}", recall.hits);
+    assert!(
+        recall.hits.iter().all(|h| h.text.starts_with("billing incident")),
+        "records with both words first: {:?}",
+        recall.hits
+    );
+    // A rare word among frequent ones decides.
+    let recall = store.recall(&RecallQuery::new("billing gateway").limit(3)).await.unwrap();
+    assert!(recall.hits.iter().all(|h| h.text.contains("gateway")), "{:?}", recall.hits);
 }
