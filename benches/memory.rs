@@ -76,7 +76,10 @@ fn vector_for(text: &str) -> Vec<f32> {
         v.iter_mut().for_each(|x| *x *= 0.5);
         for token in text.split(|c: char| !c.is_alphanumeric()) {
             let topic = WORDS.iter().position(|w| *w == token).or_else(|| {
-                token.strip_prefix('t').and_then(|n| n.parse::<usize>().ok()).filter(|n| *n < WORDS.len())
+                token
+                    .strip_prefix('t')
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| *n < WORDS.len())
             });
             if let Some(topic) = topic {
                 for (x, t) in v.iter_mut().zip(noise(WORDS[topic])) {
@@ -104,9 +107,30 @@ impl Embedder for SeededEmbedder {
 }
 
 const WORDS: &[&str] = &[
-    "deploy", "billing", "kubernetes", "invoice", "customer", "latency", "database", "migration",
-    "release", "weekend", "incident", "refund", "dashboard", "cache", "budget", "meeting",
-    "contract", "backup", "alert", "rollout", "sprint", "feature", "login", "payment",
+    "deploy",
+    "billing",
+    "kubernetes",
+    "invoice",
+    "customer",
+    "latency",
+    "database",
+    "migration",
+    "release",
+    "weekend",
+    "incident",
+    "refund",
+    "dashboard",
+    "cache",
+    "budget",
+    "meeting",
+    "contract",
+    "backup",
+    "alert",
+    "rollout",
+    "sprint",
+    "feature",
+    "login",
+    "payment",
 ];
 
 fn text(i: usize) -> String {
@@ -140,7 +164,11 @@ fn vector_query(mut i: usize) -> String {
 }
 
 fn keywords(i: usize) -> String {
-    format!("{} {}", WORDS[i % WORDS.len()], WORDS[(i * 7 + 3) % WORDS.len()])
+    format!(
+        "{} {}",
+        WORDS[i % WORDS.len()],
+        WORDS[(i * 7 + 3) % WORDS.len()]
+    )
 }
 
 fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
@@ -188,21 +216,22 @@ fn measure(
     text_only: &SharedMemory,
     exact: &[Vec<i64>],
 ) {
-    let time = |label: &str, store: &SharedMemory, query: &dyn Fn(usize) -> String, hybrid: bool| {
-        let samples: Vec<f64> = (0..QUERIES)
-            .map(|i| {
-                let q = RecallQuery::new(query(i)).limit(K);
-                let start = Instant::now();
-                let recall = rt.block_on(store.recall(&q)).unwrap();
-                let elapsed = start.elapsed().as_secs_f64() * 1e3;
-                assert_eq!(recall.mode == RecallMode::Hybrid, hybrid, "{label}");
-                assert!(!recall.hits.is_empty(), "{label}: {}", q.text);
-                elapsed
-            })
-            .collect();
-        let (p50, p99) = percentiles(samples);
-        println!("| {name} {label} | {p50:.2} ms | {p99:.2} ms |");
-    };
+    let time =
+        |label: &str, store: &SharedMemory, query: &dyn Fn(usize) -> String, hybrid: bool| {
+            let samples: Vec<f64> = (0..QUERIES)
+                .map(|i| {
+                    let q = RecallQuery::new(query(i)).limit(K);
+                    let start = Instant::now();
+                    let recall = rt.block_on(store.recall(&q)).unwrap();
+                    let elapsed = start.elapsed().as_secs_f64() * 1e3;
+                    assert_eq!(recall.mode == RecallMode::Hybrid, hybrid, "{label}");
+                    assert!(!recall.hits.is_empty(), "{label}: {}", q.text);
+                    elapsed
+                })
+                .collect();
+            let (p50, p99) = percentiles(samples);
+            println!("| {name} {label} | {p50:.2} ms | {p99:.2} ms |");
+        };
     time("vector", store, &vector_query, true);
     time("full text", text_only, &|i| keywords(i), false);
     time("hybrid", store, &|i| keywords(i), true);
@@ -214,7 +243,10 @@ fn measure(
             recall.hits.iter().map(|h| h.id).collect()
         })
         .collect();
-    println!("| {name} recall@10 vs exact | {:.3} | |", recall_at_k(&found, exact));
+    println!(
+        "| {name} recall@10 vs exact | {:.3} | |",
+        recall_at_k(&found, exact)
+    );
 }
 
 fn insert(rt: &tokio::runtime::Runtime, name: &str, store: &SharedMemory, records: usize) {
@@ -249,8 +281,13 @@ fn sqlite_vec(dir: &std::path::Path, records: usize, exact: &[Vec<i64>]) {
                 .prepare("INSERT INTO items(rowid, embedding) VALUES (?1, ?2)")
                 .unwrap();
             for i in 0..records {
-                let blob: Vec<u8> = vector_for(&text(i)).iter().flat_map(|x| x.to_le_bytes()).collect();
-                insert.execute(rusqlite::params![(i + 1) as i64, blob]).unwrap();
+                let blob: Vec<u8> = vector_for(&text(i))
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect();
+                insert
+                    .execute(rusqlite::params![(i + 1) as i64, blob])
+                    .unwrap();
             }
         }
         tx.commit().unwrap();
@@ -265,7 +302,10 @@ fn sqlite_vec(dir: &std::path::Path, records: usize, exact: &[Vec<i64>]) {
         ))
         .unwrap();
     let mut run = |q: usize| -> Vec<i64> {
-        let blob: Vec<u8> = vector_for(&vector_query(q)).iter().flat_map(|x| x.to_le_bytes()).collect();
+        let blob: Vec<u8> = vector_for(&vector_query(q))
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         knn.query_map(rusqlite::params![blob], |r| r.get(0))
             .unwrap()
             .collect::<Result<_, _>>()
@@ -302,7 +342,9 @@ fn main() {
                 *mut *mut std::os::raw::c_char,
                 *const rusqlite::ffi::sqlite3_api_routines,
             ) -> i32,
-        >(sqlite_vec::sqlite3_vec_init as *const ())));
+        >(
+            sqlite_vec::sqlite3_vec_init as *const ()
+        )));
     }
     let sizes: Vec<usize> = std::env::var("KINET_BENCH_SIZES")
         .unwrap_or_else(|_| "100000,1000000".into())
@@ -323,9 +365,15 @@ fn main() {
         let exact = exact_top(records);
         let path = dir.path().join(format!("kinet{records}.db"));
         let open = |embedder: Option<Arc<dyn Embedder>>| -> SharedMemory {
-            rt.block_on(MemoryStore::open(&path, MemoryConfig { embedder, blocks: Vec::new() }))
-                .unwrap()
-                .into()
+            rt.block_on(MemoryStore::open(
+                &path,
+                MemoryConfig {
+                    embedder,
+                    blocks: Vec::new(),
+                },
+            ))
+            .unwrap()
+            .into()
         };
         let store = open(Some(Arc::new(SeededEmbedder)));
         insert(&rt, "kinet SQLite", &store, records);
@@ -361,9 +409,15 @@ fn postgres(rt: &tokio::runtime::Runtime, records: usize, exact: &[Vec<i64>]) {
     };
     let url = server.url(&rt.block_on(pg_server::fresh_database(server)));
     let connect = |embedder: Option<Arc<dyn Embedder>>| -> SharedMemory {
-        rt.block_on(PostgresMemory::connect(&url, MemoryConfig { embedder, blocks: Vec::new() }))
-            .unwrap()
-            .into()
+        rt.block_on(PostgresMemory::connect(
+            &url,
+            MemoryConfig {
+                embedder,
+                blocks: Vec::new(),
+            },
+        ))
+        .unwrap()
+        .into()
     };
     // Inserted with the HNSW index in place, as a live service would.
     let store = connect(Some(Arc::new(SeededEmbedder)));

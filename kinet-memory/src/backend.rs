@@ -9,8 +9,8 @@ use async_trait::async_trait;
 use crate::MemoryError;
 use crate::embed::{Embedder, normalize};
 use crate::model::{
-    Block, BlockEdit, BlockSpec, NewRecord, NewTriple, Recall, RecallMode, RecallQuery, Triple,
-    TripleQuery,
+    Block, BlockEdit, BlockSpec, Hit, NewRecord, NewTriple, Recall, RecallMode, RecallQuery,
+    Triple, TripleQuery,
 };
 
 /// Where an agent's memory lives: session facts, labelled blocks, history
@@ -183,6 +183,22 @@ pub(crate) struct Fused {
     pub(crate) full_text: bool,
 }
 
+impl Fused {
+    /// The hit for this record's stored fields.
+    pub(crate) fn hit(self, session: String, role: String, text: String, created_at: i64) -> Hit {
+        Hit {
+            id: self.id,
+            session,
+            role,
+            text,
+            created_at,
+            score: self.score,
+            similarity: self.similarity,
+            full_text: self.full_text,
+        }
+    }
+}
+
 /// Reciprocal-rank fusion of the vector ranking (id, similarity) and the
 /// full-text ranking (ids), best first; ties go to the newer record.
 pub(crate) fn fuse(vector: &[(i64, f32)], text: &[i64]) -> Vec<Fused> {
@@ -216,7 +232,10 @@ pub(crate) fn fuse(vector: &[(i64, f32)], text: &[i64]) -> Vec<Fused> {
 /// matched as a prefix and they are OR-ed, so "deploy", "deploying" and
 /// "deployments" all find "deployment". At most 16.
 pub(crate) fn query_terms(query: &str) -> Vec<String> {
-    query_words(query).into_iter().map(|(root, _)| root).collect()
+    query_words(query)
+        .into_iter()
+        .map(|(root, _)| root)
+        .collect()
 }
 
 /// Each distinct root of [`query_terms`] with the word it came from.

@@ -254,8 +254,7 @@ impl Hook for HistoryHook {
             format!("{}({}) -> {text}", call.name, call.arguments),
         );
         record.turn = self.turn.current();
-        if let Err(error) = self.store.add_records(&[record]).await
-        {
+        if let Err(error) = self.store.add_records(&[record]).await {
             tracing::warn!(%error, "could not record a tool result");
         }
     }

@@ -81,10 +81,11 @@ pub use tools::MemoryPack;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum MemoryError {
-    /// The file could not be opened or migrated.
-    #[error("cannot open the memory file `{path}`: {message}")]
+    /// The store (a SQLite file, a PostgreSQL server) could not be opened,
+    /// reached or migrated.
+    #[error("cannot open the memory store `{path}`: {message}")]
     Open {
-        /// The file.
+        /// The file, or the server's address without its password.
         path: String,
         /// Why.
         message: String,

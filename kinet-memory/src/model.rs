@@ -377,4 +377,3 @@ pub struct MemoryConfig {
     /// Blocks created when missing.
     pub blocks: Vec<BlockSpec>,
 }
-

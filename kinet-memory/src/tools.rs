@@ -444,11 +444,7 @@ impl Run<RecallMemoryArgs> for MemoryPack {
             .limit(args.k.unwrap_or(5).min(50))
             .since(since)
             .exclude_turn(self.turn.current());
-        let recall = self
-            .store
-            .recall(&query)
-            .await
-            .map_err(tool_error)?;
+        let recall = self.store.recall(&query).await.map_err(tool_error)?;
         let mut text = String::new();
         if let RecallMode::FullTextOnly { reason } = &recall.mode {
             text.push_str(&format!(

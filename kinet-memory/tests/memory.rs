@@ -177,7 +177,12 @@ async fn a_writer_killed_with_sigkill_leaves_a_sound_database() {
         .await
         .unwrap();
     assert_eq!(
-        store.recall(&RecallQuery::new("writable")).await.unwrap().hits.len(),
+        store
+            .recall(&RecallQuery::new("writable"))
+            .await
+            .unwrap()
+            .hits
+            .len(),
         1
     );
 }
@@ -215,7 +220,12 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
         Some("postgres")
     );
     assert_eq!(
-        store.recall(&RecallQuery::new("invoices")).await.unwrap().hits.len(),
+        store
+            .recall(&RecallQuery::new("invoices"))
+            .await
+            .unwrap()
+            .hits
+            .len(),
         1
     );
     store

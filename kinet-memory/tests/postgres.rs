@@ -2,7 +2,12 @@
 //! with pgvector from PyPI's pgserver wheel, started on a loopback port):
 //! the conformance suite, two processes writing one database, migrations.
 #![cfg(feature = "postgres")]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 #[macro_use]
 mod conformance;
@@ -56,7 +61,11 @@ async fn child_writer() {
         .unwrap();
     for i in 0..300 {
         memory
-            .add_records(&[NewRecord::new(tag.as_str(), "user", format!("{tag} record {i}"))])
+            .add_records(&[NewRecord::new(
+                tag.as_str(),
+                "user",
+                format!("{tag} record {i}"),
+            )])
             .await
             .unwrap();
         if i % 10 == 0 {
@@ -120,7 +129,9 @@ async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused(
     let connects: Vec<_> = (0..6)
         .map(|_| {
             let url = url.clone();
-            tokio::spawn(async move { PostgresMemory::connect(&url, MemoryConfig::default()).await })
+            tokio::spawn(
+                async move { PostgresMemory::connect(&url, MemoryConfig::default()).await },
+            )
         })
         .collect();
     for connect in connects {
@@ -147,7 +158,10 @@ async fn processes_starting_together_migrate_once_and_a_newer_schema_is_refused(
         .await
         .unwrap_err();
     assert!(matches!(error, MemoryError::Invalid(_)));
-    assert!(error.to_string().contains("written by a newer kinet"), "{error}");
+    assert!(
+        error.to_string().contains("written by a newer kinet"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -164,7 +178,10 @@ async fn a_server_that_is_not_there_is_named_without_the_password() {
     .await
     .unwrap_err();
     let message = error.to_string();
-    assert!(message.contains(&format!("postgres://agent:***@127.0.0.1:{port}/memory")), "{message}");
+    assert!(
+        message.contains(&format!("postgres://agent:***@127.0.0.1:{port}/memory")),
+        "{message}"
+    );
     assert!(!message.contains("s3cret"), "{message}");
     assert!(message.contains("check that the server runs"), "{message}");
 }

@@ -104,7 +104,9 @@ fn pool_error(target: &str, error: impl std::fmt::Display) -> MemoryError {
 /// A connection string without its password, for messages.
 fn redact(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, tail) = rest.split_once('@').map_or((None, rest), |(a, t)| (Some(a), t));
+        let (authority, tail) = rest
+            .split_once('@')
+            .map_or((None, rest), |(a, t)| (Some(a), t));
         return match authority.and_then(|a| a.split_once(':')) {
             Some((user, _)) => format!("{scheme}://{user}:***@{tail}"),
             None => match authority {
@@ -140,8 +142,7 @@ impl PostgresMemory {
         version: usize,
     ) -> Result<Self, MemoryError> {
         let target = redact(url);
-        let pg_config: tokio_postgres::Config =
-            url.parse().map_err(|e| pool_error(&target, e))?;
+        let pg_config: tokio_postgres::Config = url.parse().map_err(|e| pool_error(&target, e))?;
         let manager = Manager::from_config(
             pg_config,
             NoTls,
@@ -333,8 +334,7 @@ impl MemoryBackend for PostgresMemory {
         let sessions: Vec<&str> = records.iter().map(|r| r.session.as_str()).collect();
         let roles: Vec<&str> = records.iter().map(|r| r.role.as_str()).collect();
         let turns: Vec<Option<&str>> = records.iter().map(|r| r.turn.as_deref()).collect();
-        let (vectors, embedder): (Vec<Option<pgvector::Vector>>, Option<String>) = match embedded
-        {
+        let (vectors, embedder): (Vec<Option<pgvector::Vector>>, Option<String>) = match embedded {
             Some((vectors, name)) => (
                 vectors
                     .into_iter()
@@ -345,7 +345,10 @@ impl MemoryBackend for PostgresMemory {
             None => (vec![None; records.len()], None),
         };
         // Text without NUL: PostgreSQL's text cannot hold it.
-        let texts: Vec<String> = texts.into_iter().map(|t| t.replace('\0', "\u{fffd}")).collect();
+        let texts: Vec<String> = texts
+            .into_iter()
+            .map(|t| t.replace('\0', "\u{fffd}"))
+            .collect();
         let rows = self
             .client()
             .await?

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use super::{PostgresMemory, TRIPLE_COLUMNS, pg, triple_from_row};
 use crate::MemoryError;
 use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms};
-use crate::model::{Hit, Recall, RecallMode, RecallQuery, Triple};
+use crate::model::{Recall, RecallMode, RecallQuery, Triple};
 
 /// A word matching more records than this is frequent (as on SQLite).
 const FREQUENT: i64 = 5_000;
@@ -40,16 +40,7 @@ impl PostgresMemory {
             .into_iter()
             .filter_map(|fused| {
                 let row = found.remove(&fused.id)?;
-                Some(Hit {
-                    id: fused.id,
-                    session: row.get(1),
-                    role: row.get(2),
-                    text: row.get(3),
-                    created_at: row.get(4),
-                    score: fused.score,
-                    similarity: fused.similarity,
-                    full_text: fused.full_text,
-                })
+                Some(fused.hit(row.get(1), row.get(2), row.get(3), row.get(4)))
             })
             .collect();
         let triples = self.triples_mentioning(&client, &terms).await?;

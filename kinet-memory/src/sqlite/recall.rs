@@ -9,7 +9,7 @@ use super::vector::dot;
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
 use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
-use crate::model::{Hit, Recall, RecallMode, RecallQuery, Triple};
+use crate::model::{Recall, RecallMode, RecallQuery, Triple};
 
 /// A term matching more records than this is "frequent": it is left out of
 /// the full-text query while rarer terms remain, and when every term is
@@ -67,16 +67,7 @@ impl MemoryStore {
                     {
                         continue;
                     }
-                    hits.push(Hit {
-                        id: fused.id,
-                        session,
-                        role,
-                        text,
-                        created_at,
-                        score: fused.score,
-                        similarity: fused.similarity,
-                        full_text: fused.full_text,
-                    });
+                    hits.push(fused.hit(session, role, text, created_at));
                 }
                 let triples = triples_mentioning(conn, &terms)?;
                 Ok((hits, triples))
@@ -384,4 +375,3 @@ fn triples_mentioning(
     out.truncate(10);
     Ok(out)
 }
-

@@ -92,7 +92,10 @@ impl MemoryStore {
             .await
     }
 
-    pub(super) async fn select_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
+    pub(super) async fn select_triples(
+        &self,
+        query: TripleQuery,
+    ) -> Result<Vec<Triple>, MemoryError> {
         self.inner
             .db
             .read(move |conn| {

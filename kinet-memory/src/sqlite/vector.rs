@@ -72,9 +72,10 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 
 /// A vector as int8 codes and the scale that turns them back.
 fn quantise(vector: &[f32], codes: &mut Vec<i8>) -> f32 {
-    let max = vector
-        .iter()
-        .fold(0.0f32, |m, x| if x.is_finite() { m.max(x.abs()) } else { m });
+    let max = vector.iter().fold(
+        0.0f32,
+        |m, x| if x.is_finite() { m.max(x.abs()) } else { m },
+    );
     if max == 0.0 {
         codes.extend(std::iter::repeat_n(0, vector.len()));
         return 0.0;
@@ -444,13 +445,20 @@ mod tests {
 
     #[test]
     fn int8_codes_keep_the_dot_product() {
-        let a: Vec<f32> = (0..384).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
-        let b: Vec<f32> = (0..384).map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0).collect();
+        let a: Vec<f32> = (0..384)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+            .collect();
+        let b: Vec<f32> = (0..384)
+            .map(|i| ((i * 53 % 97) as f32 - 48.0) / 48.0)
+            .collect();
         let (mut ca, mut cb) = (Vec::new(), Vec::new());
         let (sa, sb) = (quantise(&a, &mut ca), quantise(&b, &mut cb));
         let approx = dot_i8(&ca, &cb) as f32 * sa * sb;
         let exact = dot(&a, &b);
-        assert!((approx - exact).abs() < 0.01 * exact.abs().max(1.0), "{approx} vs {exact}");
+        assert!(
+            (approx - exact).abs() < 0.01 * exact.abs().max(1.0),
+            "{approx} vs {exact}"
+        );
     }
 
     #[test]
@@ -508,7 +516,10 @@ mod tests {
                 .map(|(id, _)| (dot(query, &vectors[id as usize - 1]), id))
                 .collect();
             approximate.sort_by(|a, b| b.0.total_cmp(&a.0));
-            found += approximate[..10].iter().filter(|a| truth.contains(&a.1)).count();
+            found += approximate[..10]
+                .iter()
+                .filter(|a| truth.contains(&a.1))
+                .count();
         }
         found as f64 / (queries.len() * 10) as f64
     }
@@ -530,14 +541,22 @@ mod tests {
             .map(|i| {
                 let topic = &topics[i % topics.len()];
                 let jitter = noise(2_000_000 + i as u64, DIMS);
-                unit((0..DIMS).map(|d| shared[d] * 2.0 + topic[d] + 0.6 * jitter[d]).collect())
+                unit(
+                    (0..DIMS)
+                        .map(|d| shared[d] * 2.0 + topic[d] + 0.6 * jitter[d])
+                        .collect(),
+                )
             })
             .collect();
         let queries: Vec<Vec<f32>> = (0..30)
             .map(|q| {
                 let topic = &topics[(q * 7) as usize % topics.len()];
                 let jitter = noise(3_000_000 + q, DIMS);
-                unit((0..DIMS).map(|d| shared[d] * 2.0 + topic[d] + 0.6 * jitter[d]).collect())
+                unit(
+                    (0..DIMS)
+                        .map(|d| shared[d] * 2.0 + topic[d] + 0.6 * jitter[d])
+                        .collect(),
+                )
             })
             .collect();
         let recall = recall_at_10(&clustered, &queries);

@@ -2,7 +2,13 @@
 //! [`Fixture`] that opens handles on a fresh store (a SQLite file, a
 //! PostgreSQL database) and checks what `MemoryBackend` promises.
 //! `conformance_suite!(fixture)` makes one test per case.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,24 +79,44 @@ pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl
         .unwrap();
     let block = store.block_append("tiny", "and cake").await.unwrap();
     assert_eq!(block.value, "likes tea\nand cake");
-    let error = store.block_append("tiny", "and biscuits").await.unwrap_err();
+    let error = store
+        .block_append("tiny", "and biscuits")
+        .await
+        .unwrap_err();
     let message = error.to_string();
-    assert!(message.contains("would hold 31 characters, over its 20 limit by 11"), "{message}");
-    assert!(message.contains("2 characters of room are left"), "{message}");
+    assert!(
+        message.contains("would hold 31 characters, over its 20 limit by 11"),
+        "{message}"
+    );
+    assert!(
+        message.contains("2 characters of room are left"),
+        "{message}"
+    );
     assert!(matches!(error, MemoryError::Invalid(_)));
 
     store.block_append("tiny", "a").await.unwrap();
     let error = store.block_replace("tiny", "a", "x").await.unwrap_err();
     assert!(error.to_string().contains("occurs 4 times"), "{error}");
-    let error = store.block_replace("tiny", "coffee", "x").await.unwrap_err();
+    let error = store
+        .block_replace("tiny", "coffee", "x")
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("does not occur"), "{error}");
-    let error = store.block_replace("tiny", "tea", "coffee").await.unwrap_err();
-    assert!(error.to_string().contains("0 characters of room are left"), "{error}");
+    let error = store
+        .block_replace("tiny", "tea", "coffee")
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("0 characters of room are left"),
+        "{error}"
+    );
     let block = store.block_replace("tiny", "tea", "gin").await.unwrap();
     assert_eq!(block.value, "likes gin\nand cake\na");
     let error = store.block_append("nope", "x").await.unwrap_err();
     assert!(
-        error.to_string().contains("there is no block `nope`; blocks: active_goals"),
+        error
+            .to_string()
+            .contains("there is no block `nope`; blocks: active_goals"),
         "{error}"
     );
 
@@ -104,12 +130,21 @@ pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl
     let error = store.block_append("policy", "x").await.unwrap_err();
     assert!(error.to_string().contains("read-only"), "{error}");
     // The host may still set it.
-    store.set_block("policy", "no deploys on Friday").await.unwrap();
+    store
+        .set_block("policy", "no deploys on Friday")
+        .await
+        .unwrap();
     // Re-defining keeps the content.
-    store.define_block(BlockSpec::new("tiny", 40, "bigger")).await.unwrap();
+    store
+        .define_block(BlockSpec::new("tiny", 40, "bigger"))
+        .await
+        .unwrap();
     let blocks = store.blocks().await.unwrap();
     let tiny = blocks.iter().find(|b| b.label == "tiny").unwrap();
-    assert_eq!((tiny.limit, tiny.value.as_str()), (40, "likes gin\nand cake\na"));
+    assert_eq!(
+        (tiny.limit, tiny.value.as_str()),
+        (40, "likes gin\nand cake\na")
+    );
     let policy = blocks.iter().find(|b| b.label == "policy").unwrap();
     assert_eq!(policy.value, "no deploys on Friday");
     assert!(policy.read_only);
@@ -121,27 +156,53 @@ pub(crate) async fn facts_are_per_session_and_overwritten(f: &impl Fixture) {
     store.set_fact("s1", "db", "postgres").await.unwrap();
     store.set_fact("s1", "ci", "github").await.unwrap();
     store.set_fact("s2", "db", "mysql").await.unwrap();
-    assert_eq!(store.fact("s1", "db").await.unwrap().as_deref(), Some("postgres"));
-    assert_eq!(store.fact("s2", "db").await.unwrap().as_deref(), Some("mysql"));
+    assert_eq!(
+        store.fact("s1", "db").await.unwrap().as_deref(),
+        Some("postgres")
+    );
+    assert_eq!(
+        store.fact("s2", "db").await.unwrap().as_deref(),
+        Some("mysql")
+    );
     assert_eq!(store.fact("s3", "db").await.unwrap(), None);
     assert_eq!(
         store.facts("s1").await.unwrap(),
-        [("ci".to_owned(), "github".to_owned()), ("db".to_owned(), "postgres".to_owned())]
+        [
+            ("ci".to_owned(), "github".to_owned()),
+            ("db".to_owned(), "postgres".to_owned())
+        ]
     );
 }
 
-pub(crate) async fn full_text_recall_without_an_embedder_says_so_and_finds_word_forms(f: &impl Fixture) {
+pub(crate) async fn full_text_recall_without_an_embedder_says_so_and_finds_word_forms(
+    f: &impl Fixture,
+) {
     let store = f.open(&f.fresh().await, None).await;
     store
-        .add_record("s1", "user", "Our deployment uses blue-green releases on Kubernetes.")
+        .add_record(
+            "s1",
+            "user",
+            "Our deployment uses blue-green releases on Kubernetes.",
+        )
         .await
         .unwrap();
-    store.add_record("s1", "assistant", "The database is PostgreSQL 16.").await.unwrap();
-    store.add_record("s2", "user", "Lunch is at noon.").await.unwrap();
-    let recall = store.recall(&RecallQuery::new("how do we deploy?")).await.unwrap();
+    store
+        .add_record("s1", "assistant", "The database is PostgreSQL 16.")
+        .await
+        .unwrap();
+    store
+        .add_record("s2", "user", "Lunch is at noon.")
+        .await
+        .unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("how do we deploy?"))
+        .await
+        .unwrap();
     assert_eq!(
         recall.mode,
-        RecallMode::FullTextOnly { reason: "no embedder is configured".into() }
+        RecallMode::FullTextOnly {
+            reason: "no embedder is configured".into()
+        }
     );
     assert_eq!(recall.hits.len(), 1, "{:?}", recall.hits);
     assert!(recall.hits[0].text.contains("blue-green"));
@@ -207,7 +268,9 @@ impl Embedder for BrokenEmbedder {
     }
 }
 
-pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_back(f: &impl Fixture) {
+pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_back(
+    f: &impl Fixture,
+) {
     let at = f.fresh().await;
     let store = f.open(&at, Some(Arc::new(ConceptEmbedder))).await;
     for text in [
@@ -217,7 +280,10 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
     ] {
         store.add_record("s", "user", text).await.unwrap();
     }
-    let recall = store.recall(&RecallQuery::new("automobile").limit(2)).await.unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("automobile").limit(2))
+        .await
+        .unwrap();
     assert_eq!(recall.mode, RecallMode::Hybrid);
     assert!(recall.hits[0].text.contains("car"), "{:?}", recall.hits);
     assert!(!recall.hits[0].full_text, "found by meaning, not by words");
@@ -225,13 +291,27 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
 
     // Another handle's (process's) writes are seen by this one.
     let other = f.open(&at, Some(Arc::new(ConceptEmbedder))).await;
-    other.add_record("s", "user", "Heavy rain all week.").await.unwrap();
-    let recall = store.recall(&RecallQuery::new("drizzle").limit(2)).await.unwrap();
+    other
+        .add_record("s", "user", "Heavy rain all week.")
+        .await
+        .unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("drizzle").limit(2))
+        .await
+        .unwrap();
     assert_eq!(recall.hits.len(), 2, "{:?}", recall.hits);
 
-    let broken = f.open(&f.fresh().await, Some(Arc::new(BrokenEmbedder))).await;
-    broken.add_record("s", "user", "The car is blue.").await.unwrap();
-    let recall = broken.recall(&RecallQuery::new("car").limit(3)).await.unwrap();
+    let broken = f
+        .open(&f.fresh().await, Some(Arc::new(BrokenEmbedder)))
+        .await;
+    broken
+        .add_record("s", "user", "The car is blue.")
+        .await
+        .unwrap();
+    let recall = broken
+        .recall(&RecallQuery::new("car").limit(3))
+        .await
+        .unwrap();
     assert_eq!(
         recall.mode,
         RecallMode::FullTextOnly {
@@ -243,10 +323,22 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
 
 pub(crate) async fn newer_triples_supersede_older_ones_and_history_stays(f: &impl Fixture) {
     let store = f.open(&f.fresh().await, None).await;
-    store.add_triple(NewTriple::new("api", "deployed_on", "ec2").source("ops wiki")).await.unwrap();
-    store.add_triple(NewTriple::new("api", "owned_by", "team-a")).await.unwrap();
-    store.add_triple(NewTriple::new("user", "likes", "tea").keep_existing()).await.unwrap();
-    store.add_triple(NewTriple::new("user", "likes", "cake").keep_existing()).await.unwrap();
+    store
+        .add_triple(NewTriple::new("api", "deployed_on", "ec2").source("ops wiki"))
+        .await
+        .unwrap();
+    store
+        .add_triple(NewTriple::new("api", "owned_by", "team-a"))
+        .await
+        .unwrap();
+    store
+        .add_triple(NewTriple::new("user", "likes", "tea").keep_existing())
+        .await
+        .unwrap();
+    store
+        .add_triple(NewTriple::new("user", "likes", "cake").keep_existing())
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let (triple, superseded) = store
         .add_triple(NewTriple::new("API", "deployed_on", "kubernetes").source("migration notes"))
@@ -255,8 +347,10 @@ pub(crate) async fn newer_triples_supersede_older_ones_and_history_stays(f: &imp
     assert_eq!(superseded, ["ec2"], "matched case-insensitively");
     assert_eq!(triple.source, "migration notes");
     // Adding a current triple again adds nothing.
-    let (again, superseded) =
-        store.add_triple(NewTriple::new("api", "DEPLOYED_ON", "Kubernetes")).await.unwrap();
+    let (again, superseded) = store
+        .add_triple(NewTriple::new("api", "DEPLOYED_ON", "Kubernetes"))
+        .await
+        .unwrap();
     assert_eq!((again.id, superseded.len()), (triple.id, 0));
     let current = store
         .query_triples(TripleQuery {
@@ -281,21 +375,35 @@ pub(crate) async fn newer_triples_supersede_older_ones_and_history_stays(f: &imp
     assert_eq!(history[1].object, "ec2");
     assert!(history[1].valid_to.is_some());
     let likes = store
-        .query_triples(TripleQuery { predicate: Some("likes".into()), ..TripleQuery::default() })
+        .query_triples(TripleQuery {
+            predicate: Some("likes".into()),
+            ..TripleQuery::default()
+        })
         .await
         .unwrap();
     assert_eq!(likes.len(), 2, "many-valued relations keep every object");
     assert!(store.invalidate_triple(likes[0].id).await.unwrap());
     assert!(!store.invalidate_triple(likes[0].id).await.unwrap());
     // Recall returns current triples that mention the query.
-    store.add_record("s", "user", "the api has been flaky").await.unwrap();
-    let recall = store.recall(&RecallQuery::new("api outage").limit(3)).await.unwrap();
+    store
+        .add_record("s", "user", "the api has been flaky")
+        .await
+        .unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("api outage").limit(3))
+        .await
+        .unwrap();
     let objects: Vec<&str> = recall.triples.iter().map(|t| t.object.as_str()).collect();
-    assert!(objects.contains(&"kubernetes") && !objects.contains(&"ec2"), "{objects:?}");
+    assert!(
+        objects.contains(&"kubernetes") && !objects.contains(&"ec2"),
+        "{objects:?}"
+    );
 }
 
 pub(crate) async fn recall_leaves_out_the_turn_in_progress(f: &impl Fixture) {
-    let store = f.open(&f.fresh().await, Some(Arc::new(HashEmbedder::new(256)))).await;
+    let store = f
+        .open(&f.fresh().await, Some(Arc::new(HashEmbedder::new(256))))
+        .await;
     store
         .add_records(&[
             NewRecord::new("s", "user", "When do we ship the payments service?").in_turn("t1"),
@@ -308,11 +416,20 @@ pub(crate) async fn recall_leaves_out_the_turn_in_progress(f: &impl Fixture) {
     let query = RecallQuery::new("When do we ship the payments service?").limit(10);
     let all = store.recall(&query).await.unwrap();
     assert_eq!(all.hits.len(), 4, "{:?}", all.hits);
-    let recall = store.recall(&query.clone().exclude_turn(Some("t2".into()))).await.unwrap();
+    let recall = store
+        .recall(&query.clone().exclude_turn(Some("t2".into())))
+        .await
+        .unwrap();
     let texts: Vec<&str> = recall.hits.iter().map(|h| h.text.as_str()).collect();
     assert_eq!(recall.hits.len(), 2, "{texts:?}");
-    assert!(texts.contains(&"The payments service ships on Friday."), "{texts:?}");
-    assert!(!texts.contains(&"payments service: ship checklist"), "{texts:?}");
+    assert!(
+        texts.contains(&"The payments service ships on Friday."),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.contains(&"payments service: ship checklist"),
+        "{texts:?}"
+    );
 }
 
 pub(crate) async fn an_agent_recalling_never_gets_its_own_question_back(f: &impl Fixture) {
@@ -321,17 +438,21 @@ pub(crate) async fn an_agent_recalling_never_gets_its_own_question_back(f: &impl
     for (run, answer) in [("run-1", "Friday."), ("run-2", "Friday, as decided.")] {
         let store = f.open(&at, Some(Arc::new(HashEmbedder::new(256)))).await;
         let pack = MemoryPack::new(Arc::clone(&store), run);
-        let mut turns = vec![
-            ScriptedTurn::new().tool_call("r", "recall_memory", json!({"query": question, "k": 5})),
-        ];
+        let mut turns = vec![ScriptedTurn::new().tool_call(
+            "r",
+            "recall_memory",
+            json!({"query": question, "k": 5}),
+        )];
         if run == "run-1" {
             turns.push(ScriptedTurn::text(answer));
         } else {
             // The first run's question is found; this run's own is not.
-            turns.push(ScriptedTurn::text(answer).expect(Expectation::ToolResultContains {
-                call_id: "r".into(),
-                text: "run-1 user] When do we ship".into(),
-            }));
+            turns.push(
+                ScriptedTurn::text(answer).expect(Expectation::ToolResultContains {
+                    call_id: "r".into(),
+                    text: "run-1 user] When do we ship".into(),
+                }),
+            );
         }
         let agent = Agent::builder(ScriptedProvider::new(turns))
             .toolset(pack.toolset())
@@ -340,7 +461,10 @@ pub(crate) async fn an_agent_recalling_never_gets_its_own_question_back(f: &impl
         let outcome = agent.run_to_completion(question).await;
         assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
         let recalled = outcome.conversation.messages[2].text();
-        assert!(!recalled.contains("run-2 user"), "the turn's own question came back: {recalled}");
+        assert!(
+            !recalled.contains("run-2 user"),
+            "the turn's own question came back: {recalled}"
+        );
         if run == "run-1" {
             assert!(recalled.contains("No matching memories"), "{recalled}");
         }
@@ -352,13 +476,19 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
     let store = f.open(&at, Some(Arc::new(HashEmbedder::new(256)))).await;
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
-            .expect(Expectation::LastUserContains("<user_profile chars=\"0/2000\">".into()))
+            .expect(Expectation::LastUserContains(
+                "<user_profile chars=\"0/2000\">".into(),
+            ))
             .tool_call(
                 "m",
                 "memory_append",
                 json!({"label": "user_profile", "text": "Name: Ada. Prefers Rust."}),
             )
-            .tool_call("f", "remember_fact", json!({"key": "build", "value": "cargo build --release"}))
+            .tool_call(
+                "f",
+                "remember_fact",
+                json!({"key": "build", "value": "cargo build --release"}),
+            )
             .tool_call(
                 "k",
                 "kg_add",
@@ -372,7 +502,9 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
         .hook(BlocksHook::new(Arc::clone(&store)))
         .hook(pack.history_hook())
         .build();
-    let outcome = agent.run_to_completion("I'm Ada and I like Rust; we build with cargo.").await;
+    let outcome = agent
+        .run_to_completion("I'm Ada and I like Rust; we build with cargo.")
+        .await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
 
     // A second run, as in a new process: the store is opened again.
@@ -380,8 +512,14 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
     let store = f.open(&at, Some(Arc::new(HashEmbedder::new(256)))).await;
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
-            .expect(Expectation::LastUserContains("Name: Ada. Prefers Rust.".into()))
-            .tool_call("r", "recall_memory", json!({"query": "what does Ada like?"})),
+            .expect(Expectation::LastUserContains(
+                "Name: Ada. Prefers Rust.".into(),
+            ))
+            .tool_call(
+                "r",
+                "recall_memory",
+                json!({"query": "what does Ada like?"}),
+            ),
         ScriptedTurn::text("You like Rust.").expect(Expectation::ToolResultContains {
             call_id: "r".into(),
             text: "I'm Ada and I like Rust".into(),
@@ -404,19 +542,32 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
 pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
     let at = f.fresh().await;
     let store = f.open(&at, None).await;
-    store.define_block(BlockSpec::new("log", 100_000, "every writer appends")).await.unwrap();
+    store
+        .define_block(BlockSpec::new("log", 100_000, "every writer appends"))
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for writer in 0..6 {
         // Each writer has its own handle, as separate processes would.
         let handle = f.open(&at, None).await;
         tasks.push(tokio::spawn(async move {
             for i in 0..15 {
-                handle.block_append("log", &format!("w{writer}-{i}")).await.unwrap();
                 handle
-                    .add_records(&[NewRecord::new(format!("w{writer}"), "user", format!("note {i}"))])
+                    .block_append("log", &format!("w{writer}-{i}"))
                     .await
                     .unwrap();
-                handle.set_fact("shared", &format!("w{writer}"), &i.to_string()).await.unwrap();
+                handle
+                    .add_records(&[NewRecord::new(
+                        format!("w{writer}"),
+                        "user",
+                        format!("note {i}"),
+                    )])
+                    .await
+                    .unwrap();
+                handle
+                    .set_fact("shared", &format!("w{writer}"), &i.to_string())
+                    .await
+                    .unwrap();
                 handle
                     .add_triple(NewTriple::new("release", "owner", format!("w{writer}-{i}")))
                     .await
@@ -438,7 +589,10 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
     assert_eq!(store.record_count().await.unwrap(), 90);
     assert_eq!(store.facts("shared").await.unwrap().len(), 6);
     let current = store
-        .query_triples(TripleQuery { subject: Some("release".into()), ..TripleQuery::default() })
+        .query_triples(TripleQuery {
+            subject: Some("release".into()),
+            ..TripleQuery::default()
+        })
         .await
         .unwrap();
     assert_eq!(current.len(), 1, "exactly one current owner: {current:?}");
@@ -454,7 +608,9 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
 }
 
 pub(crate) async fn hostile_text_is_stored_and_searched_as_text(f: &impl Fixture) {
-    let store = f.open(&f.fresh().await, Some(Arc::new(HashEmbedder::new(64)))).await;
+    let store = f
+        .open(&f.fresh().await, Some(Arc::new(HashEmbedder::new(64))))
+        .await;
     let nasty = [
         "'; DROP TABLE kinet_records; --",
         "\"unbalanced quote and * NEAR( OR AND NOT",
@@ -465,16 +621,28 @@ pub(crate) async fn hostile_text_is_stored_and_searched_as_text(f: &impl Fixture
         store.add_record("s", "user", text).await.unwrap();
     }
     store.set_fact("s", "'; --", "\" OR 1=1").await.unwrap();
-    assert_eq!(store.fact("s", "'; --").await.unwrap().as_deref(), Some("\" OR 1=1"));
+    assert_eq!(
+        store.fact("s", "'; --").await.unwrap().as_deref(),
+        Some("\" OR 1=1")
+    );
     for query in nasty {
         store.recall(&RecallQuery::new(query)).await.unwrap();
     }
     let recall = store.recall(&RecallQuery::new("DROP TABLE")).await.unwrap();
     assert!(recall.hits.iter().any(|h| h.text.contains("DROP TABLE")));
-    let recall = store.recall(&RecallQuery::new("underscore backslash")).await.unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("underscore backslash"))
+        .await
+        .unwrap();
     assert!(recall.hits.iter().any(|h| h.text.starts_with("percent")));
-    store.add_triple(NewTriple::new("100%", "is_a", "a_b")).await.unwrap();
-    let recall = store.recall(&RecallQuery::new("xx 100% coverage")).await.unwrap();
+    store
+        .add_triple(NewTriple::new("100%", "is_a", "a_b"))
+        .await
+        .unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("xx 100% coverage"))
+        .await
+        .unwrap();
     assert!(recall.triples.is_empty() || recall.triples[0].subject == "100%");
     assert_eq!(store.record_count().await.unwrap(), 4);
 }
@@ -497,15 +665,31 @@ pub(crate) async fn frequent_words_stay_cheap_and_still_rank_the_best_matches(f:
             batch.clear();
         }
     }
-    store.add_record("s", "user", "the gateway timed out").await.unwrap();
-    let recall = store.recall(&RecallQuery::new("billing incident").limit(5)).await.unwrap();
+    store
+        .add_record("s", "user", "the gateway timed out")
+        .await
+        .unwrap();
+    let recall = store
+        .recall(&RecallQuery::new("billing incident").limit(5))
+        .await
+        .unwrap();
     assert_eq!(recall.hits.len(), 5, "{:?}", recall.hits);
     assert!(
-        recall.hits.iter().all(|h| h.text.starts_with("billing incident")),
+        recall
+            .hits
+            .iter()
+            .all(|h| h.text.starts_with("billing incident")),
         "records with both words first: {:?}",
         recall.hits
     );
     // A rare word among frequent ones decides.
-    let recall = store.recall(&RecallQuery::new("billing gateway").limit(3)).await.unwrap();
-    assert!(recall.hits.iter().all(|h| h.text.contains("gateway")), "{:?}", recall.hits);
+    let recall = store
+        .recall(&RecallQuery::new("billing gateway").limit(3))
+        .await
+        .unwrap();
+    assert!(
+        recall.hits.iter().all(|h| h.text.contains("gateway")),
+        "{:?}",
+        recall.hits
+    );
 }

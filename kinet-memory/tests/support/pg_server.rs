@@ -8,7 +8,13 @@
 //! unpacks into `/var/tmp/kinet-pgserver`, else `pg_config --bindir`. They
 //! must have pgvector. With `KINET_REQUIRE_POSTGRES` set (as `.ci/setup`
 //! does) a missing server fails the tests instead of skipping them.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -98,7 +104,17 @@ fn start() -> Result<PgServer, String> {
     let data = dir.join("data");
     let mut initdb = Command::new(bin.join("initdb"));
     initdb
-        .args(["-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C", "-D"])
+        .args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "-D",
+        ])
         .arg(&data)
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -136,7 +152,9 @@ fn start() -> Result<PgServer, String> {
         .stderr(Stdio::null())
         .process_group(0);
     as_owner(&mut watchdog);
-    let child = watchdog.spawn().map_err(|e| format!("starting postgres: {e}"))?;
+    let child = watchdog
+        .spawn()
+        .map_err(|e| format!("starting postgres: {e}"))?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let ready = Command::new(bin.join("pg_isready"))
@@ -169,9 +187,10 @@ pub async fn fresh_database(server: &PgServer) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );
-    let (client, connection) = tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test cluster");
+    let (client, connection) =
+        tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
+            .await
+            .expect("connect to the test cluster");
     let task = tokio::spawn(connection);
     client
         .batch_execute(&format!("CREATE DATABASE {name}"))
