@@ -57,16 +57,23 @@ pub(crate) fn available() -> bool {
 
 /// The chat template the server runs with.
 pub(crate) fn template() -> PathBuf {
-    // From kinet-core's tests, or from the workspace's benches.
-    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [
-        "tests/fixtures/llama/chatml-tools.jinja",
-        "kinet-core/tests/fixtures/llama/chatml-tools.jinja",
-    ]
-    .iter()
-    .map(|p| base.join(p))
-    .find(|p| p.is_file())
-    .expect("the chat template fixture")
+    // From kinet-core's tests, or from the workspace's benches; beside the
+    // sources the binary was built from, else from the directory cargo runs
+    // it in (a target directory shared between checkouts can hold a binary
+    // built elsewhere).
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
+    let here = std::env::current_dir().unwrap_or_default();
+    [built, here]
+        .iter()
+        .flat_map(|base| {
+            [
+                "tests/fixtures/llama/chatml-tools.jinja",
+                "kinet-core/tests/fixtures/llama/chatml-tools.jinja",
+            ]
+            .map(|p| base.join(p))
+        })
+        .find(|p| p.is_file())
+        .expect("the chat template fixture")
 }
 
 /// A free loopback port.
