@@ -646,3 +646,105 @@ fn a_fake_worktree_cannot_borrow_a_trusted_repositorys_approval() {
         .discover();
     assert!(server(&found, "evil").enabled);
 }
+
+/// Claude Code's managed server policy: denylists win, allowlists match
+/// stdio servers by exact command once any command entry exists (a name
+/// alone is then no pass) and remote ones by URL pattern; the user's
+/// allowlist broadens the managed one unless the managed settings say
+/// `allowManagedMcpServersOnly`.
+#[test]
+fn managed_allow_and_deny_lists_block_servers_as_claude_code_does() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let h = home.path();
+    write(
+        &h.join(".claude.json"),
+        r#"{"mcpServers": {
+            "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem"]},
+            "fs-extra": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/"]},
+            "github": {"command": "github-mcp"},
+            "corp": {"type": "http", "url": "https://mcp.corp.example/v1"},
+            "elsewhere": {"type": "http", "url": "https://mcp.other.example/v1"},
+            "sentry": {"type": "sse", "url": "https://sentry.corp.example/sse"},
+            "bad": {"command": "bad-server"}
+        }}"#,
+    );
+    let managed_dir = h.join("etc");
+    let managed = managed_dir.join("managed-mcp.json");
+    let settings = managed_dir.join("managed-settings.json");
+    write(
+        &settings,
+        r#"{
+            "allowedMcpServers": [
+                {"serverName": "github"},
+                {"serverCommand": ["npx", "-y", "@modelcontextprotocol/server-filesystem"]},
+                {"serverUrl": "https://*.corp.example/*"},
+                {"serverName": "bad"}
+            ],
+            "deniedMcpServers": [{"serverCommand": ["bad-server"]}, {"serverName": "sentry", "serverUrl": "x"}]
+        }"#,
+    );
+    let discover = || {
+        Discovery::new()
+            .home(h)
+            .project(project.path())
+            .managed_config(&managed)
+            .server(ServerConfig::stdio("host", "anything", vec![]))
+            .discover()
+    };
+    let found = discover();
+    let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
+    // fs: exact command; corp and sentry: URL pattern; host: added in code.
+    // github: a name alone no longer passes for stdio once command entries
+    // exist; fs-extra: one more argument; elsewhere: another host; bad:
+    // denied by command although its name is allowed.
+    assert_eq!(
+        names,
+        ["corp", "fs", "host", "sentry"],
+        "{:?}",
+        found.problems
+    );
+    let problems: Vec<&str> = found.problems.iter().map(|p| p.message.as_str()).collect();
+    for (name, why) in [
+        ("github", "match no serverCommand entry"),
+        ("fs-extra", "match no serverCommand entry"),
+        ("elsewhere", "its URL matches no serverUrl entry"),
+        ("bad", "deniedMcpServers lists it"),
+    ] {
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains(&format!("server `{name}` is blocked")) && p.contains(why)),
+            "{name}: {problems:?}"
+        );
+    }
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("1 server policy entries skipped")),
+        "an entry naming two keys is reported: {problems:?}"
+    );
+    assert!(found.problems.iter().all(|p| p.file == settings));
+
+    // The user's allowlist broadens the managed one...
+    write(
+        &h.join(".claude/settings.json"),
+        r#"{"allowedMcpServers": [{"serverUrl": "https://mcp.other.example/*"}],
+            "deniedMcpServers": [{"serverName": "corp"}]}"#,
+    );
+    let names: Vec<String> = discover().servers.into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["elsewhere", "fs", "host", "sentry"]);
+    // ...unless the managed settings allow only their own list; the user's
+    // denylist still applies.
+    write(
+        &settings,
+        r#"{"allowManagedMcpServersOnly": true, "allowedMcpServers": [{"serverUrl": "https://*.corp.example/*"}]}"#,
+    );
+    let names: Vec<String> = discover().servers.into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["host", "sentry"]);
+    // An empty allowlist blocks every discovered server.
+    write(&settings, r#"{"allowedMcpServers": []}"#);
+    std::fs::remove_file(h.join(".claude/settings.json")).unwrap();
+    let names: Vec<String> = discover().servers.into_iter().map(|s| s.name).collect();
+    assert_eq!(names, ["host"]);
+}

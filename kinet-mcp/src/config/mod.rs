@@ -15,6 +15,7 @@ mod editors;
 mod entry;
 mod expand;
 mod plugins;
+mod policy;
 
 /// How to reach a server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,7 +258,13 @@ pub struct Discovered {
 ///
 /// When Claude Code's managed file exists (`/etc/claude-code/managed-mcp.json`
 /// on Linux), only its servers and those added in code are used, as Claude
-/// Code does. `${VAR}` (`${VAR:-default}`) is expanded in Claude files and
+/// Code does. Claude Code's server policy then applies to every discovered
+/// server (not those added in code): `allowedMcpServers`,
+/// `deniedMcpServers` and `allowManagedMcpServersOnly` of
+/// `managed-settings.json` beside the managed file and of
+/// `~/.claude/settings.json`, matched by name, exact command or URL pattern
+/// as Claude Code matches them; blocked servers are left out and reported
+/// in [`Discovered::problems`]. `${VAR}` (`${VAR:-default}`) is expanded in Claude files and
 /// `${env:VAR}`, `${workspaceFolder}`, `${userHome}` in the editors'; a
 /// variable that is not set is kept as written and reported in
 /// [`Discovered::problems`], naming it. Each server's
@@ -422,6 +429,13 @@ impl Discovery {
             }
         }
         found.drop_plugin_duplicates();
+        policy::apply(
+            &managed.with_file_name("managed-settings.json"),
+            home.as_ref()
+                .map(|h| h.join(".claude/settings.json"))
+                .as_deref(),
+            &mut found,
+        );
         for server in &self.extra {
             found.insert(server.clone());
         }
