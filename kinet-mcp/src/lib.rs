@@ -44,6 +44,7 @@ mod config;
 mod content;
 pub mod elicit;
 mod errors;
+mod headers_helper;
 mod hub;
 mod naming;
 mod offer;

@@ -559,7 +559,8 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             headers,
             bearer_token,
         } => {
-            let custom: HashMap<_, _> = crate::sse::header_map(headers)?
+            let headers = with_helper_headers(&slot.config, url, headers).await?;
+            let custom: HashMap<_, _> = crate::sse::header_map(&headers)?
                 .into_iter()
                 .filter_map(|(name, value)| Some((name?, value)))
                 .collect();
@@ -581,7 +582,8 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .config
                 .startup_timeout
                 .unwrap_or(settings.startup_timeout);
-            let transport = crate::sse::SseTransport::connect(url, headers, timeout).await?;
+            let headers = with_helper_headers(&slot.config, url, headers).await?;
+            let transport = crate::sse::SseTransport::connect(url, &headers, timeout).await?;
             let service = handler
                 .clone()
                 .serve(transport)
@@ -590,6 +592,20 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             Ok((service, handler))
         }
     }
+}
+
+/// The configured headers with those the server's `headersHelper` prints
+/// over them (run again for every connection, so expiring tokens renew).
+async fn with_helper_headers(
+    config: &crate::ServerConfig,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut headers = headers.clone();
+    if let Some(helper) = &config.headers_helper {
+        headers.extend(crate::headers_helper::run(helper, &config.name, url).await?);
+    }
+    Ok(headers)
 }
 
 /// A failed `initialize` in the user's terms: the HTTP status and what to

@@ -748,3 +748,49 @@ fn managed_allow_and_deny_lists_block_servers_as_claude_code_does() {
     let names: Vec<String> = discover().servers.into_iter().map(|s| s.name).collect();
     assert_eq!(names, ["host"]);
 }
+
+/// `headersHelper` is read for remote servers (it runs at connection time,
+/// never during discovery) and reported where it cannot apply.
+#[test]
+fn headers_helpers_are_read_for_remote_servers_and_never_run_by_discovery() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let marker = home.path().join("ran");
+    write(
+        &home.path().join(".claude.json"),
+        &format!(
+            r#"{{"mcpServers": {{
+                "remote": {{"type": "http", "url": "https://mcp.example/mcp", "headersHelper": "touch '{}'"}},
+                "local": {{"command": "x", "headersHelper": "echo {{}}"}},
+                "odd": {{"type": "sse", "url": "https://mcp.example/sse", "headersHelper": 7}}
+            }}}}"#,
+            marker.display()
+        ),
+    );
+    let found = Discovery::new()
+        .home(home.path())
+        .project(project.path())
+        .managed_config(home.path().join("none.json"))
+        .discover();
+    let server = |name: &str| found.servers.iter().find(|s| s.name == name).unwrap();
+    assert_eq!(
+        server("remote").headers_helper.as_deref(),
+        Some(format!("touch '{}'", marker.display()).as_str())
+    );
+    assert_eq!(server("local").headers_helper, None);
+    assert_eq!(server("odd").headers_helper, None);
+    let problems: Vec<&str> = found.problems.iter().map(|p| p.message.as_str()).collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("server `local`: `headersHelper` applies to remote servers only")),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("server `odd`: `headersHelper` must be a string")),
+        "{problems:?}"
+    );
+    assert!(!marker.exists(), "discovery ran a helper");
+}

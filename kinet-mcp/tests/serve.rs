@@ -916,3 +916,71 @@ async fn a_missing_token_is_reported_as_a_401_to_fix() {
     hub.shutdown().await;
     handle.shutdown().await;
 }
+
+/// Claude Code's `headersHelper`: the command's JSON output is sent as
+/// headers (over the configured ones), it learns the server's name and URL
+/// from its environment, and a failing or hanging helper is reported in
+/// words naming the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
+    let handle = echo_server()
+        .serve_http("127.0.0.1:0".parse().unwrap(), Some("s3cret".into()))
+        .await
+        .unwrap();
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let helper = format!(
+        r#"printf '%s %s' "$CLAUDE_CODE_MCP_SERVER_NAME" "$CLAUDE_CODE_MCP_SERVER_URL" > '{}'; echo '{{"Authorization": "Bearer s3cret"}}'"#,
+        seen.display()
+    );
+    let mut configured = ServerConfig::http("guarded", url.clone()).headers_helper(helper);
+    if let kinet_mcp::ServerTransport::Http { headers, .. } = &mut configured.transport {
+        headers.insert("Authorization".into(), "Bearer wrong".into());
+    }
+    let failing = ServerConfig::http("failing", url.clone())
+        .headers_helper("echo 'token service down' >&2; exit 3");
+    let hanging = ServerConfig::http("hanging", url.clone()).headers_helper("sleep 60");
+    let garbage = ServerConfig::http("garbage", url.clone()).headers_helper("echo '[1, 2]'");
+    let hub = McpHub::start(
+        vec![configured, failing, hanging, garbage],
+        HubSettings::default(),
+    );
+    hub.wait_settled(Duration::from_secs(30)).await;
+    let status = hub.status();
+    let state = |name: &str| {
+        status
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.state.clone())
+            .unwrap()
+    };
+    assert!(
+        matches!(state("guarded"), ServerState::Ready { .. }),
+        "{:?}",
+        state("guarded")
+    );
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        format!("guarded {url}")
+    );
+    let reason = |name: &str| match state(name) {
+        ServerState::Failed { reason } => reason,
+        other => panic!("{name}: {other:?}"),
+    };
+    let failing = reason("failing");
+    assert!(
+        failing.contains("the headersHelper of `failing` failed")
+            && failing.contains("token service down"),
+        "{failing}"
+    );
+    let hanging = reason("hanging");
+    assert!(
+        hanging.contains("ran past 10 s and was stopped"),
+        "{hanging}"
+    );
+    let garbage = reason("garbage");
+    assert!(garbage.contains("must print a JSON object"), "{garbage}");
+    hub.shutdown().await;
+    handle.shutdown().await;
+}

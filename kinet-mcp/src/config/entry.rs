@@ -75,6 +75,23 @@ impl Discovery {
                     let mut server = ServerConfig::new(name.clone(), transport);
                     server.source = source.clone();
                     server.enabled = entry.get("disabled").and_then(Value::as_bool) != Some(true);
+                    if let Some(helper) = entry.get("headersHelper") {
+                        match (helper.as_str(), &server.transport) {
+                            (
+                                Some(command),
+                                ServerTransport::Http { .. } | ServerTransport::Sse { .. },
+                            ) => {
+                                server.headers_helper = Some(command.to_owned());
+                            }
+                            (Some(_), _) => notes.push(
+                                "`headersHelper` applies to remote servers only; ignored".into(),
+                            ),
+                            (None, _) => notes.push(
+                                "`headersHelper` must be a string (a shell command); ignored"
+                                    .into(),
+                            ),
+                        }
+                    }
                     found.insert(server);
                 }
                 Err(message) => found.problem(file, format!("server `{name}`: {message}")),

@@ -131,6 +131,14 @@ pub struct ServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     /// These tools are never exposed.
     pub disabled_tools: Vec<String>,
+    /// Claude Code's `headersHelper` (remote servers): a shell command run
+    /// before each connection whose standard output is a JSON object of
+    /// header names to values, sent over [`ServerTransport`]'s own headers
+    /// (a helper's header replaces a configured one of the same name). It
+    /// runs with `CLAUDE_CODE_MCP_SERVER_NAME` and
+    /// `CLAUDE_CODE_MCP_SERVER_URL` set, for at most 10 s, and only for
+    /// servers that start (a project's servers only once approved).
+    pub headers_helper: Option<String>,
 }
 
 impl ServerConfig {
@@ -181,7 +189,15 @@ impl ServerConfig {
             tool_timeout: None,
             enabled_tools: None,
             disabled_tools: Vec::new(),
+            headers_helper: None,
         }
+    }
+
+    /// Runs `command` (a shell command) before each connection for extra
+    /// headers; see [`headers_helper`](Self::headers_helper).
+    pub fn headers_helper(mut self, command: impl Into<String>) -> Self {
+        self.headers_helper = Some(command.into());
+        self
     }
 
     /// Sets an environment variable (stdio servers).

@@ -1,0 +1,119 @@
+//! Claude Code's `headersHelper`: a shell command printing the headers for
+//! a remote server, run before each connection.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncReadExt;
+
+/// How long a helper may run.
+const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most output read from a helper.
+const HELPER_OUTPUT: u64 = 64 * 1024;
+
+/// Runs `command` with `sh -c` for server `server` at `url` and returns the
+/// headers it printed (a JSON object of strings). The helper's whole
+/// process group is killed when it overruns the time limit or the call is
+/// dropped.
+pub(crate) async fn run(
+    command: &str,
+    server: &str,
+    url: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let fail = |why: String| format!("the headersHelper of `{server}` {why}");
+    let mut child = tokio::process::Command::new("sh");
+    child
+        .arg("-c")
+        .arg(command)
+        .env("CLAUDE_CODE_MCP_SERVER_NAME", server)
+        .env("CLAUDE_CODE_MCP_SERVER_URL", url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    child.process_group(0);
+    let mut child = child
+        .spawn()
+        .map_err(|e| fail(format!("could not start: {e}")))?;
+    let group = KillGroup(child.id());
+    let mut stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| fail("has no output".into()))?;
+    let mut stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| fail("has no output".into()))?;
+    let work = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut out_reader = (&mut stdout).take(HELPER_OUTPUT);
+        let mut err_reader = (&mut stderr).take(4096);
+        let (read_out, read_err) = tokio::join!(
+            out_reader.read_to_end(&mut out),
+            err_reader.read_to_end(&mut err)
+        );
+        read_out.map_err(|e| fail(format!("could not be read: {e}")))?;
+        let _ = read_err;
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| fail(format!("could not be waited for: {e}")))?;
+        Ok::<_, String>((status, out, err))
+    };
+    let (status, out, err) = tokio::time::timeout(HELPER_TIMEOUT, work)
+        .await
+        .map_err(|_| {
+            fail(format!(
+                "ran past {} s and was stopped",
+                HELPER_TIMEOUT.as_secs()
+            ))
+        })??;
+    drop(group);
+    if !status.success() {
+        let err = String::from_utf8_lossy(&err);
+        return Err(fail(format!(
+            "failed ({status}){}",
+            match err.trim() {
+                "" => String::new(),
+                text => format!(": {}", text.chars().take(300).collect::<String>()),
+            }
+        )));
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out).map_err(|e| {
+        fail(format!(
+            "must print a JSON object of header names to string values: {e}"
+        ))
+    })?;
+    let object = json
+        .as_object()
+        .ok_or_else(|| fail("must print a JSON object of header names to string values".into()))?;
+    object
+        .iter()
+        .map(|(name, value)| match value.as_str() {
+            Some(value) => Ok((name.clone(), value.to_owned())),
+            None => Err(fail(format!(
+                "printed a non-string value for header `{name}`"
+            ))),
+        })
+        .collect()
+}
+
+/// Kills the helper's process group when dropped (it may have started
+/// children of its own).
+struct KillGroup(Option<u32>);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
