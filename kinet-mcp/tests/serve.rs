@@ -956,7 +956,7 @@ async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
             .unwrap()
     };
     assert!(
-        matches!(state("guarded"), ServerState::Ready { .. }),
+        matches!(state("guarded"), ServerState::Ready),
         "{:?}",
         state("guarded")
     );
