@@ -130,14 +130,14 @@ command = "from-codex"
     assert_eq!(
         names,
         [
-            "database-tools",
             "docs",
             "everything",
             "from-code",
             "github",
             "local-db",
             "off",
-            "plugin-api",
+            "plugin_db-tools_database-tools",
+            "plugin_db-tools_plugin-api",
             "remote",
             "shared"
         ]
@@ -183,7 +183,7 @@ command = "from-codex"
         }
         other => panic!("{other:?}"),
     }
-    match &server(&found, "database-tools").transport {
+    match &server(&found, "plugin_db-tools_database-tools").transport {
         ServerTransport::Stdio { command, args, .. } => {
             assert_eq!(command, &format!("{}/servers/db", plugin_root.display()));
             assert_eq!(args[1], format!("{}/config.json", plugin_root.display()));
@@ -191,7 +191,7 @@ command = "from-codex"
         other => panic!("{other:?}"),
     }
     assert!(
-        matches!(&server(&found, "plugin-api").source, ConfigSource::ClaudePlugin { plugin, .. } if plugin == "db-tools@acme")
+        matches!(&server(&found, "plugin_db-tools_plugin-api").source, ConfigSource::ClaudePlugin { plugin, .. } if plugin == "db-tools@acme")
     );
     let shared = server(&found, "shared");
     assert!(matches!(shared.source, ConfigSource::ProjectMcpJson(_)));
@@ -583,7 +583,8 @@ fn a_plugin_server_duplicating_an_own_server_is_dropped() {
     );
     write(
         &root.join(".mcp.json"),
-        r#"{"db-from-plugin": {"command": "db-server", "args": ["--stdio"]}, "extra": {"command": "other"}}"#,
+        r#"{"db-from-plugin": {"command": "db-server", "args": ["--stdio"]}, "extra": {"command": "other"},
+            "my-db": {"command": "the-plugins-own-db"}}"#,
     );
     write(
         &h.join(".claude.json"),
@@ -595,7 +596,9 @@ fn a_plugin_server_duplicating_an_own_server_is_dropped() {
         .env(BTreeMap::new())
         .discover();
     let names: Vec<&str> = found.servers.iter().map(|s| s.name.as_str()).collect();
-    assert_eq!(names, ["extra", "my-db"]);
+    // Plugin servers are namespaced as Claude Code names them, so one
+    // named like the user's own server (another endpoint) is kept beside it.
+    assert_eq!(names, ["my-db", "plugin_db_extra", "plugin_db_my-db"]);
 }
 
 /// An unpacked archive whose `.git` file claims to be a worktree of a

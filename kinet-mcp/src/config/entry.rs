@@ -72,7 +72,17 @@ impl Discovery {
             let mut notes = Vec::new();
             match self.entry(entry, format, file, &mut missing, &mut notes) {
                 Ok(transport) => {
-                    let mut server = ServerConfig::new(name.clone(), transport);
+                    // Claude Code namespaces plugin servers (`plugin:<plugin>:<server>`,
+                    // tools `mcp__plugin_<plugin>_<server>__<tool>`), so a plugin
+                    // server never takes or loses the name of the user's own.
+                    let full_name = match source {
+                        ConfigSource::ClaudePlugin { plugin, .. } => {
+                            let plugin = plugin.split('@').next().unwrap_or(plugin);
+                            format!("plugin_{plugin}_{name}")
+                        }
+                        _ => name.clone(),
+                    };
+                    let mut server = ServerConfig::new(full_name, transport);
                     server.source = source.clone();
                     server.enabled = entry.get("disabled").and_then(Value::as_bool) != Some(true);
                     if let Some(helper) = entry.get("headersHelper") {

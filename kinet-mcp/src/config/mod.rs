@@ -262,7 +262,9 @@ pub struct Discovered {
 ///    disabled unless the host [trusts project
 ///    servers](Self::trust_project_servers): they come with the repository);
 /// 3. Claude Code, in its own documented order local > project > user >
-///    plugins: installed plugins, user scope (`~/.claude.json`), project
+///    plugins: installed plugins (their servers named
+///    `plugin_<plugin>_<server>`, as Claude Code's tool names have them, so
+///    they never collide with the user's own), user scope (`~/.claude.json`), project
 ///    scope (every `.mcp.json` from the project's farthest ancestor down to
 ///    the project, the nearest winning; each server runs only once approved),
 ///    local scope (the project's entry in `~/.claude.json`, keyed by the
