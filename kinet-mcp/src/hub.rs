@@ -65,7 +65,7 @@ impl Drop for HubInner {
 }
 
 /// The MCP client hub: one supervised connection per configured server,
-/// started concurrently, restarted when it drops. It is a [`ToolSource`]:
+/// started concurrently, restarted when it drops. It is a [`ToolSource`](kinet_core::tool::ToolSource):
 /// add it to an agent and each turn offers the tools of the servers ready
 /// by the readiness deadline, named `mcp__<server>__<tool>`.
 ///

@@ -17,7 +17,7 @@ impl ToolSource for McpHub {
     }
 
     /// The ready servers' tools; past
-    /// [`HubSettings::tool_search_budget`], the tools the model found so
+    /// [`HubSettings::tool_search_budget`](crate::HubSettings::tool_search_budget), the tools the model found so
     /// far and `mcp_tool_search` for the rest.
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
         self.wait_until(ready_by).await;

@@ -30,7 +30,7 @@ use crate::model::{
 ///   (tasks, processes) lose nothing: a block edit reads and writes in one
 ///   transaction;
 /// - `recall` ranks by embedding similarity and full-text rank fused by
-///   reciprocal rank ([`fuse`]), falls back to full text alone when there
+///   reciprocal rank (constant 60), falls back to full text alone when there
 ///   is no embedder or it fails (and says so in [`Recall::mode`]), and
 ///   never returns records of [`RecallQuery::exclude_turn`];
 /// - messages of [`MemoryError::Invalid`] are written for the model.
