@@ -22,9 +22,10 @@ use super::ui::{Out, Style};
 
 /// Variables the shell's commands do not get: the model has no business
 /// reading the keys it is called with. This keeps them out of the commands'
-/// own environment only; a command can still read this process's
-/// `/proc/<pid>/environ`, so where that matters keep keys out of the
-/// environment altogether.
+/// own environment; with `--sandbox` the commands also get a `/proc` of
+/// their own, so this process's `/proc/<pid>/environ` is out of reach. A
+/// contained but unsandboxed command can still read it: where that matters,
+/// sandbox the shell or keep keys out of the environment altogether.
 const SECRETS: [&str; 4] = [
     "KINET_API_KEY",
     "OPENAI_API_KEY",

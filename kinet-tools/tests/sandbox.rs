@@ -211,6 +211,38 @@ async fn sockets_that_lead_out_are_hidden() {
     assert!(out.contains("SOCKET"), "{out}");
 }
 
+/// The host's processes are out of sight: a sandboxed command cannot read
+/// the agent's environment (where API keys live) through /proc, sees only
+/// its own PID namespace, and /proc still works for itself.
+#[tokio::test]
+async fn the_agents_environment_is_out_of_reach() {
+    let d = dirs();
+    let policy = SandboxPolicy::workspace_write();
+    if !supported(&policy) {
+        return;
+    }
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let host = std::process::id();
+    let probe = format!(
+        "if cat /proc/{host}/environ >/dev/null 2>&1; then echo READABLE; else echo UNREADABLE; fi; \
+         ls /proc | grep -c '^[0-9]' ; cat /proc/self/status | grep -c '^Pid:'"
+    );
+    let out = text(run(&ShellTool::default().sandboxed(policy), &ctx, &probe).await);
+    assert!(out.contains("UNREADABLE"), "{out}");
+    let numbers: Vec<u32> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert!(
+        numbers.first().is_some_and(|n| *n < 10),
+        "only the sandbox's processes: {out}"
+    );
+    assert_eq!(numbers.get(1), Some(&1), "/proc/self works: {out}");
+    // Unsandboxed, the same probe reads it (the limitation documented).
+    let out = text(run(&ShellTool::default(), &ctx, &probe).await);
+    assert!(
+        out.contains("READABLE") && !out.contains("UNREADABLE"),
+        "{out}"
+    );
+}
+
 #[test]
 fn sandboxed_commands_run_without_asking_and_unsandboxed_ones_ask() {
     let plain = ShellTool::default();

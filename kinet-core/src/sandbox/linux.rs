@@ -180,6 +180,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         mounts,
         ruleset: None,
         host: std::process::id(),
+        fresh_proc: false,
     };
     // SAFETY: see `Setup::run`.
     unsafe { command.pre_exec(move || setup.run()) };
@@ -386,6 +387,10 @@ struct Setup {
     mounts: Vec<Mount>,
     ruleset: Option<OwnedFd>,
     host: u32,
+    /// Mount a `/proc` of the new PID namespace (sandboxes: they have a
+    /// mount namespace), so the host's processes, its own included, and
+    /// their environments and command lines are out of sight.
+    fresh_proc: bool,
 }
 
 fn check(result: libc::c_int) -> io::Result<()> {
@@ -463,6 +468,20 @@ impl Setup {
             // when it ends the kernel ends every process in the namespace.
             // SAFETY: plain system call.
             check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
+            if self.fresh_proc {
+                // Where the kernel refuses (a container that masks parts of
+                // its /proc), the command still runs, seeing the old one.
+                // SAFETY: NUL-terminated strings, as mount(2) takes.
+                unsafe {
+                    libc::mount(
+                        c"proc".as_ptr(),
+                        c"/proc".as_ptr(),
+                        c"proc".as_ptr(),
+                        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    );
+                }
+            }
         }
         if let Some(ruleset) = &self.ruleset {
             // SAFETY: plain system calls on a ruleset descriptor we own.
@@ -550,6 +569,7 @@ pub(super) fn prepare(
         namespaces,
         maps: Maps::new(),
         mounts,
+        fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         ruleset,
         host: std::process::id(),
     };

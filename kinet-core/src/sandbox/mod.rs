@@ -31,6 +31,11 @@
 //!   (ABI 4+). Path-named sockets that lead out (the session and system
 //!   D-Bus, `/run/user`, Docker, X11, `$SSH_AUTH_SOCK`) are hidden under an
 //!   empty tmpfs or `/dev/null`; a socket elsewhere stays reachable.
+//! - **Processes.** A `/proc` of the sandbox's own PID namespace is mounted
+//!   over the host's, so the host's processes are out of sight: a command
+//!   cannot read the agent's environment (API keys) or command line from
+//!   `/proc/<pid>/environ`. (Contained but unsandboxed commands share the
+//!   host's `/proc`.)
 //!
 //! Other systems get process-group containment and no sandbox;
 //! [`support`] says what this machine has.
