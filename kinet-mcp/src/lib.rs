@@ -63,6 +63,7 @@ pub use config::{
 pub use hub::{McpHub, ServerStatus};
 pub use kinet_core;
 pub use naming::{MAX_TOOL_NAME, qualified_tool_name};
+pub use offer::ConversationTools;
 pub use server::{HttpServerHandle, McpServer, McpServerBuilder, ServeError};
 pub use settings::HubSettings;
 pub use supervisor::ServerState;

@@ -10,16 +10,38 @@ use tokio::time::Instant;
 
 use crate::hub::McpHub;
 
-#[async_trait]
-impl ToolSource for McpHub {
-    fn name(&self) -> &str {
-        "mcp"
+use crate::search::Loaded;
+
+/// The hub as the tool source of one conversation: the tools the model
+/// finds through `mcp_tool_search` are offered to this conversation only.
+/// Made by [`McpHub::conversation_tools`]; the hub itself, as a
+/// [`ToolSource`], keeps one found set for every conversation it serves.
+#[derive(Clone)]
+pub struct ConversationTools {
+    hub: McpHub,
+    loaded: Arc<Loaded>,
+}
+
+impl std::fmt::Debug for ConversationTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationTools").finish_non_exhaustive()
+    }
+}
+
+impl McpHub {
+    /// A tool source for one conversation on this hub (the servers are
+    /// shared; the set of tools found through tool search is its own).
+    /// Give each agent run of a multi-conversation host its own.
+    pub fn conversation_tools(&self) -> ConversationTools {
+        ConversationTools {
+            hub: self.clone(),
+            loaded: Arc::default(),
+        }
     }
 
-    /// The ready servers' tools; past
-    /// [`HubSettings::tool_search_budget`](crate::HubSettings::tool_search_budget), the tools the model found so
-    /// far and `mcp_tool_search` for the rest.
-    async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
+    /// The ready servers' tools; past the budget, those in `found` and
+    /// `mcp_tool_search` for the rest.
+    async fn offer(&self, ready_by: Instant, found: &Arc<Loaded>) -> Vec<Arc<dyn DynTool>> {
         self.wait_until(ready_by).await;
         let named = self.named_tools();
         let over_budget = self
@@ -40,14 +62,41 @@ impl ToolSource for McpHub {
             .tools
             .iter()
             .cloned()
-            .partition(|tool| self.loaded().contains(&tool.name));
+            .partition(|tool| found.contains(&tool.name));
         offered.extend(loaded.into_iter().map(|tool| tool as Arc<dyn DynTool>));
         if !rest.is_empty() {
             offered.push(Arc::new(crate::search::SearchTool::new(
                 rest,
-                Arc::clone(self.loaded()),
+                Arc::clone(found),
             )));
         }
         offered
+    }
+}
+
+#[async_trait]
+impl ToolSource for McpHub {
+    fn name(&self) -> &str {
+        "mcp"
+    }
+
+    /// The ready servers' tools; past
+    /// [`HubSettings::tool_search_budget`](crate::HubSettings::tool_search_budget),
+    /// the tools found so far (by any conversation using the hub itself as
+    /// its source; see [`McpHub::conversation_tools`]) and
+    /// `mcp_tool_search` for the rest.
+    async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
+        self.offer(ready_by, self.loaded()).await
+    }
+}
+
+#[async_trait]
+impl ToolSource for ConversationTools {
+    fn name(&self) -> &str {
+        "mcp"
+    }
+
+    async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
+        self.hub.offer(ready_by, &self.loaded).await
     }
 }

@@ -685,6 +685,37 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
         "{results:#?}"
     );
 
+    // Conversations with their own source do not see what another found,
+    // and what they find stays theirs.
+    let first = hub.conversation_tools();
+    let second = hub.conversation_tools();
+    let names = |tools: Vec<std::sync::Arc<dyn kinet_core::tool::DynTool>>| -> Vec<String> {
+        tools.iter().map(|t| t.name().to_owned()).collect()
+    };
+    assert!(!names(first.tools(soon()).await).contains(&"mcp__e1__echo".to_owned()));
+    // A tool nobody has found yet.
+    let offered_now = names(hub.tools(soon()).await);
+    let unfound = all
+        .iter()
+        .map(|t| t.name().to_owned())
+        .find(|n| n.starts_with("mcp__") && !offered_now.contains(n))
+        .unwrap();
+    let search = first
+        .tools(soon())
+        .await
+        .into_iter()
+        .find(|t| t.name() == "mcp_tool_search")
+        .unwrap();
+    search
+        .prepare(&json!({"query": format!("select:{unfound}")}).to_string())
+        .unwrap()
+        .call(kinet_core::ToolCtx::new(dir.path()))
+        .await
+        .unwrap();
+    assert!(names(first.tools(soon()).await).contains(&unfound));
+    assert!(!names(second.tools(soon()).await).contains(&unfound));
+    assert!(!names(hub.tools(soon()).await).contains(&unfound));
+
     // Every tool can be found and is then offered in full.
     let before = hub.tools(soon()).await;
     // Found by the search above.
