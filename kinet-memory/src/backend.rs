@@ -106,6 +106,13 @@ pub trait MemoryBackend: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// Seconds since the Unix epoch, as every backend stamps its rows.
+pub(crate) fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// A shared backend, as the tools and hooks hold it.
 pub type SharedMemory = Arc<dyn MemoryBackend>;
 

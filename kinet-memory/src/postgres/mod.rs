@@ -43,13 +43,13 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
 use crate::MemoryError;
+use crate::backend::now;
 use crate::backend::{MemoryBackend, SharedMemory, embed_records};
 use crate::embed::Embedder;
 use crate::model::{
     Block, BlockEdit, BlockSpec, MemoryConfig, NewRecord, NewTriple, Recall, RecallQuery, Triple,
     TripleQuery, no_such_block,
 };
-use crate::sqlite::db::now;
 
 /// Connections the pool keeps at most.
 const POOL_SIZE: usize = 8;

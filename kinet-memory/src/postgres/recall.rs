@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::{PostgresMemory, TRIPLE_COLUMNS, pg, triple_from_row};
 use crate::MemoryError;
-use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms};
+use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
 use crate::model::{Recall, RecallMode, RecallQuery, Triple};
 
 /// A word matching more records than this is frequent (as on SQLite).
@@ -105,11 +105,10 @@ impl PostgresMemory {
         since: i64,
         exclude: Option<&str>,
     ) -> Result<Vec<i64>, MemoryError> {
-        let words: Vec<String> = query
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| w.chars().count() >= 2)
-            .take(16)
-            .map(str::to_lowercase)
+        // The words as written: the english configuration stems them.
+        let words: Vec<String> = query_words(query)
+            .into_iter()
+            .map(|(_, word)| word)
             .collect();
         if words.is_empty() {
             return Ok(Vec::new());

@@ -253,10 +253,3 @@ impl Db {
         .map_err(|e| MemoryError::Io(format!("reader task failed: {e}")))?
     }
 }
-
-/// Seconds since the Unix epoch.
-pub(crate) fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}

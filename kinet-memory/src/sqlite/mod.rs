@@ -17,13 +17,14 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
 use crate::MemoryError;
+use crate::backend::now;
 use crate::backend::{MemoryBackend, embed_records};
 use crate::embed::Embedder;
 use crate::model::{
     Block, BlockEdit, BlockSpec, MemoryConfig, NewRecord, NewTriple, Recall, RecallQuery, Triple,
     TripleQuery, no_such_block,
 };
-use db::{Db, now};
+use db::Db;
 use vector::VectorIndex;
 
 pub(crate) struct Inner {

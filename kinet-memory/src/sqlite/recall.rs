@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rusqlite::{OptionalExtension, params};
 
-use super::vector::dot;
+use super::vector::{dot, floats};
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
 use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
@@ -124,12 +124,7 @@ impl MemoryStore {
                         .optional()
                         .map_err(sql)?;
                     let Some(Some(blob)) = blob else { continue };
-                    let stored: Vec<f32> = blob
-                        .as_chunks::<4>()
-                        .0
-                        .iter()
-                        .map(|bytes| f32::from_le_bytes(*bytes))
-                        .collect();
+                    let stored = floats(&blob);
                     if stored.len() != vector.len() {
                         continue;
                     }

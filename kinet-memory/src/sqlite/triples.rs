@@ -2,9 +2,9 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use super::db::now;
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
+use crate::backend::now;
 use crate::model::{NewTriple, Triple, TripleQuery};
 
 impl MemoryStore {

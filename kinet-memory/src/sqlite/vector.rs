@@ -53,6 +53,24 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum
 }
 
+/// A stored little-endian f32 blob as floats.
+pub(crate) fn floats(blob: &[u8]) -> Vec<f32> {
+    blob.as_chunks::<4>()
+        .0
+        .iter()
+        .map(|bytes| f32::from_le_bytes(*bytes))
+        .collect()
+}
+
+/// The Euclidean distance between two vectors.
+fn distance(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y) * (x - y))
+        .sum::<f32>()
+        .sqrt()
+}
+
 /// Integer dot product of two int8 code rows, in 16 lanes of i32.
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     let mut lanes = [0i32; 16];
@@ -134,12 +152,7 @@ impl VectorIndex {
 
     /// Adds a row from its stored little-endian f32 blob.
     pub(crate) fn push(&mut self, id: i64, created_at: i64, blob: &[u8]) {
-        let vector: Vec<f32> = blob
-            .as_chunks::<4>()
-            .0
-            .iter()
-            .map(|bytes| f32::from_le_bytes(*bytes))
-            .collect();
+        let vector = floats(blob);
         self.ids.push(id);
         self.created.push(created_at);
         let scale = quantise(&vector, &mut self.codes);
@@ -191,14 +204,14 @@ impl VectorIndex {
     /// (id, approximate cosine). Rescore them exactly before trusting the
     /// order.
     ///
-    /// On a large index the rows are taken in order of the Hamming
-    /// distance of their sign bits, nearest first, and rescored by int8
-    /// codes until the distance passes a bound: the distance a row would
-    /// need, with two standard deviations to spare, to be as similar as
-    /// the `sure`-th best found so far. So the first `sure` results are
-    /// right with about 97% probability per result whatever the data (on
-    /// uniformly random vectors, the worst case, a sixth of the rows is
-    /// rescored at a million; on clustered data far fewer).
+    /// On a large index every row's sign bits are compared with the
+    /// query's; the rows nearest by Hamming distance (at least 1% of the
+    /// index) are rescored by int8 codes, then every farther row within a
+    /// bound: the distance a row would need, with two standard deviations
+    /// to spare, to be as similar as the `sure`-th best found so far. So
+    /// the first `sure` results are right with about 97% probability per
+    /// result whatever the data; structureless (uniformly random) vectors
+    /// leave the bound loose and many rows are rescored.
     pub(crate) fn search(
         &self,
         query: &[f32],
@@ -237,9 +250,10 @@ impl VectorIndex {
             .collect()
     }
 
-    /// Rows scored nearest-bits-first until the distance bound (see
-    /// [`search`](Self::search)); at least 1% of the index, 2,000 rows and
-    /// 40 per result are scored.
+    /// The rows scored by int8 codes, chosen by sign-bit distance (see
+    /// [`search`](Self::search)): every row below the distance that takes in
+    /// 1% of the index (at least 2,000 rows and 40 per result), then every
+    /// row within the bound.
     fn scan_by_bits(
         &self,
         query: &[f32],
@@ -251,7 +265,7 @@ impl VectorIndex {
         let words = self.words();
         let mut query_bits = Vec::with_capacity(words);
         signs(query.iter().copied(), &self.centre, words, &mut query_bits);
-        // Rows by distance (a counting sort: distances are 0..=dims).
+        // Each row's distance, and how many rows are at each distance.
         let mut distances: Vec<u16> = Vec::with_capacity(self.ids.len());
         let mut counts = vec![0usize; self.dims + 2];
         for (row, bits) in self.bits.chunks_exact(words).enumerate() {
@@ -270,10 +284,10 @@ impl VectorIndex {
             }
             distances.push(distance);
         }
-        // First the nearest rows by distance, at least `minimum` of them,
-        // in distance order; then every farther row within the bound, in
-        // row order (a sequential pass: cache-friendly), the bound
-        // tightening as better rows are found.
+        // First the rows below the distance `cut` that takes in at least
+        // `minimum` of them; then every farther row within the bound. Both
+        // are sequential passes over the rows (cache-friendly); the bound
+        // tightens as better rows are found.
         let minimum = (self.ids.len() / 100).max(2_000).max(k * 40);
         let mut cut = 0usize;
         let mut taken = 0usize;
@@ -323,14 +337,7 @@ impl VectorIndex {
 
     /// `query · centre` and `|query - centre|`.
     fn centred_query(&self, query: &[f32]) -> (f32, f32) {
-        let qc = dot(query, &self.centre);
-        let qn = query
-            .iter()
-            .zip(&self.centre)
-            .map(|(q, c)| (q - c) * (q - c))
-            .sum::<f32>()
-            .sqrt();
-        (qc, qn)
+        (dot(query, &self.centre), distance(query, &self.centre))
     }
 
     /// The largest sign-bit distance a row with `similarity` or more to the
@@ -405,12 +412,7 @@ impl CentreStats {
 
     fn add(&mut self, vector: &[f32], centre: &[f32]) {
         let xc = dot(vector, centre);
-        let norm = vector
-            .iter()
-            .zip(centre)
-            .map(|(x, c)| (x - c) * (x - c))
-            .sum::<f32>()
-            .sqrt();
+        let norm = distance(vector, centre);
         if xc.is_finite() && norm.is_finite() {
             self.max_xc = self.max_xc.max(xc);
             self.min_norm = self.min_norm.min(norm);
