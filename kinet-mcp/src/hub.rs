@@ -22,6 +22,56 @@ use crate::remote_tool::{McpTool, annotations_of};
 use crate::settings::HubSettings;
 use crate::supervisor::{ServerSlot, ServerState, supervise};
 
+/// A hub before it starts ([`McpHub::builder`]).
+#[must_use = "call start() to start the servers"]
+pub struct HubBuilder {
+    servers: Vec<ServerConfig>,
+    settings: HubSettings,
+    elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
+    oauth: Option<crate::oauth::OAuth>,
+}
+
+impl std::fmt::Debug for HubBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubBuilder")
+            .field("servers", &self.servers.len())
+            .field("settings", &self.settings)
+            .field("elicitation", &self.elicitation.is_some())
+            .field("oauth", &self.oauth)
+            .finish()
+    }
+}
+
+impl HubBuilder {
+    /// Hub-wide settings. Default: [`HubSettings::default`].
+    pub fn settings(mut self, settings: HubSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Lets servers ask the user for input (MCP elicitation; the
+    /// capability is advertised only with a handler). Default: none, and
+    /// servers cannot ask.
+    pub fn elicitation(mut self, handler: Arc<dyn crate::elicit::Elicitation>) -> Self {
+        self.elicitation = Some(handler);
+        self
+    }
+
+    /// Authorizes remote servers that answer 401 with OAuth 2.1 (see
+    /// [`oauth`](crate::oauth)). Default: none; such servers fail with a
+    /// message saying they want authorization.
+    pub fn oauth(mut self, oauth: crate::oauth::OAuth) -> Self {
+        self.oauth = Some(oauth);
+        self
+    }
+
+    /// Starts every enabled server concurrently (needs a tokio runtime).
+    /// Returns at once; servers become ready in the background.
+    pub fn start(self) -> McpHub {
+        McpHub::start_inner(self)
+    }
+}
+
 /// One server, as a host's "MCP" panel shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
@@ -121,9 +171,10 @@ impl McpHub {
     }
 
     /// Starts every enabled server concurrently (needs a tokio runtime).
-    /// Returns at once; servers become ready in the background.
+    /// Returns at once; servers become ready in the background. For
+    /// elicitation or OAuth, use [`builder`](Self::builder).
     pub fn start(servers: Vec<ServerConfig>, settings: HubSettings) -> Self {
-        Self::start_inner(servers, settings, None)
+        Self::builder(servers).settings(settings).start()
     }
 
     /// [`start`](Self::start), with servers able to ask the user for input
@@ -134,23 +185,42 @@ impl McpHub {
         settings: HubSettings,
         handler: Arc<dyn crate::elicit::Elicitation>,
     ) -> Self {
-        Self::start_inner(servers, settings, Some(handler))
+        Self::builder(servers)
+            .settings(settings)
+            .elicitation(handler)
+            .start()
     }
 
-    fn start_inner(
-        servers: Vec<ServerConfig>,
-        settings: HubSettings,
-        elicitation: Option<Arc<dyn crate::elicit::Elicitation>>,
-    ) -> Self {
+    /// A hub to configure before it starts.
+    pub fn builder(servers: Vec<ServerConfig>) -> HubBuilder {
+        HubBuilder {
+            servers,
+            settings: HubSettings::default(),
+            elicitation: None,
+            oauth: None,
+        }
+    }
+
+    fn start_inner(builder: HubBuilder) -> Self {
+        let HubBuilder {
+            servers,
+            settings,
+            elicitation,
+            oauth,
+        } = builder;
         let (changed, _) = watch::channel(0u64);
         let shutdown = CancellationToken::new();
         let (updates, _) = tokio::sync::broadcast::channel(256);
         let slots: Vec<Arc<ServerSlot>> = servers
             .into_iter()
             .map(|config| {
+                let auth = oauth
+                    .as_ref()
+                    .and_then(|oauth| crate::supervisor::authorizer_for(&config, oauth));
                 let mut slot = ServerSlot::new(config);
                 slot.elicitation = elicitation.clone();
                 slot.updates = Some(updates.clone());
+                slot.auth = auth;
                 Arc::new(slot)
             })
             .collect();

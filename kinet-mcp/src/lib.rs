@@ -16,6 +16,8 @@
 //!   `$ref` inlined; each provider gets them in its own dialect
 //!   ([`kinet_core::schema`]). Past a token budget the model gets
 //!   `mcp_tool_search` instead of every schema ([`HubSettings`]).
+//! - [`oauth`]: OAuth 2.1 for remote servers (discovery, PKCE, dynamic
+//!   registration, refresh, a token store; the browser step is the host's).
 //! - [`resources`]: servers' resources and prompts for the host, and
 //!   resources for the model (`mcp_list_resources`, `mcp_read_resource`).
 //!
@@ -48,6 +50,7 @@ mod headers_helper;
 mod hub;
 mod naming;
 mod offer;
+pub mod oauth;
 mod progress;
 mod remote_tool;
 pub mod resources;
@@ -60,7 +63,7 @@ mod supervisor;
 pub use config::{
     ConfigSource, Discovered, Discovery, ServerConfig, ServerTransport, SourceProblem,
 };
-pub use hub::{McpHub, ServerStatus};
+pub use hub::{HubBuilder, McpHub, ServerStatus};
 pub use kinet_core;
 pub use naming::{MAX_TOOL_NAME, qualified_tool_name};
 pub use offer::ConversationTools;

@@ -65,6 +65,7 @@ impl SseTransport {
         url: &str,
         headers: &BTreeMap<String, String>,
         timeout: Duration,
+        auth: Option<&crate::oauth::Authorizer>,
     ) -> Result<Self, String> {
         let headers = header_map(headers)?;
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
@@ -87,6 +88,16 @@ impl SseTransport {
         .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))?
         .map_err(|e| format!("cannot reach {url}: {}", crate::errors::error_chain(&e)))?;
         let status = response.status();
+        if let Some(auth) = auth
+            && matches!(status.as_u16(), 401 | 403)
+            && let Some(challenge) = response
+                .headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+        {
+            auth.note_challenge(challenge);
+            return Err(format!("{status} from {url}: the server wants an OAuth authorization"));
+        }
         if !status.is_success() {
             return Err(format!("{status} from {url}{}", status_hint(status)));
         }

@@ -26,6 +26,7 @@ use crate::settings::HubSettings;
 
 /// Where a server stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerState {
     /// Connecting for the first time.
     Starting,
@@ -44,6 +45,10 @@ pub enum ServerState {
         /// What went wrong.
         reason: String,
     },
+    /// The server wants OAuth authorization and the user has been sent to
+    /// the authorization page ([`oauth`](crate::oauth)); it connects once
+    /// they finish. Not settling: a turn does not wait for the user.
+    Authorizing,
     /// Disabled in its configuration.
     Disabled,
     /// The hub was shut down.
@@ -192,6 +197,8 @@ pub(crate) struct ServerSlot {
     pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::changes::ServerChange>>,
     /// Resources subscribed to (renewed after a reconnect).
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    /// OAuth for a remote server without credentials of its own.
+    pub(crate) auth: Option<Arc<crate::oauth::Authorizer>>,
 }
 
 const STDERR_LINES: usize = 50;
@@ -225,6 +232,7 @@ impl ServerSlot {
             elicitation: None,
             updates: None,
             subscriptions: Mutex::new(std::collections::BTreeSet::new()),
+            auth: None,
         }
     }
 
@@ -297,6 +305,9 @@ pub(crate) async fn supervise(
         .unwrap_or(settings.startup_timeout);
     let mut failures: u32 = 0;
     let mut was_ready = false;
+    // Authorizations since the server was last ready (a server that keeps
+    // refusing fresh tokens is not sent back to the browser forever).
+    let mut authorizations: u32 = 0;
     loop {
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -304,6 +315,33 @@ pub(crate) async fn supervise(
         };
         let (service, handler) = match attempt {
             Ok(Ok(connected)) => connected,
+            Ok(Err(_)) if slot.auth.as_ref().is_some_and(|a| a.challenged()) => {
+                let Some(auth) = slot.auth.clone() else { break };
+                if authorizations >= 2 {
+                    set_state(ServerState::Failed {
+                        reason: format!(
+                            "{} refused the tokens of two authorizations in a row: check the server's OAuth setup",
+                            slot.config.name
+                        ),
+                    });
+                    return;
+                }
+                authorizations += 1;
+                if auth.can_prompt() {
+                    set_state(ServerState::Authorizing);
+                }
+                let authorized = tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    authorized = auth.authorize() => authorized,
+                };
+                match authorized {
+                    Ok(()) => continue,
+                    Err(reason) => {
+                        set_state(ServerState::Failed { reason });
+                        return;
+                    }
+                }
+            }
             failed => {
                 let reason = match failed {
                     Ok(Err(reason)) => reason,
@@ -363,6 +401,7 @@ pub(crate) async fn supervise(
             *current = Some(connection);
         }
         was_ready = true;
+        authorizations = 0;
         let connected_at = tokio::time::Instant::now();
         set_state(ServerState::Ready);
         // Renew the host's resource subscriptions on the new connection.
@@ -495,6 +534,9 @@ type Connected = (RunningService<RoleClient, Handler>, Handler);
 
 /// Starts the transport and runs `initialize`.
 async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected, String> {
+    if let Some(auth) = &slot.auth {
+        auth.clear_challenge();
+    }
     let handler = Handler {
         client_name: Arc::from(settings.client_name.as_str()),
         server: Arc::from(slot.config.name.as_str()),
@@ -551,7 +593,7 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .clone()
                 .serve(transport)
                 .await
-                .map_err(|e| init_error(&e, &format!("`{command}`")))?;
+                .map_err(|e| init_error(&e, &format!("`{command}`"), false))?;
             Ok((service, handler))
         }
         ServerTransport::Http {
@@ -569,12 +611,18 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             if let Some(token) = bearer_token {
                 config = config.auth_header(token.clone());
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
-            let service = handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| init_error(&e, url))?;
+            let service = match &slot.auth {
+                Some(auth) => {
+                    let client = crate::oauth::OAuthHttpClient::new(Arc::clone(auth))?;
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    handler.clone().serve(transport).await
+                }
+                None => {
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    handler.clone().serve(transport).await
+                }
+            }
+            .map_err(|e| init_error(&e, url, slot.auth.is_some()))?;
             Ok((service, handler))
         }
         ServerTransport::Sse { url, headers } => {
@@ -582,14 +630,53 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
                 .config
                 .startup_timeout
                 .unwrap_or(settings.startup_timeout);
-            let headers = with_helper_headers(&slot.config, url, headers).await?;
-            let transport = crate::sse::SseTransport::connect(url, &headers, timeout).await?;
+            let mut headers = with_helper_headers(&slot.config, url, headers).await?;
+            if let Some(auth) = &slot.auth
+                && let Some(token) = auth.access_token().await?
+            {
+                headers.insert("Authorization".into(), format!("Bearer {token}"));
+            }
+            let transport =
+                crate::sse::SseTransport::connect(url, &headers, timeout, slot.auth.as_deref())
+                    .await?;
             let service = handler
                 .clone()
                 .serve(transport)
                 .await
-                .map_err(|e| init_error(&e, url))?;
+                .map_err(|e| init_error(&e, url, slot.auth.is_some()))?;
             Ok((service, handler))
+        }
+    }
+}
+
+/// The OAuth state of `config`'s server, when the hub authorizes it: a
+/// remote server with no credentials of its own (no `Authorization`
+/// header, bearer token or `headersHelper`).
+pub(crate) fn authorizer_for(
+    config: &ServerConfig,
+    oauth: &crate::oauth::OAuth,
+) -> Option<Arc<crate::oauth::Authorizer>> {
+    let (url, headers) = match &config.transport {
+        ServerTransport::Http {
+            url,
+            headers,
+            bearer_token: None,
+        } => (url, headers),
+        ServerTransport::Sse { url, headers } => (url, headers),
+        _ => return None,
+    };
+    if config.headers_helper.is_some()
+        || headers
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case("authorization"))
+    {
+        return None;
+    }
+    match crate::oauth::Authorizer::new(&config.name, url, config.oauth.clone(), oauth.clone()) {
+        Ok(auth) => Some(Arc::new(auth)),
+        Err(reason) => {
+            tracing::warn!(server = %config.name, "no OAuth for this server: {reason}");
+            None
         }
     }
 }
@@ -610,14 +697,16 @@ async fn with_helper_headers(
 
 /// A failed `initialize` in the user's terms: the HTTP status and what to
 /// check, or what the transport said, without the SDK's type names.
-fn init_error(error: &rmcp::service::ClientInitializeError, peer: &str) -> String {
+fn init_error(error: &rmcp::service::ClientInitializeError, peer: &str, oauth: bool) -> String {
     use rmcp::service::ClientInitializeError as E;
     match error {
         E::TransportError { error, .. } => {
             let text = error_chain(&*error.error);
-            if text.starts_with("Auth required") {
+            if text.starts_with("Auth required") && oauth {
+                format!("401 from {peer}: the server wants an OAuth authorization")
+            } else if text.starts_with("Auth required") {
                 format!(
-                    "401 from {peer}: the server wants authorization; check the token or headers configured for it"
+                    "401 from {peer}: the server wants authorization; check the token or headers configured for it, or give the hub OAuth (HubBuilder::oauth) to authorize it"
                 )
             } else if text.starts_with("Insufficient scope") {
                 format!("403 from {peer}: the token lacks a scope the server needs")

@@ -102,6 +102,13 @@ impl Discovery {
                             ),
                         }
                     }
+                    if let Some(oauth) = entry.get("oauth") {
+                        if matches!(server.transport, ServerTransport::Stdio { .. }) {
+                            notes.push("`oauth` applies to remote servers only; ignored".into());
+                        } else {
+                            server.oauth = Some(oauth_entry(oauth, &mut notes));
+                        }
+                    }
                     found.insert(server);
                 }
                 Err(message) => found.problem(file, format!("server `{name}`: {message}")),
@@ -265,4 +272,39 @@ impl Discovery {
             cwd,
         })
     }
+}
+
+/// Claude Code's per-server `oauth` object; what is malformed is noted and
+/// left out.
+fn oauth_entry(value: &Value, notes: &mut Vec<String>) -> crate::oauth::OAuthClientConfig {
+    let mut config = crate::oauth::OAuthClientConfig::default();
+    let Some(object) = value.as_object() else {
+        notes.push("`oauth` must be an object; ignored".into());
+        return config;
+    };
+    for (key, value) in object {
+        match key.as_str() {
+            "clientId" => match value.as_str().filter(|s| !s.is_empty()) {
+                Some(id) => config.client_id = Some(id.to_owned()),
+                None => notes.push("`oauth.clientId` must be a non-empty string; ignored".into()),
+            },
+            "callbackPort" => match value.as_u64().and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0) {
+                Some(port) => config.callback_port = Some(port),
+                None => notes.push("`oauth.callbackPort` must be a port number (1-65535); ignored".into()),
+            },
+            "authServerMetadataUrl" => match value.as_str().filter(|s| s.starts_with("https://")) {
+                Some(url) => config.auth_server_metadata_url = Some(url.to_owned()),
+                None => notes.push("`oauth.authServerMetadataUrl` must be an https:// URL; ignored".into()),
+            },
+            "scopes" => match value.as_str().filter(|s| !s.trim().is_empty()) {
+                Some(scopes) => config.scopes = Some(scopes.to_owned()),
+                None => notes.push("`oauth.scopes` must be a space-separated string; ignored".into()),
+            },
+            "clientSecret" => notes.push(
+                "`oauth.clientSecret` is not read from configuration files; the host sets it (OAuthClientConfig::client_secret)".into(),
+            ),
+            other => notes.push(format!("`oauth.{other}` is not a known setting; ignored")),
+        }
+    }
+    config
 }

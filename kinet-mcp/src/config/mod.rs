@@ -139,6 +139,10 @@ pub struct ServerConfig {
     /// `CLAUDE_CODE_MCP_SERVER_URL` set, for at most 10 s, and only for
     /// servers that start (a project's servers only once approved).
     pub headers_helper: Option<String>,
+    /// Claude Code's `oauth` entry (remote servers): a pre-registered
+    /// client, a fixed callback port, the metadata URL, the scopes. Used
+    /// when the hub has [`OAuth`](crate::oauth::OAuth).
+    pub oauth: Option<crate::oauth::OAuthClientConfig>,
 }
 
 impl ServerConfig {
@@ -190,7 +194,14 @@ impl ServerConfig {
             enabled_tools: None,
             disabled_tools: Vec::new(),
             headers_helper: None,
+            oauth: None,
         }
+    }
+
+    /// Sets the server's own OAuth settings; see [`oauth`](Self::oauth).
+    pub fn oauth(mut self, oauth: crate::oauth::OAuthClientConfig) -> Self {
+        self.oauth = Some(oauth);
+        self
     }
 
     /// Runs `command` (a shell command) before each connection for extra

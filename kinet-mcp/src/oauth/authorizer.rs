@@ -1,0 +1,461 @@
+//! One server's OAuth state: its saved credentials, refreshes, and the
+//! interactive authorization when the server asks for one.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use reqwest::Url;
+use tokio::net::TcpListener;
+
+use super::challenge::Challenge;
+use super::flow::{self, AuthorizeParams, Callback};
+use super::metadata::{self, ServerMetadata};
+use super::store::{ClientRegistration, Credentials};
+use super::{AuthorizationOutcome, AuthorizationRequest, OAuth, OAuthClientConfig, now_secs};
+
+/// A token this close to expiring is refreshed before it is sent.
+const REFRESH_MARGIN_SECS: u64 = 60;
+
+pub(crate) struct Authorizer {
+    server: String,
+    url: String,
+    key: String,
+    config: OAuthClientConfig,
+    oauth: OAuth,
+    http: reqwest::Client,
+    state: tokio::sync::Mutex<Saved>,
+    /// The last 401/403 challenge, until an authorization answers it.
+    challenge: Mutex<Option<Challenge>>,
+}
+
+#[derive(Default)]
+struct Saved {
+    loaded: bool,
+    credentials: Option<Credentials>,
+}
+
+impl Authorizer {
+    pub(crate) fn new(
+        server: &str,
+        url: &str,
+        config: Option<OAuthClientConfig>,
+        oauth: OAuth,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            server: server.to_owned(),
+            url: url.to_owned(),
+            key: format!("{server} {url}"),
+            config: config.unwrap_or_default(),
+            oauth,
+            http: metadata::http_client()?,
+            state: tokio::sync::Mutex::new(Saved::default()),
+            challenge: Mutex::new(None),
+        })
+    }
+
+    /// The access token to send: the saved one, refreshed first when it
+    /// is about to expire. `None` when there is none yet (the request goes
+    /// out without, and the server's 401 starts an authorization).
+    pub(crate) async fn access_token(&self) -> Result<Option<String>, String> {
+        let mut saved = self.state.lock().await;
+        self.load(&mut saved).await?;
+        let Some(tokens) = saved.credentials.as_ref().and_then(|c| c.tokens.as_ref()) else {
+            return Ok(None);
+        };
+        let expiring = tokens
+            .expires_at
+            .is_some_and(|at| at <= now_secs().saturating_add(REFRESH_MARGIN_SECS));
+        if !expiring || tokens.refresh_token.is_none() {
+            return Ok(Some(tokens.access_token.clone()));
+        }
+        self.refresh(&mut saved).await
+    }
+
+    /// The server refused `sent`: a token to retry with (a newer one saved
+    /// meanwhile, or a refreshed one), or `None` when only a new
+    /// authorization can help.
+    pub(crate) async fn after_rejection(&self, sent: &str) -> Result<Option<String>, String> {
+        let mut saved = self.state.lock().await;
+        self.load(&mut saved).await?;
+        let Some(tokens) = saved.credentials.as_ref().and_then(|c| c.tokens.as_ref()) else {
+            return Ok(None);
+        };
+        if tokens.access_token != sent {
+            return Ok(Some(tokens.access_token.clone()));
+        }
+        self.refresh(&mut saved).await
+    }
+
+    /// Notes a 401/403 challenge from the server.
+    pub(crate) fn note_challenge(&self, header: &str) {
+        if let Ok(mut challenge) = self.challenge.lock() {
+            *challenge = Some(Challenge::parse(header));
+        }
+    }
+
+    /// Forgets the last challenge (a new connection attempt starts).
+    pub(crate) fn clear_challenge(&self) {
+        if let Ok(mut challenge) = self.challenge.lock() {
+            *challenge = None;
+        }
+    }
+
+    /// Whether the server asked for authorization since the last one.
+    pub(crate) fn challenged(&self) -> bool {
+        self.challenge.lock().is_ok_and(|c| c.is_some())
+    }
+
+    /// Whether a new authorization can be run (the host gave a prompt).
+    pub(crate) fn can_prompt(&self) -> bool {
+        self.oauth.prompt.is_some()
+    }
+
+    async fn load(&self, saved: &mut Saved) -> Result<(), String> {
+        if !saved.loaded {
+            saved.credentials = self.oauth.store.load(&self.key).await.map_err(|e| {
+                format!("cannot read the saved credentials of `{}`: {e}", self.server)
+            })?;
+            saved.loaded = true;
+        }
+        Ok(())
+    }
+
+    async fn save(&self, saved: &mut Saved, credentials: Credentials) -> Result<(), String> {
+        let result = self.oauth.store.save(&self.key, &credentials).await;
+        saved.credentials = Some(credentials);
+        result.map_err(|e| format!("cannot save the credentials of `{}`: {e}", self.server))
+    }
+
+    /// Refreshes the saved tokens. A refused refresh forgets them (keeping
+    /// the client registration) and gives `None`.
+    async fn refresh(&self, saved: &mut Saved) -> Result<Option<String>, String> {
+        let Some(mut credentials) = saved.credentials.clone() else {
+            return Ok(None);
+        };
+        let Some(refresh_token) = credentials.tokens.as_ref().and_then(|t| t.refresh_token.clone())
+        else {
+            credentials.tokens = None;
+            self.save(saved, credentials).await?;
+            return Ok(None);
+        };
+        let grant = [
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token.as_str()),
+            ("resource", credentials.resource.as_str()),
+        ];
+        match flow::token_request(
+            &self.http,
+            &credentials.token_endpoint,
+            &credentials.client,
+            &grant,
+            Some(&refresh_token),
+        )
+        .await
+        {
+            Ok(tokens) => {
+                let access = tokens.access_token.clone();
+                credentials.tokens = Some(tokens);
+                self.save(saved, credentials).await?;
+                Ok(Some(access))
+            }
+            Err(refused) if refused.code.is_some() => {
+                tracing::info!(server = %self.server, "token refresh refused: {}", refused.message);
+                credentials.tokens = None;
+                self.save(saved, credentials).await?;
+                Ok(None)
+            }
+            Err(failed) => Err(format!(
+                "cannot refresh the token of `{}`: {}",
+                self.server, failed.message
+            )),
+        }
+    }
+
+    /// Runs a whole authorization (discovery, registration, the user's
+    /// browser step, the code exchange) and saves the tokens. Bounded by
+    /// the hub's authorization timeout.
+    pub(crate) async fn authorize(&self) -> Result<(), String> {
+        let Some(prompt) = self.oauth.prompt.clone() else {
+            return Err(format!(
+                "{} wants an OAuth authorization and the host gave no way to ask the user (OAuth::prompt); authorize it in a host that can, or configure a token",
+                self.url
+            ));
+        };
+        let challenge = self
+            .challenge
+            .lock()
+            .ok()
+            .and_then(|c| c.clone())
+            .unwrap_or_default();
+        let mut saved = self.state.lock().await;
+        self.load(&mut saved).await?;
+        let server = metadata::parse_url(&self.url, "the server URL")?;
+
+        // Discovery.
+        let resource_metadata = metadata::resource_metadata(
+            &self.http,
+            &server,
+            challenge.resource_metadata.as_deref(),
+        )
+        .await?;
+        let explicit = self
+            .config
+            .auth_server_metadata_url
+            .as_deref()
+            .map(|u| metadata::parse_url(u, "oauth.authServerMetadataUrl"))
+            .transpose()?;
+        let issuer = match resource_metadata
+            .as_ref()
+            .and_then(|m| m.authorization_servers.first())
+        {
+            Some(issuer) => metadata::parse_url(issuer, "the authorization server")?,
+            None => {
+                let mut origin = server.clone();
+                origin.set_path("/");
+                origin.set_query(None);
+                origin.set_fragment(None);
+                origin
+            }
+        };
+        let found = metadata::server_metadata(&self.http, &issuer, explicit.as_ref()).await?;
+        let server_metadata = match found {
+            Some(found) => found,
+            None if resource_metadata.is_none() && explicit.is_none() => {
+                metadata::assumed_metadata(&server)
+            }
+            None => {
+                return Err(format!(
+                    "the authorization server {issuer} of {} publishes no metadata",
+                    self.url
+                ));
+            }
+        };
+        if !server_metadata
+            .code_challenge_methods_supported
+            .as_ref()
+            .is_some_and(|m| m.iter().any(|m| m == "S256"))
+        {
+            return Err(format!(
+                "the authorization server {issuer} does not offer PKCE with S256: refusing to authorize there"
+            ));
+        }
+        let issuer_name = if server_metadata.issuer.is_empty() {
+            issuer.to_string()
+        } else {
+            server_metadata.issuer.clone()
+        };
+        let resource = resource_metadata
+            .as_ref()
+            .and_then(|m| m.resource.clone())
+            .unwrap_or_else(|| {
+                let mut canonical = server.clone();
+                canonical.set_fragment(None);
+                canonical.to_string()
+            });
+        let scope = self.scope(
+            &challenge,
+            &saved,
+            resource_metadata
+                .as_ref()
+                .map_or(&server_metadata.scopes_supported, |m| &m.scopes_supported),
+        );
+
+        // The loopback listener and the client.
+        let previous = saved
+            .credentials
+            .clone()
+            .filter(|c| c.issuer == issuer_name && self.config.client_id.is_none());
+        let (listener, previous) = self.listen(previous).await?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| format!("the redirect listener has no address: {e}"))?
+            .port();
+        let client = self
+            .client(&server_metadata, previous, port, scope.as_deref())
+            .await?;
+
+        // The user's step.
+        let verifier = flow::random_text(48)?;
+        let state = flow::random_text(24)?;
+        let url = flow::authorization_url(&AuthorizeParams {
+            metadata: &server_metadata,
+            client: &client,
+            scope: scope.as_deref(),
+            resource: &resource,
+            state: &state,
+            challenge: &flow::code_challenge(&verifier),
+        })?;
+        let request = AuthorizationRequest {
+            server: self.server.clone(),
+            issuer: issuer_name.clone(),
+            url: url.to_string(),
+            redirect_uri: client.redirect_uri.clone(),
+        };
+        let wait = flow::wait_for_redirect(&listener, &state);
+        let asked = prompt.authorize(request);
+        tokio::pin!(wait, asked);
+        let mut opened = false;
+        let callback = tokio::time::timeout(self.oauth.timeout, async {
+            loop {
+                tokio::select! {
+                    callback = &mut wait => break Ok(callback),
+                    outcome = &mut asked, if !opened => match outcome {
+                        AuthorizationOutcome::Opened => opened = true,
+                        AuthorizationOutcome::Redirected(url) => break Callback::from_url(&url),
+                        AuthorizationOutcome::Declined => {
+                            break Err("the user declined the authorization".to_owned())
+                        }
+                    },
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            format!(
+                "the authorization of `{}` was not finished within {} s",
+                self.server,
+                self.oauth.timeout.as_secs()
+            )
+        })??;
+        let code = callback.code(&state, &issuer_name)?;
+
+        // The tokens.
+        let grant = [
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", client.redirect_uri.as_str()),
+            ("code_verifier", verifier.as_str()),
+            ("resource", resource.as_str()),
+        ];
+        let tokens =
+            flow::token_request(&self.http, &server_metadata.token_endpoint, &client, &grant, None)
+                .await
+                .map_err(|e| format!("exchanging the authorization code: {}", e.message))?;
+        self.save(
+            &mut saved,
+            Credentials {
+                issuer: issuer_name,
+                token_endpoint: server_metadata.token_endpoint.clone(),
+                resource,
+                client,
+                tokens: Some(tokens),
+            },
+        )
+        .await?;
+        if let Ok(mut challenge) = self.challenge.lock() {
+            *challenge = None;
+        }
+        Ok(())
+    }
+
+    /// The scopes to ask for: configured, else the challenge's with those
+    /// granted before (a step-up keeps what was had), else advertised.
+    fn scope(&self, challenge: &Challenge, saved: &Saved, advertised: &[String]) -> Option<String> {
+        if let Some(scopes) = &self.config.scopes {
+            return Some(scopes.clone());
+        }
+        if let Some(asked) = &challenge.scope {
+            let mut all: BTreeSet<&str> = asked.split_whitespace().collect();
+            if let Some(had) = saved
+                .credentials
+                .as_ref()
+                .and_then(|c| c.tokens.as_ref())
+                .and_then(|t| t.scope.as_deref())
+            {
+                all.extend(had.split_whitespace());
+            }
+            return Some(all.into_iter().collect::<Vec<_>>().join(" "));
+        }
+        (!advertised.is_empty()).then(|| advertised.join(" "))
+    }
+
+    /// Binds the redirect listener: the configured port, else the port a
+    /// saved registration redirects to (a new registration if it is
+    /// taken), else any.
+    async fn listen(
+        &self,
+        previous: Option<Credentials>,
+    ) -> Result<(TcpListener, Option<Credentials>), String> {
+        if let Some(port) = self.config.callback_port {
+            let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
+                format!(
+                    "cannot listen on 127.0.0.1:{port} for the OAuth redirect of `{}`: {e}; free the port or change oauth.callbackPort",
+                    self.server
+                )
+            })?;
+            return Ok((listener, None));
+        }
+        if let Some(port) = previous
+            .as_ref()
+            .and_then(|c| Url::parse(&c.client.redirect_uri).ok())
+            .and_then(|u| u.port())
+            && let Ok(listener) = TcpListener::bind(("127.0.0.1", port)).await
+        {
+            return Ok((listener, previous));
+        }
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| format!("cannot listen on 127.0.0.1 for the OAuth redirect: {e}"))?;
+        Ok((listener, None))
+    }
+
+    /// The client to authorize as (see the module docs for the order).
+    async fn client(
+        &self,
+        metadata: &ServerMetadata,
+        previous: Option<Credentials>,
+        port: u16,
+        scope: Option<&str>,
+    ) -> Result<ClientRegistration, String> {
+        if let Some(client_id) = &self.config.client_id {
+            let secret = self.config.client_secret.clone();
+            let offered = metadata.token_endpoint_auth_methods_supported.as_deref();
+            let method = match (&secret, offered) {
+                (None, _) => "none",
+                (Some(_), Some(methods))
+                    if !methods.iter().any(|m| m == "client_secret_basic")
+                        && methods.iter().any(|m| m == "client_secret_post") =>
+                {
+                    "client_secret_post"
+                }
+                (Some(_), _) => "client_secret_basic",
+            };
+            return Ok(ClientRegistration {
+                client_id: client_id.clone(),
+                client_secret: secret,
+                redirect_uri: format!("http://localhost:{port}/callback"),
+                token_endpoint_auth_method: method.into(),
+            });
+        }
+        if let Some(previous) = previous {
+            return Ok(previous.client);
+        }
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        if metadata.client_id_metadata_document_supported
+            && let Some(url) = &self.oauth.client_metadata_url
+        {
+            return Ok(ClientRegistration {
+                client_id: url.clone(),
+                client_secret: None,
+                redirect_uri,
+                token_endpoint_auth_method: "none".into(),
+            });
+        }
+        match &metadata.registration_endpoint {
+            Some(endpoint) => {
+                flow::register(
+                    &self.http,
+                    endpoint,
+                    &self.oauth.client_name,
+                    &redirect_uri,
+                    scope,
+                )
+                .await
+            }
+            None => Err(format!(
+                "the authorization server of `{}` offers no client registration: configure oauth.clientId for it",
+                self.server
+            )),
+        }
+    }
+}
