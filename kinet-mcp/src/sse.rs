@@ -96,7 +96,9 @@ impl SseTransport {
                 .and_then(|v| v.to_str().ok())
         {
             auth.note_challenge(challenge);
-            return Err(format!("{status} from {url}: the server wants an OAuth authorization"));
+            return Err(format!(
+                "{status} from {url}: the server wants an OAuth authorization"
+            ));
         }
         if !status.is_success() {
             return Err(format!("{status} from {url}{}", status_hint(status)));

@@ -797,3 +797,57 @@ fn headers_helpers_are_read_for_remote_servers_and_never_run_by_discovery() {
     );
     assert!(!marker.exists(), "discovery ran a helper");
 }
+
+/// Claude Code's per-server `oauth` object is read for remote servers;
+/// what is malformed or does not apply is reported and left out.
+#[test]
+fn oauth_entries_are_read_and_their_mistakes_reported() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    write(
+        &home.path().join(".claude.json"),
+        r#"{"mcpServers": {
+            "remote": {"type": "http", "url": "https://mcp.example/mcp",
+                       "oauth": {"clientId": "app-1", "callbackPort": 8765,
+                                 "authServerMetadataUrl": "https://auth.example/.well-known/oauth-authorization-server",
+                                 "scopes": "read write"}},
+            "sloppy": {"type": "sse", "url": "https://mcp.example/sse",
+                       "oauth": {"clientId": "", "callbackPort": 70000,
+                                 "authServerMetadataUrl": "http://auth.example/m",
+                                 "clientSecret": "s3cret", "colour": "blue"}},
+            "local": {"command": "x", "oauth": {"clientId": "a"}}
+        }}"#,
+    );
+    let found = Discovery::new()
+        .home(home.path())
+        .project(project.path())
+        .managed_config(home.path().join("none.json"))
+        .discover();
+    let remote = server(&found, "remote").oauth.clone().unwrap();
+    assert_eq!(remote.client_id.as_deref(), Some("app-1"));
+    assert_eq!(remote.callback_port, Some(8765));
+    assert_eq!(
+        remote.auth_server_metadata_url.as_deref(),
+        Some("https://auth.example/.well-known/oauth-authorization-server")
+    );
+    assert_eq!(remote.scopes.as_deref(), Some("read write"));
+    let sloppy = server(&found, "sloppy").oauth.clone().unwrap();
+    assert_eq!(sloppy, kinet_mcp::oauth::OAuthClientConfig::default());
+    assert_eq!(server(&found, "local").oauth, None);
+    let problems: Vec<&str> = found.problems.iter().map(|p| p.message.as_str()).collect();
+    for expected in [
+        "server `sloppy`: `oauth.clientId` must be a non-empty string",
+        "server `sloppy`: `oauth.callbackPort` must be a port number",
+        "server `sloppy`: `oauth.authServerMetadataUrl` must be an https:// URL",
+        "server `sloppy`: `oauth.clientSecret` is not read from configuration files",
+        "server `sloppy`: `oauth.colour` is not a known setting",
+        "server `local`: `oauth` applies to remote servers only",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(expected)),
+            "{expected}: {problems:?}"
+        );
+    }
+    // The secret is never kept from the file.
+    assert!(!format!("{:?}", found.servers).contains("s3cret"));
+}

@@ -113,7 +113,10 @@ impl Authorizer {
     async fn load(&self, saved: &mut Saved) -> Result<(), String> {
         if !saved.loaded {
             saved.credentials = self.oauth.store.load(&self.key).await.map_err(|e| {
-                format!("cannot read the saved credentials of `{}`: {e}", self.server)
+                format!(
+                    "cannot read the saved credentials of `{}`: {e}",
+                    self.server
+                )
             })?;
             saved.loaded = true;
         }
@@ -132,7 +135,10 @@ impl Authorizer {
         let Some(mut credentials) = saved.credentials.clone() else {
             return Ok(None);
         };
-        let Some(refresh_token) = credentials.tokens.as_ref().and_then(|t| t.refresh_token.clone())
+        let Some(refresh_token) = credentials
+            .tokens
+            .as_ref()
+            .and_then(|t| t.refresh_token.clone())
         else {
             credentials.tokens = None;
             self.save(saved, credentials).await?;
@@ -292,7 +298,11 @@ impl Authorizer {
             redirect_uri: client.redirect_uri.clone(),
         };
         let wait = flow::wait_for_redirect(&listener, &state);
-        let asked = prompt.authorize(request);
+        // A host prompt that panics fails this authorization, not the
+        // server's supervisor.
+        let asked = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+            prompt.authorize(request),
+        ));
         tokio::pin!(wait, asked);
         let mut opened = false;
         let callback = tokio::time::timeout(self.oauth.timeout, async {
@@ -300,11 +310,12 @@ impl Authorizer {
                 tokio::select! {
                     callback = &mut wait => break Ok(callback),
                     outcome = &mut asked, if !opened => match outcome {
-                        AuthorizationOutcome::Opened => opened = true,
-                        AuthorizationOutcome::Redirected(url) => break Callback::from_url(&url),
-                        AuthorizationOutcome::Declined => {
+                        Ok(AuthorizationOutcome::Opened) => opened = true,
+                        Ok(AuthorizationOutcome::Redirected(url)) => break Callback::from_url(&url),
+                        Ok(AuthorizationOutcome::Declined) => {
                             break Err("the user declined the authorization".to_owned())
                         }
+                        Err(_) => break Err("the host's authorization prompt panicked".to_owned()),
                     },
                 }
             }
@@ -327,10 +338,15 @@ impl Authorizer {
             ("code_verifier", verifier.as_str()),
             ("resource", resource.as_str()),
         ];
-        let tokens =
-            flow::token_request(&self.http, &server_metadata.token_endpoint, &client, &grant, None)
-                .await
-                .map_err(|e| format!("exchanging the authorization code: {}", e.message))?;
+        let tokens = flow::token_request(
+            &self.http,
+            &server_metadata.token_endpoint,
+            &client,
+            &grant,
+            None,
+        )
+        .await
+        .map_err(|e| format!("exchanging the authorization code: {}", e.message))?;
         self.save(
             &mut saved,
             Credentials {
@@ -457,5 +473,73 @@ impl Authorizer {
                 self.server
             )),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::oauth::{MemoryTokenStore, Tokens};
+
+    fn authorizer(config: Option<OAuthClientConfig>) -> Authorizer {
+        let oauth = OAuth::new().store(Arc::new(MemoryTokenStore::default()));
+        Authorizer::new("s", "https://mcp.example/mcp", config, oauth).unwrap()
+    }
+
+    fn had(scope: &str) -> Saved {
+        Saved {
+            loaded: true,
+            credentials: Some(Credentials {
+                issuer: "https://auth.example/".into(),
+                token_endpoint: "https://auth.example/token".into(),
+                resource: "https://mcp.example/mcp".into(),
+                client: ClientRegistration {
+                    client_id: "c".into(),
+                    client_secret: None,
+                    redirect_uri: "http://127.0.0.1:9/callback".into(),
+                    token_endpoint_auth_method: "none".into(),
+                },
+                tokens: Some(Tokens {
+                    access_token: "a".into(),
+                    refresh_token: None,
+                    expires_at: None,
+                    scope: Some(scope.into()),
+                }),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_step_up_asks_for_what_it_had_and_what_it_needs() {
+        let auth = authorizer(None);
+        let advertised = vec!["read".to_owned(), "write".to_owned()];
+        let step_up = Challenge::parse(r#"Bearer error="insufficient_scope", scope="admin""#);
+        assert_eq!(
+            auth.scope(&step_up, &had("read write"), &advertised)
+                .as_deref(),
+            Some("admin read write")
+        );
+        // No scope in the challenge: what the server advertises.
+        assert_eq!(
+            auth.scope(&Challenge::default(), &Saved::default(), &advertised)
+                .as_deref(),
+            Some("read write")
+        );
+        assert_eq!(
+            auth.scope(&Challenge::default(), &Saved::default(), &[]),
+            None
+        );
+        // Configured scopes win.
+        let pinned = authorizer(Some(OAuthClientConfig {
+            scopes: Some("only".into()),
+            ..OAuthClientConfig::default()
+        }));
+        assert_eq!(
+            pinned.scope(&step_up, &had("read"), &advertised).as_deref(),
+            Some("only")
+        );
     }
 }

@@ -50,9 +50,7 @@ fn bearer_params(header: &str) -> BTreeMap<String, String> {
             // name=value: a parameter of the current challenge.
             let (value, remaining) = read_value(value_text.trim_start());
             if in_bearer {
-                params
-                    .entry(name.to_ascii_lowercase())
-                    .or_insert(value);
+                params.entry(name.to_ascii_lowercase()).or_insert(value);
             }
             rest = remaining;
         } else {
@@ -146,11 +144,15 @@ mod tests {
             }
         }
         let mut seed = 7u64;
-        let alphabet = ['B', 'e', 'a', 'r', ' ', '=', '"', '\\', ',', 'é', 's', '\t', '\n'];
+        let alphabet = [
+            'B', 'e', 'a', 'r', ' ', '=', '"', '\\', ',', 'é', 's', '\t', '\n',
+        ];
         for _ in 0..20_000 {
             let text: String = (0..24)
                 .map(|_| {
-                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     alphabet[(seed >> 33) as usize % alphabet.len()]
                 })
                 .collect();

@@ -149,8 +149,12 @@ impl StreamableHttpClient for OAuthHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
         self.with_token(|token| {
-            self.inner
-                .delete_session(uri.clone(), session_id.clone(), token, custom_headers.clone())
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
         })
         .await
     }

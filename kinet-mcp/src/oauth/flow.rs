@@ -21,7 +21,8 @@ pub(crate) fn random_text(n: usize) -> Result<String, String> {
 
 /// The S256 code challenge of a PKCE verifier (RFC 7636 §4.2).
 pub(crate) fn code_challenge(verifier: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
 }
 
 /// Registers a public client (RFC 7591) redirecting to `redirect_uri`.
@@ -94,8 +95,10 @@ pub(crate) struct AuthorizeParams<'a> {
 
 /// The URL the user opens.
 pub(crate) fn authorization_url(params: &AuthorizeParams<'_>) -> Result<Url, String> {
-    let mut url =
-        super::metadata::parse_url(&params.metadata.authorization_endpoint, "the authorization endpoint")?;
+    let mut url = super::metadata::parse_url(
+        &params.metadata.authorization_endpoint,
+        "the authorization endpoint",
+    )?;
     {
         let mut query = url.query_pairs_mut();
         query
@@ -213,8 +216,14 @@ pub(crate) async fn wait_for_redirect(listener: &TcpListener, state: &str) -> Ca
                 "200 OK",
                 "Authorization complete. You can close this window.",
             ),
-            Some(_) if matches => ("200 OK", "Authorization was not granted. You can close this window."),
-            Some(_) => ("400 Bad Request", "This sign-in link is stale; start again."),
+            Some(_) if matches => (
+                "200 OK",
+                "Authorization was not granted. You can close this window.",
+            ),
+            Some(_) => (
+                "400 Bad Request",
+                "This sign-in link is stale; start again.",
+            ),
             None => ("404 Not Found", "Not found."),
         };
         let answer = format!(
@@ -283,7 +292,12 @@ pub(crate) async fn token_request(
         .body(body)
         .send()
         .await
-        .map_err(|e| transport(format!("cannot reach {url}: {}", crate::errors::error_chain(&e))))?;
+        .map_err(|e| {
+            transport(format!(
+                "cannot reach {url}: {}",
+                crate::errors::error_chain(&e)
+            ))
+        })?;
     let status = response.status();
     let text = read_body(response, &url).await.map_err(transport)?;
     if !status.is_success() {
@@ -356,7 +370,7 @@ mod tests {
     #[test]
     fn the_s256_challenge_matches_rfc_7636_appendix_b() {
         assert_eq!(
-            code_challenge("dBjftJeZ4CVP-1mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            code_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
         let verifier = random_text(32).unwrap();
@@ -366,15 +380,28 @@ mod tests {
 
     #[test]
     fn a_redirect_is_checked_before_its_code_is_used() {
-        let ok = Callback::from_url("http://127.0.0.1:5/callback?code=c1&state=s&iss=https%3A%2F%2Fa.example%2F")
-            .unwrap();
+        let ok = Callback::from_url(
+            "http://127.0.0.1:5/callback?code=c1&state=s&iss=https%3A%2F%2Fa.example%2F",
+        )
+        .unwrap();
         assert_eq!(ok.code("s", "https://a.example").unwrap(), "c1");
         let forged = Callback::from_url("/callback?code=c1&state=other").unwrap();
         assert!(forged.code("s", "").unwrap_err().contains("state"));
-        let mixed = Callback::from_url("/callback?code=c1&state=s&iss=https://evil.example").unwrap();
-        assert!(mixed.code("s", "https://a.example").unwrap_err().contains("RFC 9207"));
+        let mixed =
+            Callback::from_url("/callback?code=c1&state=s&iss=https://evil.example").unwrap();
+        assert!(
+            mixed
+                .code("s", "https://a.example")
+                .unwrap_err()
+                .contains("RFC 9207")
+        );
         let denied = Callback::from_url("/callback?error=access_denied&state=s").unwrap();
         assert!(denied.code("s", "").unwrap_err().contains("declined"));
-        assert!(Callback::from_url("/callback?state=s").unwrap().code("s", "").is_err());
+        assert!(
+            Callback::from_url("/callback?state=s")
+                .unwrap()
+                .code("s", "")
+                .is_err()
+        );
     }
 }

@@ -97,7 +97,10 @@ pub(crate) async fn get_json(client: &reqwest::Client, url: &Url) -> Result<Opti
 }
 
 /// The body, at most [`MAX_BODY`] bytes.
-pub(crate) async fn read_body(mut response: reqwest::Response, url: &Url) -> Result<Vec<u8>, String> {
+pub(crate) async fn read_body(
+    mut response: reqwest::Response,
+    url: &Url,
+) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
@@ -184,9 +187,8 @@ pub(crate) async fn server_metadata(
     };
     for candidate in candidates {
         if let Some(json) = get_json(client, &candidate).await? {
-            let metadata: ServerMetadata = serde_json::from_value(json).map_err(|e| {
-                format!("{candidate} is not authorization-server metadata: {e}")
-            })?;
+            let metadata: ServerMetadata = serde_json::from_value(json)
+                .map_err(|e| format!("{candidate} is not authorization-server metadata: {e}"))?;
             if explicit.is_none() && !same_issuer(&metadata.issuer, issuer) {
                 return Err(format!(
                     "{candidate} names the issuer `{}`, not {issuer}: refusing it (RFC 8414 §3.3)",

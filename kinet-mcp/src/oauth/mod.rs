@@ -53,7 +53,9 @@ use async_trait::async_trait;
 
 pub(crate) use authorizer::Authorizer;
 pub(crate) use client::OAuthHttpClient;
-pub use store::{ClientRegistration, Credentials, FileTokenStore, MemoryTokenStore, TokenStore, Tokens};
+pub use store::{
+    ClientRegistration, Credentials, FileTokenStore, MemoryTokenStore, TokenStore, Tokens,
+};
 
 /// The host's OAuth settings for the hub.
 #[derive(Clone)]

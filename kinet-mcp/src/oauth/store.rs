@@ -137,10 +137,7 @@ impl FileTokenStore {
         }
     }
 
-    fn change(
-        &self,
-        edit: impl FnOnce(&mut BTreeMap<String, Credentials>),
-    ) -> std::io::Result<()> {
+    fn change(&self, edit: impl FnOnce(&mut BTreeMap<String, Credentials>)) -> std::io::Result<()> {
         let _local = self.local.lock().unwrap_or_else(|e| e.into_inner());
         let dir = self
             .path
@@ -159,8 +156,7 @@ impl FileTokenStore {
         let mut file = builder.tempfile_in(dir).map_err(|e| in_dir(e, dir))?;
         file.write_all(&text)?;
         file.as_file().sync_all()?;
-        file.persist(&self.path)
-            .map_err(|e| in_dir(e.error, dir))?;
+        file.persist(&self.path).map_err(|e| in_dir(e.error, dir))?;
         Ok(())
     }
 }

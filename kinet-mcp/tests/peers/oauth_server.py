@@ -6,6 +6,11 @@ redirects straight back with a code, so a test's "browser" only follows
 redirects.
 
 Usage: oauth_server.py <port> <log file> [access token seconds] [client id]
+[transport]
+
+The transport is `streamable-http` (at /mcp, the default) or `sse` (the
+legacy transport, at /sse); the resource is that endpoint's URL. A client id
+of `-` means none.
 
 Every grant is appended to the log file as one line ("register <id>",
 "authorize <client> <scopes> <resource>", "code", "refresh", "denied
@@ -39,7 +44,9 @@ warnings.simplefilter("ignore")
 PORT = int(sys.argv[1])
 LOG = sys.argv[2]
 ACCESS_SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3600
-PRESET_CLIENT = sys.argv[4] if len(sys.argv) > 4 else None
+PRESET_CLIENT = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+TRANSPORT = sys.argv[5] if len(sys.argv) > 5 else "streamable-http"
+ENDPOINT = "/sse" if TRANSPORT == "sse" else "/mcp"
 BASE = f"http://127.0.0.1:{PORT}"
 
 
@@ -57,7 +64,7 @@ class Provider:
         if PRESET_CLIENT:
             self.clients[PRESET_CLIENT] = OAuthClientInformationFull(
                 client_id=PRESET_CLIENT,
-                redirect_uris=[AnyHttpUrl(f"http://localhost:{PORT + 1}/callback")],
+                redirect_uris=[f"http://localhost:{PORT + 1}/callback"],
                 token_endpoint_auth_method="none",
                 grant_types=["authorization_code", "refresh_token"],
                 response_types=["code"],
@@ -146,7 +153,7 @@ server = MCPServer(
     auth_server_provider=provider,
     auth=AuthSettings(
         issuer_url=AnyHttpUrl(BASE),
-        resource_server_url=AnyHttpUrl(f"{BASE}/mcp"),
+        resource_server_url=AnyHttpUrl(f"{BASE}{ENDPOINT}"),
         validate_token_resource=True,
         client_registration_options=ClientRegistrationOptions(
             enabled=True, valid_scopes=["tools"], default_scopes=["tools"]
@@ -179,4 +186,4 @@ async def forget(_request: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
-server.run("streamable-http", host="127.0.0.1", port=PORT)
+server.run(TRANSPORT, host="127.0.0.1", port=PORT)
