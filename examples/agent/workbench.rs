@@ -9,6 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 use kinet::core::sandbox::SandboxPolicy;
 use kinet::core::session::{Session, SessionState, SessionStore, StoreJournal, new_id};
+use kinet::mcp::oauth::{
+    AuthorizationOutcome, AuthorizationPrompt, AuthorizationRequest, FileTokenStore, OAuth,
+};
 use kinet::mcp::{Discovery, HubSettings, McpHub, ServerState};
 use kinet::memory::{
     BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
@@ -184,7 +187,19 @@ pub async fn open(
         ));
         None
     } else {
-        let hub = McpHub::from_discovery(&found, HubSettings::default());
+        // Remote servers that want OAuth send the user to their sign-in
+        // page; tokens are kept in the user's config directory (never in
+        // the project, where they could be committed).
+        let mut oauth = OAuth::new().prompt(Arc::new(TerminalSignIn { out: out.clone() }));
+        if let Some(home) = &options.home {
+            oauth = oauth.store(Arc::new(FileTokenStore::new(
+                home.join(".config/kinet/mcp-oauth.json"),
+            )));
+        }
+        let hub = McpHub::builder(found.servers.clone())
+            .settings(HubSettings::default())
+            .oauth(oauth)
+            .start();
         out.line(&format!(
             "mcp      starting {} server(s)…",
             found.servers.len()
@@ -204,6 +219,9 @@ pub async fn open(
                     out.paint(Style::Yellow, "still starting (its tools join when ready)")
                 }
                 ServerState::Disabled => out.paint(Style::Dim, "disabled"),
+                ServerState::Authorizing => {
+                    out.paint(Style::Yellow, "waiting for you to sign in (see above)")
+                }
                 other => out.paint(Style::Yellow, &format!("{other:?}").to_lowercase()),
             };
             out.line(&format!(
@@ -249,4 +267,37 @@ fn system_prompt(project: &Path) -> String {
          Answer briefly: say what you changed and how you checked it.",
         project.display()
     )
+}
+
+/// The browser step of MCP servers that want OAuth: the sign-in page's
+/// address on the terminal, and the desktop's opener tried.
+struct TerminalSignIn {
+    out: Out,
+}
+
+#[kinet::async_trait]
+impl AuthorizationPrompt for TerminalSignIn {
+    async fn authorize(&self, request: AuthorizationRequest) -> AuthorizationOutcome {
+        self.out.line(&format!(
+            "mcp      {} wants you to sign in; open {}",
+            request.server, request.url
+        ));
+        let opener = if cfg!(target_os = "macos") {
+            "open"
+        } else {
+            "xdg-open"
+        };
+        if let Ok(mut child) = tokio::process::Command::new(opener)
+            .arg(&request.url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+        {
+            // Openers hand the page to the browser and exit.
+            let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+        }
+        AuthorizationOutcome::Opened
+    }
 }
