@@ -48,16 +48,29 @@ pub(crate) async fn run(
         .take()
         .ok_or_else(|| fail("has no output".into()))?;
     let work = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut out_reader = (&mut stdout).take(HELPER_OUTPUT);
-        let mut err_reader = (&mut stderr).take(4096);
-        let (read_out, read_err) = tokio::join!(
-            out_reader.read_to_end(&mut out),
-            err_reader.read_to_end(&mut err)
-        );
-        read_out.map_err(|e| fail(format!("could not be read: {e}")))?;
-        let _ = read_err;
+        let out_task = read_capped(&mut stdout, HELPER_OUTPUT, true);
+        let err_task = read_capped(&mut stderr, 4096, false);
+        tokio::pin!(out_task, err_task);
+        let mut err_done = None;
+        let out = loop {
+            tokio::select! {
+                out = &mut out_task => break out,
+                err = &mut err_task, if err_done.is_none() => err_done = Some(err),
+            }
+        };
+        let (out, overflow) = out.map_err(|e| fail(format!("could not be read: {e}")))?;
+        if overflow {
+            // Stop it now: it would block on a full pipe until the time limit.
+            return Err(fail(format!(
+                "printed more than {} KiB; headers are a small JSON object",
+                HELPER_OUTPUT / 1024
+            )));
+        }
+        let err = match err_done {
+            Some(err) => err,
+            None => err_task.await,
+        };
+        let (err, _) = err.unwrap_or_default();
         let status = child
             .wait()
             .await
@@ -100,6 +113,35 @@ pub(crate) async fn run(
             ))),
         })
         .collect()
+}
+
+/// Reads `reader` to its end, keeping at most `cap` bytes and saying
+/// whether there was more. With `stop`, the read ends at the first byte
+/// past the cap; without, the rest is drained and dropped (so the writer
+/// never blocks on a full pipe).
+async fn read_capped(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    cap: u64,
+    stop: bool,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut kept = Vec::new();
+    let mut more = false;
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            return Ok((kept, more));
+        }
+        let room = cap.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+        if n > room {
+            more = true;
+            if stop {
+                return Ok((kept, more));
+            }
+        }
+    }
 }
 
 /// Kills the helper's process group when dropped (it may have started

@@ -942,8 +942,13 @@ async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
         .headers_helper("echo 'token service down' >&2; exit 3");
     let hanging = ServerConfig::http("hanging", url.clone()).headers_helper("sleep 60");
     let garbage = ServerConfig::http("garbage", url.clone()).headers_helper("echo '[1, 2]'");
+    // Endless output (and endless stderr): stopped at once, not at the
+    // time limit.
+    let flooding = ServerConfig::http("flooding", url.clone())
+        .headers_helper("yes x >&2 & yes '{\"a\": \"b\"}'");
+    let started = std::time::Instant::now();
     let hub = McpHub::start(
-        vec![configured, failing, hanging, garbage],
+        vec![configured, failing, hanging, garbage, flooding],
         HubSettings::default(),
     );
     hub.wait_settled(Duration::from_secs(30)).await;
@@ -981,6 +986,9 @@ async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
     );
     let garbage = reason("garbage");
     assert!(garbage.contains("must print a JSON object"), "{garbage}");
+    let flooding = reason("flooding");
+    assert!(flooding.contains("printed more than 64 KiB"), "{flooding}");
+    assert!(started.elapsed() < Duration::from_secs(30));
     hub.shutdown().await;
     handle.shutdown().await;
 }
