@@ -11,7 +11,7 @@ use kinet_mcp::McpServer;
 
 /// Answers "echo: <last user message> (<n> messages)"; a prompt starting
 /// with "write:" makes it call the mutating `save_note` tool first, and it
-/// then reports the tool's result.
+/// then reports the tool's result; one starting with "slow:" takes 1.5 s.
 struct Echo;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -51,6 +51,9 @@ impl Provider for Echo {
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let last = request.messages.last();
         let text = last.map(|m| m.text()).unwrap_or_default();
+        if text.starts_with("slow:") {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
         let events = match last {
             Some(kinet_core::Message::User { .. }) if text.starts_with("write:") => vec![
                 StreamEvent::ToolCallStart {

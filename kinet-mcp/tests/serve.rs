@@ -885,6 +885,38 @@ async fn stateless_replicas_behind_a_proxy_share_conversations() {
             "replica {i} served {count:?}"
         );
     }
+
+    // Two replies at once to one conversation, on the two replicas: one
+    // runs, the other is refused, and the messages never interleave.
+    let racing = |prompt: &'static str| {
+        let hub = hub.clone();
+        let id = id.clone();
+        async move {
+            hub.call(
+                "replicated",
+                "reply",
+                json!({"conversation_id": id, "prompt": prompt}),
+            )
+            .await
+        }
+    };
+    let (a, b) = tokio::join!(racing("slow: a"), racing("slow: b"));
+    let (won, lost) = match (a, b) {
+        (Ok(won), Err(lost)) | (Err(lost), Ok(won)) => (won, lost.to_string()),
+        other => panic!("one reply should run and one be refused: {other:?}"),
+    };
+    assert!(won.text.ends_with("(9 messages)"), "{}", won.text);
+    assert!(lost.contains("busy with another reply"), "{lost}");
+    // The claim is released with the reply: the conversation goes on.
+    let next = hub
+        .call(
+            "replicated",
+            "reply",
+            json!({"conversation_id": id, "prompt": "after"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next.text, "echo: after (11 messages)");
     hub.shutdown().await;
 }
 

@@ -211,6 +211,36 @@ impl SessionStore for SqliteSessionStore {
         })?)
     }
 
+    fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let until = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        // One statement: SQLite's write lock makes the check and the claim
+        // one step for every process sharing the file.
+        Ok(self.with(|conn| {
+            let granted = conn
+                .execute(
+                    "INSERT INTO session_claims (session, holder, expires_at) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT(session) DO UPDATE SET holder = excluded.holder, \
+                     expires_at = excluded.expires_at \
+                     WHERE session_claims.holder = excluded.holder OR session_claims.expires_at <= ?4",
+                    params![id, holder, until, now],
+                )
+                .map_err(sql)?;
+            Ok(granted == 1)
+        })?)
+    }
+
+    fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
+        Ok(self.with(|conn| {
+            conn.execute(
+                "DELETE FROM session_claims WHERE session = ?1 AND holder = ?2",
+                params![id, holder],
+            )
+            .map_err(sql)?;
+            Ok(())
+        })?)
+    }
+
     fn fork_point(&self, id: &str) -> Result<Option<ForkPoint>, StoreError> {
         let row: Option<(Option<String>, Option<i64>)> = self.with(|conn| {
             conn.query_row(

@@ -205,3 +205,46 @@ async fn a_fork_continues_on_its_own() {
     assert!(store.delete(&fork).unwrap());
     assert!(store.load(&fork).unwrap().is_none());
 }
+
+/// Two handles on one file (as two processes would have): a session is
+/// claimed by one holder at a time, claiming again renews, an expired
+/// claim can be taken over, and a released one is free.
+#[test]
+fn a_session_is_claimed_by_one_holder_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sessions.db");
+    let one = SqliteSessionStore::open(&path).unwrap();
+    let two = SqliteSessionStore::open(&path).unwrap();
+    let long = Duration::from_secs(60);
+    assert!(one.claim("s", "a", long).unwrap());
+    assert!(!two.claim("s", "b", long).unwrap(), "held by a");
+    assert!(one.claim("s", "a", long).unwrap(), "a renews its own");
+    assert!(
+        two.claim("other", "b", long).unwrap(),
+        "another session is free"
+    );
+    two.release("s", "b").unwrap(); // not b's: nothing happens
+    assert!(!two.claim("s", "b", long).unwrap());
+    one.release("s", "a").unwrap();
+    assert!(two.claim("s", "b", Duration::from_millis(50)).unwrap());
+    std::thread::sleep(Duration::from_millis(80));
+    assert!(one.claim("s", "a", long).unwrap(), "b's claim expired");
+    // Racing claimers: exactly one wins.
+    let winners = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let path = path.clone();
+                scope.spawn(move || {
+                    let store = SqliteSessionStore::open(&path).unwrap();
+                    store.claim("race", &format!("h{i}"), long).unwrap()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|won| *won)
+            .count()
+    });
+    assert_eq!(winners, 1);
+}

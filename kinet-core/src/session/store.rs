@@ -84,6 +84,24 @@ pub trait SessionStore: Send + Sync {
         self.create(&fork)?;
         Ok(fork.id)
     }
+
+    /// Claims session `id` for `holder` until `ttl` has passed, so that
+    /// processes sharing the store continue a session one at a time;
+    /// whether it was granted (the session was free, its claim had expired,
+    /// or `holder` already held it: claiming again renews). A claim is
+    /// advisory: writes do not check it. The default grants every claim,
+    /// which is right for a store one process uses alone; a store shared
+    /// between processes (the SQLite one) keeps claims in the store.
+    fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let _ = (id, holder, ttl);
+        Ok(true)
+    }
+
+    /// Gives up `holder`'s claim on `id` (nothing if it holds none).
+    fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
+        let _ = (id, holder);
+        Ok(())
+    }
 }
 
 /// A run's journal into a [`SessionStore`]: each entry written as it comes,

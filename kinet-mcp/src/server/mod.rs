@@ -4,11 +4,10 @@ mod conversations;
 mod gate;
 mod session;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinet_core::pipeline::Pipeline;
@@ -66,7 +65,11 @@ impl McpServerBuilder {
     /// Serves HTTP statelessly: no session lives in this process between
     /// requests, and conversations are kept in `store` under unguessable
     /// ids, so several replicas behind a load balancer serve one client
-    /// (any of them continues any conversation). Servers cannot ask the
+    /// (any of them continues any conversation). A reply claims its
+    /// conversation in the store ([`SessionStore::claim`](kinet_core::session::SessionStore::claim),
+    /// renewed while it runs, expiring 2 minutes after a replica dies), so
+    /// a second reply to the same conversation meanwhile is refused as busy
+    /// instead of interleaving its messages. Servers cannot ask the
     /// client questions in this mode (MCP elicitation needs a session):
     /// the tool policy and the agent's handler decide. Default: stateful,
     /// each client session with its own conversations in memory.
@@ -254,8 +257,8 @@ impl McpServer {
         Session {
             shared: Arc::clone(&self.shared),
             conversations: match &self.shared.store {
-                Some(store) => conversations::Conversations::Store(Arc::clone(store)),
-                None => conversations::Conversations::Memory(Arc::new(Mutex::new(HashMap::new()))),
+                Some(store) => conversations::Conversations::store(Arc::clone(store)),
+                None => conversations::Conversations::memory(),
             },
             counter: Arc::new(AtomicU64::new(1)),
         }

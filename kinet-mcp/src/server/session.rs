@@ -119,6 +119,15 @@ impl Session {
                 self.shared.max_runs
             ));
         };
+        // A reply holds its conversation until it is saved: another reply
+        // to it (here or on another replica) is refused meanwhile.
+        let _claim = match id.as_deref() {
+            Some(id) => match self.conversations.claim(id) {
+                Ok(claim) => Some(claim),
+                Err(error) => return error_result(error),
+            },
+            None => None,
+        };
         let (id, mut conversation, saved) = match id {
             Some(id) => match self.conversations.load(&id) {
                 Ok(Some(conversation)) => {

@@ -86,6 +86,15 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE records ADD COLUMN turn TEXT;
     CREATE VIRTUAL TABLE records_vocab USING fts5vocab(records_fts, 'row');
     ",
+    // 5: claims on sessions, so processes sharing the file continue a
+    // session one at a time.
+    "
+    CREATE TABLE session_claims (
+        session TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    );
+    ",
 ];
 
 /// The schema version this build writes.
