@@ -125,8 +125,8 @@ pub async fn open(
     for (name, value) in &options.shell_env {
         pack.shell.env.insert(name.clone(), value.clone());
     }
-    let states: Vec<Arc<dyn SessionState>> = pack.states();
-    let (session_id, conversation) = match &options.resume {
+    let mut states: Vec<Arc<dyn SessionState>> = pack.states();
+    let (session_id, conversation, resumed) = match &options.resume {
         Some(id) => {
             let session = sessions
                 .load(id)
@@ -142,7 +142,7 @@ pub async fn open(
                 "session  {id} (resumed: {} messages)",
                 conversation.messages.len()
             ));
-            (id.clone(), conversation)
+            (id.clone(), conversation, Some(session))
         }
         None => {
             let id = new_id();
@@ -151,10 +151,9 @@ pub async fn open(
                 "session  {id} {}",
                 out.paint(Style::Dim, "(continue it later with --resume <id>)")
             ));
-            (id, Conversation::new())
+            (id, Conversation::new(), None)
         }
     };
-    let journal = sessions.journal(&session_id, states);
 
     // Tools: the local pack (its shell sandboxed if asked) and memory.
     let mut tools = pack.toolset();
@@ -229,9 +228,18 @@ pub async fn open(
                 server.name, server.source
             ));
         }
-        tools.add_source(Arc::new(hub.clone()));
+        // This conversation's MCP tools: what it finds through tool search
+        // is saved with the session and offered again on --resume.
+        let offered = hub.conversation_tools();
+        let state: Arc<dyn SessionState> = Arc::new(offered.clone());
+        if let Some(session) = &resumed {
+            session.resume(std::slice::from_ref(&state))?;
+        }
+        states.push(state);
+        tools.add_source(Arc::new(offered));
         Some(hub)
     };
+    let journal = sessions.journal(&session_id, states);
 
     let mut builder = Agent::builder_arc(provider)
         .system_prompt(system_prompt(&project))

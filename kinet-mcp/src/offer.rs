@@ -16,6 +16,11 @@ use crate::search::Loaded;
 /// finds through `mcp_tool_search` are offered to this conversation only.
 /// Made by [`McpHub::conversation_tools`]; the hub itself, as a
 /// [`ToolSource`], keeps one found set for every conversation it serves.
+///
+/// It is also a [`SessionState`](kinet_core::session::SessionState)
+/// (key `mcp_tool_search`): give it to the session's journal and to
+/// `Session::resume`, and a resumed conversation is offered the tools it
+/// had found without searching again.
 #[derive(Clone)]
 pub struct ConversationTools {
     hub: McpHub,
@@ -87,6 +92,31 @@ impl ToolSource for McpHub {
     /// `mcp_tool_search` for the rest.
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
         self.offer(ready_by, self.loaded()).await
+    }
+}
+
+impl kinet_core::session::SessionState for ConversationTools {
+    fn key(&self) -> &str {
+        "mcp_tool_search"
+    }
+
+    fn save(&self) -> serde_json::Value {
+        serde_json::json!({ "found": self.loaded.names() })
+    }
+
+    fn restore(&self, state: &serde_json::Value) -> Result<(), String> {
+        let found = state
+            .get("found")
+            .and_then(serde_json::Value::as_array)
+            .ok_or_else(|| "the saved tool-search state has no `found` list".to_owned())?;
+        // Names of tools that are gone are harmless: nothing matches them.
+        self.loaded.add(
+            found
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned),
+        );
+        Ok(())
     }
 }
 

@@ -32,7 +32,15 @@ impl Loaded {
         self.0.lock().is_ok_and(|set| set.contains(name))
     }
 
-    fn add(&self, names: impl IntoIterator<Item = String>) {
+    /// Every name found so far, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn add(&self, names: impl IntoIterator<Item = String>) {
         if let Ok(mut set) = self.0.lock() {
             set.extend(names);
         }

@@ -716,6 +716,40 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
     assert!(!names(second.tools(soon()).await).contains(&unfound));
     assert!(!names(hub.tools(soon()).await).contains(&unfound));
 
+    // What a conversation found is part of its session: saved through a
+    // real session store and restored when the conversation resumes.
+    {
+        use kinet_core::session::{Session, SessionState, SessionStore, StoreJournal};
+        let store: std::sync::Arc<dyn SessionStore> = std::sync::Arc::new(
+            kinet_memory::SqliteSessionStore::open(dir.path().join("sessions.db")).unwrap(),
+        );
+        store.create(&Session::empty("s1")).unwrap();
+        let state: std::sync::Arc<dyn SessionState> = std::sync::Arc::new(first.clone());
+        let journal = StoreJournal::new(store.clone(), "s1", vec![state]);
+        kinet_core::session::Journal::record(
+            &*journal,
+            &kinet_core::session::JournalEntry::Message {
+                message: kinet_core::Message::Tool {
+                    tool_call_id: "c9".into(),
+                    name: "mcp_tool_search".into(),
+                    content: vec![kinet_core::message::ContentPart::text("found")],
+                    is_error: false,
+                },
+            },
+        );
+        let resumed = hub.conversation_tools();
+        assert!(!names(resumed.tools(soon()).await).contains(&unfound));
+        let restored: std::sync::Arc<dyn SessionState> = std::sync::Arc::new(resumed.clone());
+        store
+            .load("s1")
+            .unwrap()
+            .unwrap()
+            .resume(&[restored])
+            .unwrap();
+        assert!(names(resumed.tools(soon()).await).contains(&unfound));
+        assert!(!names(second.tools(soon()).await).contains(&unfound));
+    }
+
     // Every tool can be found and is then offered in full.
     let before = hub.tools(soon()).await;
     // Found by the search above.
