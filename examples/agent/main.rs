@@ -80,6 +80,9 @@ fn parse_args() -> anyhow::Result<Args> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // The model's commands run as this user: keep this process's
+    // environment (API keys) and memory out of their reach.
+    kinet::core::sandbox::protect_process()?;
     let args = parse_args()?;
     let out = Out::stdout();
     let project = match &args.project {

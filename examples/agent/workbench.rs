@@ -25,10 +25,10 @@ use super::ui::{Out, Style};
 
 /// Variables the shell's commands do not get: the model has no business
 /// reading the keys it is called with. This keeps them out of the commands'
-/// own environment; with `--sandbox` the commands also get a `/proc` of
-/// their own, so this process's `/proc/<pid>/environ` is out of reach. A
-/// contained but unsandboxed command can still read it: where that matters,
-/// sandbox the shell or keep keys out of the environment altogether.
+/// own environment; `main` also marks this process non-dumpable
+/// (`kinet::core::sandbox::protect_process`), so no command of the same
+/// user reads them from `/proc/<pid>/environ`, and with `--sandbox` the
+/// commands get a `/proc` of their own besides.
 const SECRETS: [&str; 4] = [
     "KINET_API_KEY",
     "OPENAI_API_KEY",

@@ -582,3 +582,15 @@ pub(super) fn prepare(
         Containment::ProcessGroup
     })
 }
+
+/// Marks this process non-dumpable (see `protect_process`).
+pub(super) fn set_undumpable() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes one integer argument and
+    // only changes this process's dumpable flag.
+    let done = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

@@ -35,7 +35,7 @@
 //!   over the host's, so the host's processes are out of sight: a command
 //!   cannot read the agent's environment (API keys) or command line from
 //!   `/proc/<pid>/environ`. (Contained but unsandboxed commands share the
-//!   host's `/proc`.)
+//!   host's `/proc`; [`protect_process`] closes it to them too.)
 //!
 //! Other systems get process-group containment and no sandbox;
 //! [`support`] says what this machine has.
@@ -173,6 +173,30 @@ impl Support {
             );
         }
         None
+    }
+}
+
+/// Keeps this process's secrets from other processes of the same user:
+/// commands the model runs without the sandbox, MCP servers, anything else
+/// the user runs. The process is marked non-dumpable (`PR_SET_DUMPABLE` 0),
+/// so the kernel refuses them its `/proc/<pid>/environ` (API keys in the
+/// environment), `/proc/<pid>/mem` and `ptrace`.
+///
+/// Call it once, early, in a host that hands a model a shell. It is
+/// process-wide and lasts for the process's life: no core dumps, and a
+/// debugger of the same user cannot attach. Children are unaffected (the
+/// mark resets when they start a program). Processes of root, holding
+/// `CAP_SYS_PTRACE`, can still read a root agent. Returns whether it was
+/// applied: `false` on systems other than Linux.
+pub fn protect_process() -> std::io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        linux::set_undumpable()?;
+        Ok(true)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Ok(false)
     }
 }
 

@@ -1,0 +1,82 @@
+//! `sandbox::protect_process`: another process of the same user (a command
+//! run without the sandbox) can read the agent's `/proc/<pid>/environ`
+//! until the agent protects itself, and cannot after.
+//!
+//! The test runs itself again as the "agent" (as `nobody` when the test
+//! runs as root, since root may read any process), once unprotected and
+//! once protected; each time the agent starts a probe of its own user that
+//! tries to read the agent's environment.
+#![cfg(target_os = "linux")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+use std::process::Command;
+
+const SECRET: &str = "kinet-test-secret-4f1c";
+
+/// In the agent process: protect (or not), then let a probe try.
+fn act_as_agent(protect: bool) {
+    if protect {
+        assert!(kinet_core::sandbox::protect_process().unwrap());
+    }
+    let probe = Command::new("cat")
+        .arg(format!("/proc/{}/environ", std::process::id()))
+        .output()
+        .unwrap();
+    let read = String::from_utf8_lossy(&probe.stdout).contains(SECRET);
+    println!("PROBE {}", if read { "READ" } else { "DENIED" });
+}
+
+fn run_agent(protect: bool) -> String {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([
+            "--exact",
+            "a_protected_agents_environment_is_closed_to_its_own_user",
+            "--nocapture",
+        ])
+        .env("KINET_PROTECT_AGENT", if protect { "on" } else { "off" })
+        .env("KINET_TEST_API_KEY", SECRET);
+    if nix_is_root() {
+        use std::os::unix::process::CommandExt;
+        command.uid(65534).gid(65534);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("PROBE ").map(str::to_owned))
+        .unwrap_or_else(|| {
+            panic!(
+                "the agent did not report: {stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_protected_agents_environment_is_closed_to_its_own_user() {
+    if let Ok(mode) = std::env::var("KINET_PROTECT_AGENT") {
+        act_as_agent(mode == "on");
+        return;
+    }
+    assert_eq!(
+        run_agent(false),
+        "READ",
+        "the probe must be able to read an unprotected agent"
+    );
+    assert_eq!(run_agent(true), "DENIED");
+}
