@@ -122,7 +122,7 @@ async fn run_loop(
         let tools = tokio::select! {
             biased;
             _ = cancel.cancelled() => break RunStop::Cancelled,
-            tools = guarded(config.tools.snapshot()) => match tools {
+            tools = guarded(config.tools.snapshot_for_window(config.context.window_for(&config.model))) => match tools {
                 Ok(tools) => tools,
                 Err(panic) => break RunStop::Failed(AgentError::Internal(
                     format!("a tool source panicked: {panic}"),

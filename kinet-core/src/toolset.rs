@@ -35,6 +35,20 @@ pub trait ToolSource: Send + Sync {
     /// engine stops waiting at `ready_by` (plus a 50 ms grace) and goes on
     /// without this source for the turn.
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>>;
+
+    /// The tools for a turn whose model has a `window`-token context, when
+    /// the agent knows it (configured, known by the model's name, or
+    /// learned from the provider). A source whose offer depends on the room
+    /// it may take (a large tool set that switches to search) overrides
+    /// this; the default ignores the window.
+    async fn tools_for_window(
+        &self,
+        ready_by: Instant,
+        window: Option<u64>,
+    ) -> Vec<Arc<dyn DynTool>> {
+        let _ = window;
+        self.tools(ready_by).await
+    }
 }
 
 /// Layers, shared.
@@ -344,6 +358,12 @@ impl Toolset {
     /// The tools for one turn: static tools, then each source's tools as of
     /// the readiness deadline. Sources are asked concurrently.
     pub async fn snapshot(&self) -> Arc<ToolSnapshot> {
+        self.snapshot_for_window(None).await
+    }
+
+    /// [`snapshot`](Self::snapshot) for a model whose context window is
+    /// `window` tokens (sources see it: [`ToolSource::tools_for_window`]).
+    pub async fn snapshot_for_window(&self, window: Option<u64>) -> Arc<ToolSnapshot> {
         if self.sources.is_empty() {
             return Arc::clone(&self.statics);
         }
@@ -354,7 +374,8 @@ impl Toolset {
             .unwrap_or(ready_by);
         let answers =
             futures::future::join_all(self.sources.iter().map(|(source, layers)| async move {
-                let tools = tokio::time::timeout_at(grace, source.tools(ready_by)).await;
+                let tools =
+                    tokio::time::timeout_at(grace, source.tools_for_window(ready_by, window)).await;
                 (source.name(), layers, tools)
             }))
             .await;

@@ -394,6 +394,41 @@ async fn a_slow_tool_source_joins_a_later_turn() {
     assert_eq!(result_text(&outcome, "r").0, "r done");
 }
 
+/// A source that records the context window each turn offers it.
+struct WindowSeen(std::sync::Mutex<Vec<Option<u64>>>);
+
+#[async_trait::async_trait]
+impl ToolSource for WindowSeen {
+    fn name(&self) -> &str {
+        "window"
+    }
+    async fn tools(&self, _ready_by: tokio::time::Instant) -> Vec<Arc<dyn DynTool>> {
+        panic!("the engine asks with the window")
+    }
+    async fn tools_for_window(
+        &self,
+        _ready_by: tokio::time::Instant,
+        window: Option<u64>,
+    ) -> Vec<Arc<dyn DynTool>> {
+        self.0.lock().unwrap().push(window);
+        Vec::new()
+    }
+}
+
+/// Sources learn the model's window (here configured; also known by name
+/// or learned from the provider), so a large tool set can size its offer.
+#[tokio::test]
+async fn tool_sources_are_told_the_models_window() {
+    let seen = Arc::new(WindowSeen(std::sync::Mutex::new(Vec::new())));
+    let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("ok")]))
+        .tool_source(seen.clone())
+        .context(kinet_core::context::ContextPolicy::new().window(50_000))
+        .build();
+    let outcome = agent.run_to_completion("go").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    assert_eq!(*seen.0.lock().unwrap(), [Some(50_000)]);
+}
+
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct DelegateArgs {
     prompt: String,

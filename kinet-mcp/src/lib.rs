@@ -15,7 +15,8 @@
 //!   [`kinet_core::tool::ToolSource`] for the loop. Tool schemas have every
 //!   `$ref` inlined; each provider gets them in its own dialect
 //!   ([`kinet_core::schema`]). Past a token budget the model gets
-//!   `mcp_tool_search` instead of every schema ([`HubSettings`]).
+//!   `mcp_tool_search` instead of every schema (10% of the model's window
+//!   when the agent knows it; [`HubSettings`]).
 //! - [`oauth`]: OAuth 2.1 for remote servers (discovery, PKCE, dynamic
 //!   registration, refresh, a token store; the browser step is the host's).
 //! - [`resources`]: servers' resources and prompts for the host, and

@@ -46,12 +46,17 @@ impl McpHub {
 
     /// The ready servers' tools; past the budget, those in `found` and
     /// `mcp_tool_search` for the rest.
-    async fn offer(&self, ready_by: Instant, found: &Arc<Loaded>) -> Vec<Arc<dyn DynTool>> {
+    async fn offer(
+        &self,
+        ready_by: Instant,
+        window: Option<u64>,
+        found: &Arc<Loaded>,
+    ) -> Vec<Arc<dyn DynTool>> {
         self.wait_until(ready_by).await;
         let named = self.named_tools();
         let over_budget = self
             .settings()
-            .tool_search_budget
+            .search_budget(window)
             .is_some_and(|budget| named.tokens > budget);
         let mut offered = self.resource_tools();
         if !over_budget {
@@ -85,13 +90,23 @@ impl ToolSource for McpHub {
         "mcp"
     }
 
-    /// The ready servers' tools; past
-    /// [`HubSettings::tool_search_budget`](crate::HubSettings::tool_search_budget),
+    /// The ready servers' tools; past the tool-search budget
+    /// ([`HubSettings::tool_search_budget`](crate::HubSettings::tool_search_budget)),
     /// the tools found so far (by any conversation using the hub itself as
     /// its source; see [`McpHub::conversation_tools`]) and
     /// `mcp_tool_search` for the rest.
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
-        self.offer(ready_by, self.loaded()).await
+        self.offer(ready_by, None, self.loaded()).await
+    }
+
+    /// [`tools`](Self::tools) with the budget taken from the model's
+    /// window ([`HubSettings::tool_search_percent`](crate::HubSettings::tool_search_percent)).
+    async fn tools_for_window(
+        &self,
+        ready_by: Instant,
+        window: Option<u64>,
+    ) -> Vec<Arc<dyn DynTool>> {
+        self.offer(ready_by, window, self.loaded()).await
     }
 }
 
@@ -127,6 +142,14 @@ impl ToolSource for ConversationTools {
     }
 
     async fn tools(&self, ready_by: Instant) -> Vec<Arc<dyn DynTool>> {
-        self.hub.offer(ready_by, &self.loaded).await
+        self.hub.offer(ready_by, None, &self.loaded).await
+    }
+
+    async fn tools_for_window(
+        &self,
+        ready_by: Instant,
+        window: Option<u64>,
+    ) -> Vec<Arc<dyn DynTool>> {
+        self.hub.offer(ready_by, window, &self.loaded).await
     }
 }

@@ -685,6 +685,35 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
         "{results:#?}"
     );
 
+    // The budget follows the model's window when the agent knows it: 10%
+    // of a million tokens holds every schema, 10% of 32k does not.
+    let offered_for = |window| {
+        let hub = hub.clone();
+        async move {
+            hub.tools_for_window(soon(), window)
+                .await
+                .iter()
+                .map(|t| t.name().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    let roomy = offered_for(Some(1_000_000)).await;
+    assert!(!roomy.contains(&"mcp_tool_search".to_owned()));
+    assert_eq!(
+        roomy.iter().filter(|n| n.starts_with("mcp__")).count(),
+        all.iter().filter(|t| t.name().starts_with("mcp__")).count()
+    );
+    assert!(
+        offered_for(Some(32_000))
+            .await
+            .contains(&"mcp_tool_search".to_owned())
+    );
+    assert!(
+        offered_for(None)
+            .await
+            .contains(&"mcp_tool_search".to_owned())
+    );
+
     // Conversations with their own source do not see what another found,
     // and what they find stays theirs.
     let first = hub.conversation_tools();
