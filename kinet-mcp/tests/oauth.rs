@@ -378,8 +378,16 @@ async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
         return;
     };
     let browser = Browser::new(Mode::Paste);
-    let config = ServerConfig::http("guarded", server.url())
-        .oauth(OAuthClientConfig::with_client_id("kinet-preset").callback_port(server.port + 1));
+    let config = ServerConfig::http("guarded", server.url()).oauth(
+        OAuthClientConfig::with_client_id("kinet-preset")
+            .callback_port(server.port + 1)
+            // Discovery skipped: the metadata named directly.
+            .auth_server_metadata_url(format!(
+                "http://127.0.0.1:{}/.well-known/oauth-authorization-server",
+                server.port
+            ))
+            .scopes("tools"),
+    );
     let hub = McpHub::builder(vec![config])
         .settings(settings())
         .oauth(

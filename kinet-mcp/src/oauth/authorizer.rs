@@ -512,6 +512,46 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn the_client_is_chosen_in_the_documented_order() {
+        let metadata = ServerMetadata {
+            client_id_metadata_document_supported: true,
+            registration_endpoint: Some("http://127.0.0.1:9/register".into()),
+            ..ServerMetadata::default()
+        };
+        // A configured client id comes first, on localhost.
+        let configured = authorizer(Some(OAuthClientConfig::with_client_id("pre")));
+        let client = configured
+            .client(&metadata, None, 4242, None)
+            .await
+            .unwrap();
+        assert_eq!(client.client_id, "pre");
+        assert_eq!(client.redirect_uri, "http://localhost:4242/callback");
+        assert_eq!(client.token_endpoint_auth_method, "none");
+        let secret = authorizer(Some(
+            OAuthClientConfig::with_client_id("pre").client_secret("s"),
+        ));
+        let client = secret.client(&metadata, None, 1, None).await.unwrap();
+        assert_eq!(client.token_endpoint_auth_method, "client_secret_basic");
+        // Then the saved registration.
+        let plain = authorizer(None);
+        let saved = had("x").credentials;
+        let client = plain.client(&metadata, saved, 9, None).await.unwrap();
+        assert_eq!(client.client_id, "c");
+        // Then the host's client metadata document, where accepted.
+        let oauth = OAuth::new()
+            .store(Arc::new(MemoryTokenStore::default()))
+            .client_metadata_url("https://host.example/client.json");
+        let cimd = Authorizer::new("s", "https://mcp.example/mcp", None, oauth).unwrap();
+        let client = cimd.client(&metadata, None, 5555, None).await.unwrap();
+        assert_eq!(client.client_id, "https://host.example/client.json");
+        assert_eq!(client.redirect_uri, "http://127.0.0.1:5555/callback");
+        // Neither a document nor registration: the user is told what to set.
+        let bare = ServerMetadata::default();
+        let error = plain.client(&bare, None, 1, None).await.unwrap_err();
+        assert!(error.contains("oauth.clientId"), "{error}");
+    }
+
     #[test]
     fn a_step_up_asks_for_what_it_had_and_what_it_needs() {
         let auth = authorizer(None);

@@ -180,6 +180,18 @@ impl OAuthClientConfig {
         self.client_secret = Some(secret.into());
         self
     }
+
+    /// Sets the authorization server's metadata URL (skipping discovery).
+    pub fn auth_server_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.auth_server_metadata_url = Some(url.into());
+        self
+    }
+
+    /// Sets the scopes to ask for (space-separated).
+    pub fn scopes(mut self, scopes: impl Into<String>) -> Self {
+        self.scopes = Some(scopes.into());
+        self
+    }
 }
 
 /// What the user is asked to open.

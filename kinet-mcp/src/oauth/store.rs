@@ -53,6 +53,20 @@ pub struct ClientRegistration {
     pub token_endpoint_auth_method: String,
 }
 
+impl std::fmt::Debug for ClientRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientRegistration")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
+            .field("redirect_uri", &self.redirect_uri)
+            .field(
+                "token_endpoint_auth_method",
+                &self.token_endpoint_auth_method,
+            )
+            .finish()
+    }
+}
+
 /// Tokens issued for one server.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -68,6 +82,17 @@ pub struct Tokens {
     /// The scopes granted, space-separated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("access_token", &"…")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "…"))
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .finish()
+    }
 }
 
 /// Keeps credentials between runs, by key (the server's name and URL). The
@@ -323,8 +348,11 @@ mod tests {
                 .mode();
             assert_eq!(dir_mode & 0o777, 0o700);
         }
-        // No token in a debug print.
-        assert!(!format!("{:?}", sample("secret-token")).contains("secret-token"));
+        // No token or secret in a debug print.
+        let mut printed = sample("secret-token");
+        printed.client.client_secret = Some("secret-client".into());
+        let text = format!("{printed:?} {:?} {:?}", printed.client, printed.tokens);
+        assert!(!text.contains("secret-"), "{text}");
     }
 
     #[tokio::test]
