@@ -210,8 +210,8 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
             .unwrap();
         assert_eq!(version as usize, previous);
         assert!(
-            conn.prepare("SELECT turn FROM records").is_err(),
-            "the turn column arrives in the new version"
+            conn.prepare("SELECT holder FROM session_claims").is_err(),
+            "session claims arrive in the new version"
         );
     }
     let store = open(&path, Some(Arc::new(HashEmbedder::new(64)))).await;
@@ -237,6 +237,7 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version as usize, kinet_memory::testing::SCHEMA_VERSION);
+    assert!(conn.prepare("SELECT holder FROM session_claims").is_ok());
 }
 
 /// Records when each call enters and leaves the tool, holding it 50 ms so
