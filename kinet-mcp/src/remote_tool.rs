@@ -187,6 +187,13 @@ fn call_error(slot: &ServerSlot, tool: &str, error: ServiceError, timeout: Durat
                 timeout.as_secs_f64()
             ),
         ),
+        ServiceError::TransportClosed | ServiceError::TransportSend(_)
+            if slot.auth.as_ref().is_some_and(|a| a.challenged()) =>
+        {
+            ToolError::unavailable(format!(
+                "the MCP server `{server}` refused `{tool}` and wants a new OAuth authorization (a wider scope, or the grant was revoked); the user is asked, then try the call again"
+            ))
+        }
         ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
             ToolError::unavailable(format!(
                 "the MCP server `{server}` closed the connection during the call; it is being restarted, try the call again"

@@ -27,6 +27,8 @@ pub(crate) struct SseTransport {
     headers: HeaderMap,
     incoming: mpsc::Receiver<ServerJsonRpcMessage>,
     reader: tokio::task::JoinHandle<()>,
+    /// OAuth: each POST carries the current token.
+    auth: Option<std::sync::Arc<crate::oauth::Authorizer>>,
 }
 
 impl Drop for SseTransport {
@@ -48,6 +50,21 @@ pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap
     Ok(map)
 }
 
+/// Notes an OAuth challenge: a 401, or a 403 with `WWW-Authenticate`
+/// (insufficient scope). Whether it was one.
+fn note_refusal(auth: Option<&crate::oauth::Authorizer>, response: &reqwest::Response) -> bool {
+    let challenge = response.headers().get(reqwest::header::WWW_AUTHENTICATE);
+    let refused = response.status() == reqwest::StatusCode::UNAUTHORIZED
+        || (response.status() == reqwest::StatusCode::FORBIDDEN && challenge.is_some());
+    match auth {
+        Some(auth) if refused => {
+            auth.note_challenge(challenge.and_then(|v| v.to_str().ok()).unwrap_or(""));
+            true
+        }
+        _ => false,
+    }
+}
+
 /// What a failed HTTP status means for the user.
 pub(crate) fn status_hint(status: reqwest::StatusCode) -> &'static str {
     match status.as_u16() {
@@ -65,7 +82,7 @@ impl SseTransport {
         url: &str,
         headers: &BTreeMap<String, String>,
         timeout: Duration,
-        auth: Option<&crate::oauth::Authorizer>,
+        auth: Option<std::sync::Arc<crate::oauth::Authorizer>>,
     ) -> Result<Self, String> {
         let headers = header_map(headers)?;
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("invalid URL `{url}`: {e}"))?;
@@ -88,14 +105,7 @@ impl SseTransport {
         .map_err(|_| format!("{url} did not answer within {} s", timeout.as_secs()))?
         .map_err(|e| format!("cannot reach {url}: {}", crate::errors::error_chain(&e)))?;
         let status = response.status();
-        if let Some(auth) = auth
-            && matches!(status.as_u16(), 401 | 403)
-            && let Some(challenge) = response
-                .headers()
-                .get(reqwest::header::WWW_AUTHENTICATE)
-                .and_then(|v| v.to_str().ok())
-        {
-            auth.note_challenge(challenge);
+        if note_refusal(auth.as_deref(), &response) {
             return Err(format!(
                 "{status} from {url}: the server wants an OAuth authorization"
             ));
@@ -155,6 +165,7 @@ impl SseTransport {
             headers,
             incoming,
             reader,
+            auth,
         })
     }
 }
@@ -224,20 +235,39 @@ impl Transport<RoleClient> for SseTransport {
         let client = self.client.clone();
         let endpoint = self.endpoint.clone();
         let headers = self.headers.clone();
+        let auth = self.auth.clone();
         async move {
-            let response = client
-                .post(endpoint.clone())
-                .headers(headers)
-                .json(&item)
-                .send()
-                .await
-                .map_err(|e| {
-                    SseError(format!(
-                        "cannot send to {endpoint}: {}",
-                        crate::errors::error_chain(&e)
-                    ))
-                })?;
+            let post = |token: Option<String>| {
+                let mut request = client.post(endpoint.clone()).headers(headers.clone());
+                if let Some(token) = token {
+                    request = request.bearer_auth(token);
+                }
+                let request = request.json(&item);
+                let endpoint = endpoint.clone();
+                async move {
+                    request.send().await.map_err(|e| {
+                        SseError(format!(
+                            "cannot send to {endpoint}: {}",
+                            crate::errors::error_chain(&e)
+                        ))
+                    })
+                }
+            };
+            let token = match &auth {
+                Some(auth) => auth.access_token().await.map_err(SseError)?,
+                None => None,
+            };
+            let mut response = post(token.clone()).await?;
+            // A refused token: one refresh and one retry, as over HTTP.
+            if let (Some(auth), Some(sent)) = (&auth, &token)
+                && response.status() == reqwest::StatusCode::UNAUTHORIZED
+                && let Some(fresh) = auth.after_rejection(sent).await.map_err(SseError)?
+                && &fresh != sent
+            {
+                response = post(Some(fresh)).await?;
+            }
             let status = response.status();
+            note_refusal(auth.as_deref(), &response);
             if status.is_success() {
                 Ok(())
             } else {

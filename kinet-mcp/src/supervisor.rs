@@ -213,6 +213,20 @@ const LAST_WORDS: Duration = Duration::from_secs(5);
 /// A connection up this long resets the restart budget.
 const STABLE_AFTER: Duration = Duration::from_secs(30);
 
+/// At most this many authorizations of one server within
+/// [`AUTHORIZATION_WINDOW`].
+const MAX_AUTHORIZATIONS: usize = 3;
+
+const AUTHORIZATION_WINDOW: Duration = Duration::from_secs(600);
+
+/// Resolves when the server's OAuth notes a challenge; never without OAuth.
+async fn challenge_raised(slot: &ServerSlot) {
+    match &slot.auth {
+        Some(auth) => auth.raised().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl ServerSlot {
     pub(crate) fn new(config: ServerConfig) -> Self {
         let state = if config.enabled {
@@ -305,43 +319,47 @@ pub(crate) async fn supervise(
         .unwrap_or(settings.startup_timeout);
     let mut failures: u32 = 0;
     let mut was_ready = false;
-    // Authorizations since the server was last ready (a server that keeps
-    // refusing fresh tokens is not sent back to the browser forever).
-    let mut authorizations: u32 = 0;
+    // When the server last sent the user to authorize (a server that keeps
+    // asking is not sent back to the browser forever).
+    let mut authorizations: Vec<Instant> = Vec::new();
     loop {
+        // The server asked for (new) authorization: at start-up, or while
+        // connected (a revoked grant, a scope step-up).
+        if let Some(auth) = slot.auth.clone()
+            && auth.challenged()
+        {
+            authorizations.retain(|at| at.elapsed() < AUTHORIZATION_WINDOW);
+            if authorizations.len() >= MAX_AUTHORIZATIONS {
+                set_state(ServerState::Failed {
+                    reason: format!(
+                        "{} asked for authorization {MAX_AUTHORIZATIONS} times in {} minutes: check the server's OAuth setup",
+                        slot.config.name,
+                        AUTHORIZATION_WINDOW.as_secs() / 60
+                    ),
+                });
+                return;
+            }
+            authorizations.push(Instant::now());
+            if auth.can_prompt() {
+                set_state(ServerState::Authorizing);
+            }
+            let authorized = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                authorized = auth.authorize() => authorized,
+            };
+            if let Err(reason) = authorized {
+                set_state(ServerState::Failed { reason });
+                return;
+            }
+        }
         let attempt = tokio::select! {
             _ = shutdown.cancelled() => break,
             attempt = tokio::time::timeout(startup_timeout, connect(&slot, &settings)) => attempt,
         };
         let (service, handler) = match attempt {
             Ok(Ok(connected)) => connected,
-            Ok(Err(_)) if slot.auth.as_ref().is_some_and(|a| a.challenged()) => {
-                let Some(auth) = slot.auth.clone() else { break };
-                if authorizations >= 2 {
-                    set_state(ServerState::Failed {
-                        reason: format!(
-                            "{} refused the tokens of two authorizations in a row: check the server's OAuth setup",
-                            slot.config.name
-                        ),
-                    });
-                    return;
-                }
-                authorizations += 1;
-                if auth.can_prompt() {
-                    set_state(ServerState::Authorizing);
-                }
-                let authorized = tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    authorized = auth.authorize() => authorized,
-                };
-                match authorized {
-                    Ok(()) => continue,
-                    Err(reason) => {
-                        set_state(ServerState::Failed { reason });
-                        return;
-                    }
-                }
-            }
+            // Authorization comes first, at the top of the loop.
+            Ok(Err(_)) if slot.auth.as_ref().is_some_and(|a| a.challenged()) => continue,
             failed => {
                 let reason = match failed {
                     Ok(Err(reason)) => reason,
@@ -401,7 +419,6 @@ pub(crate) async fn supervise(
             *current = Some(connection);
         }
         was_ready = true;
-        authorizations = 0;
         let connected_at = tokio::time::Instant::now();
         set_state(ServerState::Ready);
         // Renew the host's resource subscriptions on the new connection.
@@ -470,6 +487,11 @@ pub(crate) async fn supervise(
                         *generation += 1;
                     });
                 }
+                _ = challenge_raised(&slot) => {
+                    if slot.auth.as_ref().is_some_and(|a| a.challenged()) {
+                        break "the server asked for a new authorization".to_owned();
+                    }
+                }
                 quit = &mut waiting => break match quit {
                     Ok(rmcp::service::QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
                     Ok(_) => "the connection closed".to_owned(),
@@ -479,10 +501,14 @@ pub(crate) async fn supervise(
         };
         // A connection that lasted a while earns a fresh restart budget; one
         // that dies right after starting does not (no endless crash loop).
+        // One ended for a new authorization is no failure.
+        let wants_authorization = slot.auth.as_ref().is_some_and(|a| a.challenged());
         if connected_at.elapsed() >= STABLE_AFTER {
             failures = 0;
         }
-        failures += 1;
+        if !wants_authorization {
+            failures += 1;
+        }
         let gave_up = failures > settings.max_restarts;
         // Let the stderr reader catch the child's last words.
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -520,6 +546,9 @@ pub(crate) async fn supervise(
         kill_group(&slot);
         if gave_up {
             return;
+        }
+        if wants_authorization {
+            continue;
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -634,10 +663,11 @@ async fn connect(slot: &ServerSlot, settings: &HubSettings) -> Result<Connected,
             if let Some(auth) = &slot.auth
                 && let Some(token) = auth.access_token().await?
             {
+                // The event stream's; each POST asks for the current token.
                 headers.insert("Authorization".into(), format!("Bearer {token}"));
             }
             let transport =
-                crate::sse::SseTransport::connect(url, &headers, timeout, slot.auth.as_deref())
+                crate::sse::SseTransport::connect(url, &headers, timeout, slot.auth.clone())
                     .await?;
             let service = handler
                 .clone()

@@ -132,6 +132,8 @@ struct Browser {
     mode: Mode,
     asked: AtomicUsize,
     requests: Mutex<Vec<AuthorizationRequest>>,
+    /// How each authorization ended, as the hub reported it.
+    ended: Mutex<Vec<Option<String>>>,
 }
 
 impl Browser {
@@ -140,6 +142,7 @@ impl Browser {
             mode,
             asked: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
+            ended: Mutex::new(Vec::new()),
         })
     }
 
@@ -180,6 +183,10 @@ impl AuthorizationPrompt for Browser {
             }
             Mode::Decline => unreachable!(),
         }
+    }
+
+    async fn finished(&self, _server: &str, error: Option<&str>) {
+        self.ended.lock().unwrap().push(error.map(str::to_owned));
     }
 }
 
@@ -249,6 +256,7 @@ async fn a_server_that_wants_oauth_is_authorized_once_and_its_tokens_are_kept() 
     ready(&first).await;
     assert_eq!(whoami(&first).await.unwrap(), "authorized");
     assert_eq!(browser.asked(), 1);
+    assert_eq!(*browser.ended.lock().unwrap(), [None]);
 
     // What the user was sent to: PKCE S256, state, the resource, scopes.
     let request = browser.requests.lock().unwrap()[0].clone();
@@ -458,4 +466,80 @@ async fn declined_forged_and_unaskable_authorizations_fail_with_reasons() {
         reason.contains("401 from") && reason.contains("HubBuilder::oauth"),
         "{reason}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connected_server_that_wants_more_scope_gets_a_step_up() {
+    let Some(server) = Guarded::start(3600, None).await else {
+        return;
+    };
+    let browser = Browser::new(Mode::Follow);
+    let hub = hub(
+        &server,
+        OAuth::new()
+            .store(Arc::new(MemoryTokenStore::default()))
+            .prompt(browser.clone()),
+    );
+    ready(&hub).await;
+    assert_eq!(whoami(&hub).await.unwrap(), "authorized");
+    // From now on the server wants `admin` as well: 403 insufficient_scope
+    // naming it. The call fails; the hub asks the user for the wider scope
+    // (keeping what it had) and the server is ready again.
+    server.post("/escalate").await;
+    let refused = whoami(&hub).await.unwrap_err();
+    assert!(
+        refused.contains("403") || refused.contains("scope"),
+        "{refused}"
+    );
+    let started = Instant::now();
+    while !(browser.asked() == 2 && whoami(&hub).await.is_ok()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no step-up: {:?} {:?}",
+            hub.status()[0].state,
+            server.grants()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = browser.requests.lock().unwrap()[1].url.clone();
+    let query: std::collections::HashMap<_, _> = reqwest::Url::parse(&second)
+        .unwrap()
+        .query_pairs()
+        .into_owned()
+        .collect();
+    assert_eq!(query["scope"], "admin tools");
+    assert_eq!(server.count("register"), 1, "{:?}", server.grants());
+    hub.shutdown().await;
+}
+
+/// Two hubs sharing the token file (two agent processes, each with its own
+/// copy in memory): when one refreshes and the server rotates the refresh
+/// token, the other picks up the new tokens from the file instead of
+/// spending the old refresh token, so nobody is asked to sign in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hubs_sharing_the_token_file_follow_each_others_refreshes() {
+    let Some(server) = Guarded::start(62, None).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mcp-oauth.json");
+    let browser = Browser::new(Mode::Follow);
+    let oauth = || {
+        OAuth::new()
+            .store(Arc::new(FileTokenStore::new(&file)))
+            .prompt(browser.clone())
+    };
+    let first = hub(&server, oauth());
+    ready(&first).await;
+    let second = hub(&server, oauth());
+    ready(&second).await;
+    assert_eq!(browser.asked(), 1, "the second hub used the saved tokens");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(whoami(&first).await.unwrap(), "authorized");
+    assert_eq!(server.count("refresh"), 1, "{:?}", server.grants());
+    assert_eq!(whoami(&second).await.unwrap(), "authorized");
+    assert_eq!(server.count("denied"), 0, "{:?}", server.grants());
+    assert_eq!(browser.asked(), 1);
+    first.shutdown().await;
+    second.shutdown().await;
 }

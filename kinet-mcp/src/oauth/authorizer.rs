@@ -26,12 +26,24 @@ pub(crate) struct Authorizer {
     state: tokio::sync::Mutex<Saved>,
     /// The last 401/403 challenge, until an authorization answers it.
     challenge: Mutex<Option<Challenge>>,
+    /// Woken when a challenge is noted (the supervisor of a connected
+    /// server then authorizes again: a step-up, a revoked grant).
+    raised: tokio::sync::Notify,
 }
 
 #[derive(Default)]
 struct Saved {
     loaded: bool,
     credentials: Option<Credentials>,
+}
+
+/// The saved access token when it is not about to expire.
+fn fresh_token(saved: &Saved) -> Option<String> {
+    let tokens = saved.credentials.as_ref()?.tokens.as_ref()?;
+    let expiring = tokens
+        .expires_at
+        .is_some_and(|at| at <= now_secs().saturating_add(REFRESH_MARGIN_SECS));
+    (!expiring).then(|| tokens.access_token.clone())
 }
 
 impl Authorizer {
@@ -50,6 +62,7 @@ impl Authorizer {
             http: metadata::http_client()?,
             state: tokio::sync::Mutex::new(Saved::default()),
             challenge: Mutex::new(None),
+            raised: tokio::sync::Notify::new(),
         })
     }
 
@@ -59,24 +72,27 @@ impl Authorizer {
     pub(crate) async fn access_token(&self) -> Result<Option<String>, String> {
         let mut saved = self.state.lock().await;
         self.load(&mut saved).await?;
-        let Some(tokens) = saved.credentials.as_ref().and_then(|c| c.tokens.as_ref()) else {
-            return Ok(None);
-        };
-        let expiring = tokens
-            .expires_at
-            .is_some_and(|at| at <= now_secs().saturating_add(REFRESH_MARGIN_SECS));
-        if !expiring || tokens.refresh_token.is_none() {
-            return Ok(Some(tokens.access_token.clone()));
+        if let Some(fresh) = fresh_token(&saved) {
+            return Ok(Some(fresh));
         }
-        self.refresh(&mut saved).await
+        // Another process sharing the store may have refreshed already.
+        self.reload(&mut saved).await?;
+        if let Some(fresh) = fresh_token(&saved) {
+            return Ok(Some(fresh));
+        }
+        match saved.credentials.as_ref().and_then(|c| c.tokens.as_ref()) {
+            None => Ok(None),
+            Some(tokens) if tokens.refresh_token.is_none() => Ok(Some(tokens.access_token.clone())),
+            Some(_) => self.refresh(&mut saved).await,
+        }
     }
 
     /// The server refused `sent`: a token to retry with (a newer one saved
-    /// meanwhile, or a refreshed one), or `None` when only a new
-    /// authorization can help.
+    /// meanwhile, here or by another process, or a refreshed one), or
+    /// `None` when only a new authorization can help.
     pub(crate) async fn after_rejection(&self, sent: &str) -> Result<Option<String>, String> {
         let mut saved = self.state.lock().await;
-        self.load(&mut saved).await?;
+        self.reload(&mut saved).await?;
         let Some(tokens) = saved.credentials.as_ref().and_then(|c| c.tokens.as_ref()) else {
             return Ok(None);
         };
@@ -91,6 +107,12 @@ impl Authorizer {
         if let Ok(mut challenge) = self.challenge.lock() {
             *challenge = Some(Challenge::parse(header));
         }
+        self.raised.notify_one();
+    }
+
+    /// Resolves when a challenge is noted.
+    pub(crate) async fn raised(&self) {
+        self.raised.notified().await;
     }
 
     /// Forgets the last challenge (a new connection attempt starts).
@@ -112,14 +134,20 @@ impl Authorizer {
 
     async fn load(&self, saved: &mut Saved) -> Result<(), String> {
         if !saved.loaded {
-            saved.credentials = self.oauth.store.load(&self.key).await.map_err(|e| {
-                format!(
-                    "cannot read the saved credentials of `{}`: {e}",
-                    self.server
-                )
-            })?;
-            saved.loaded = true;
+            self.reload(saved).await?;
         }
+        Ok(())
+    }
+
+    /// Reads the store again (another process may have written it).
+    async fn reload(&self, saved: &mut Saved) -> Result<(), String> {
+        saved.credentials = self.oauth.store.load(&self.key).await.map_err(|e| {
+            format!(
+                "cannot read the saved credentials of `{}`: {e}",
+                self.server
+            )
+        })?;
+        saved.loaded = true;
         Ok(())
     }
 
@@ -129,8 +157,13 @@ impl Authorizer {
         result.map_err(|e| format!("cannot save the credentials of `{}`: {e}", self.server))
     }
 
-    /// Refreshes the saved tokens. A refused refresh forgets them (keeping
-    /// the client registration) and gives `None`.
+    /// Refreshes the saved tokens (rotating the refresh token when the
+    /// server does). A refresh token the server no longer honours
+    /// (`invalid_grant`) is forgotten, unless another process saved a newer
+    /// one meanwhile; a client it no longer knows (`invalid_client`) is
+    /// forgotten with its registration. Either gives `None`: only a new
+    /// authorization can help. Other refusals keep everything for a later
+    /// try.
     async fn refresh(&self, saved: &mut Saved) -> Result<Option<String>, String> {
         let Some(mut credentials) = saved.credentials.clone() else {
             return Ok(None);
@@ -140,10 +173,9 @@ impl Authorizer {
             .as_ref()
             .and_then(|t| t.refresh_token.clone())
         else {
-            credentials.tokens = None;
-            self.save(saved, credentials).await?;
             return Ok(None);
         };
+        let previous_scope = credentials.tokens.as_ref().and_then(|t| t.scope.clone());
         let grant = [
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token.as_str()),
@@ -158,16 +190,48 @@ impl Authorizer {
         )
         .await
         {
-            Ok(tokens) => {
+            Ok(mut tokens) => {
+                // RFC 6749 §5.1: no scope in the answer means the same scope.
+                if tokens.scope.is_none() {
+                    tokens.scope = previous_scope;
+                }
                 let access = tokens.access_token.clone();
                 credentials.tokens = Some(tokens);
                 self.save(saved, credentials).await?;
                 Ok(Some(access))
             }
-            Err(refused) if refused.code.is_some() => {
+            Err(refused)
+                if matches!(
+                    refused.code.as_deref(),
+                    Some("invalid_grant" | "invalid_client")
+                ) =>
+            {
                 tracing::info!(server = %self.server, "token refresh refused: {}", refused.message);
-                credentials.tokens = None;
-                self.save(saved, credentials).await?;
+                // Compare and clear: another process may have rotated the
+                // refresh token, and its new tokens must survive.
+                self.reload(saved).await?;
+                let current = saved
+                    .credentials
+                    .as_ref()
+                    .and_then(|c| c.tokens.as_ref())
+                    .and_then(|t| t.refresh_token.as_deref());
+                if current != Some(refresh_token.as_str()) {
+                    return Ok(saved
+                        .credentials
+                        .as_ref()
+                        .and_then(|c| c.tokens.as_ref())
+                        .map(|t| t.access_token.clone()));
+                }
+                if refused.code.as_deref() == Some("invalid_client") {
+                    let removed = self.oauth.store.remove(&self.key).await;
+                    saved.credentials = None;
+                    removed.map_err(|e| {
+                        format!("cannot save the credentials of `{}`: {e}", self.server)
+                    })?;
+                } else {
+                    credentials.tokens = None;
+                    self.save(saved, credentials).await?;
+                }
                 Ok(None)
             }
             Err(failed) => Err(format!(
@@ -181,6 +245,16 @@ impl Authorizer {
     /// browser step, the code exchange) and saves the tokens. Bounded by
     /// the hub's authorization timeout.
     pub(crate) async fn authorize(&self) -> Result<(), String> {
+        let result = self.authorize_once().await;
+        if let Some(prompt) = &self.oauth.prompt {
+            prompt
+                .finished(&self.server, result.as_ref().err().map(String::as_str))
+                .await;
+        }
+        result
+    }
+
+    async fn authorize_once(&self) -> Result<(), String> {
         let Some(prompt) = self.oauth.prompt.clone() else {
             return Err(format!(
                 "{} wants an OAuth authorization and the host gave no way to ask the user (OAuth::prompt); authorize it in a host that can, or configure a token",
@@ -214,7 +288,7 @@ impl Authorizer {
             .as_ref()
             .and_then(|m| m.authorization_servers.first())
         {
-            Some(issuer) => metadata::parse_url(issuer, "the authorization server")?,
+            Some(issuer) => metadata::named_url(issuer, "the authorization server", &server)?,
             None => {
                 let mut origin = server.clone();
                 origin.set_path("/");
@@ -236,6 +310,15 @@ impl Authorizer {
                 ));
             }
         };
+        // Endpoints a server named: not into this machine unless it is here.
+        metadata::named_url(
+            &server_metadata.token_endpoint,
+            "the token endpoint",
+            &server,
+        )?;
+        if let Some(endpoint) = &server_metadata.registration_endpoint {
+            metadata::named_url(endpoint, "the registration endpoint", &server)?;
+        }
         if !server_metadata
             .code_challenge_methods_supported
             .as_ref()
@@ -258,12 +341,16 @@ impl Authorizer {
                 canonical.set_fragment(None);
                 canonical.to_string()
             });
+        // Scopes the resource advertises; without resource metadata, none
+        // (the authorization server's whole list is not what this server
+        // needs).
+        let no_scopes = Vec::new();
         let scope = self.scope(
             &challenge,
             &saved,
             resource_metadata
                 .as_ref()
-                .map_or(&server_metadata.scopes_supported, |m| &m.scopes_supported),
+                .map_or(&no_scopes, |m| &m.scopes_supported),
         );
 
         // The loopback listener and the client.
@@ -271,14 +358,29 @@ impl Authorizer {
             .credentials
             .clone()
             .filter(|c| c.issuer == issuer_name && self.config.client_id.is_none());
-        let (listener, previous) = self.listen(previous).await?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| format!("the redirect listener has no address: {e}"))?
+        let (listeners, previous) = self.listen(previous).await?;
+        let port = listeners
+            .first()
+            .and_then(|l| l.local_addr().ok())
+            .ok_or("the redirect listener has no address")?
             .port();
-        let client = self
-            .client(&server_metadata, previous, port, scope.as_deref())
+        let reused = previous.as_ref().map(|c| c.client.client_id.clone());
+        let client = self.client(&server_metadata, previous, port).await?;
+        if self.config.client_id.is_none() && reused.as_deref() != Some(client.client_id.as_str()) {
+            // A new registration is kept at once: an authorization the user
+            // abandons does not register yet another client next time.
+            self.save(
+                &mut saved,
+                Credentials {
+                    issuer: issuer_name.clone(),
+                    token_endpoint: server_metadata.token_endpoint.clone(),
+                    resource: resource.clone(),
+                    client: client.clone(),
+                    tokens: None,
+                },
+            )
             .await?;
+        }
 
         // The user's step.
         let verifier = flow::random_text(48)?;
@@ -297,7 +399,7 @@ impl Authorizer {
             url: url.to_string(),
             redirect_uri: client.redirect_uri.clone(),
         };
-        let wait = flow::wait_for_redirect(&listener, &state);
+        let wait = flow::wait_for_redirect(listeners, state.clone());
         // A host prompt that panics fails this authorization, not the
         // server's supervisor.
         let asked = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
@@ -328,7 +430,11 @@ impl Authorizer {
                 self.oauth.timeout.as_secs()
             )
         })??;
-        let code = callback.code(&state, &issuer_name)?;
+        let code = callback.code(
+            &state,
+            &issuer_name,
+            server_metadata.authorization_response_iss_parameter_supported,
+        )?;
 
         // The tokens.
         let grant = [
@@ -385,13 +491,14 @@ impl Authorizer {
         (!advertised.is_empty()).then(|| advertised.join(" "))
     }
 
-    /// Binds the redirect listener: the configured port, else the port a
+    /// Binds the redirect listener: the configured port (on both loopback
+    /// addresses, since the redirect says `localhost`), else the port a
     /// saved registration redirects to (a new registration if it is
     /// taken), else any.
     async fn listen(
         &self,
         previous: Option<Credentials>,
-    ) -> Result<(TcpListener, Option<Credentials>), String> {
+    ) -> Result<(Vec<TcpListener>, Option<Credentials>), String> {
         if let Some(port) = self.config.callback_port {
             let listener = TcpListener::bind(("127.0.0.1", port)).await.map_err(|e| {
                 format!(
@@ -399,7 +506,12 @@ impl Authorizer {
                     self.server
                 )
             })?;
-            return Ok((listener, None));
+            let mut listeners = vec![listener];
+            // `localhost` may resolve to ::1 first; where IPv6 is off, 127.0.0.1 serves.
+            if let Ok(v6) = TcpListener::bind(("::1", port)).await {
+                listeners.push(v6);
+            }
+            return Ok((listeners, None));
         }
         if let Some(port) = previous
             .as_ref()
@@ -407,12 +519,12 @@ impl Authorizer {
             .and_then(|u| u.port())
             && let Ok(listener) = TcpListener::bind(("127.0.0.1", port)).await
         {
-            return Ok((listener, previous));
+            return Ok((vec![listener], previous));
         }
         let listener = TcpListener::bind(("127.0.0.1", 0))
             .await
             .map_err(|e| format!("cannot listen on 127.0.0.1 for the OAuth redirect: {e}"))?;
-        Ok((listener, None))
+        Ok((vec![listener], None))
     }
 
     /// The client to authorize as (see the module docs for the order).
@@ -421,7 +533,6 @@ impl Authorizer {
         metadata: &ServerMetadata,
         previous: Option<Credentials>,
         port: u16,
-        scope: Option<&str>,
     ) -> Result<ClientRegistration, String> {
         if let Some(client_id) = &self.config.client_id {
             let secret = self.config.client_secret.clone();
@@ -449,6 +560,7 @@ impl Authorizer {
         let redirect_uri = format!("http://127.0.0.1:{port}/callback");
         if metadata.client_id_metadata_document_supported
             && let Some(url) = &self.oauth.client_metadata_url
+            && Url::parse(url).is_ok_and(|u| u.scheme() == "https" && u.path() != "/")
         {
             return Ok(ClientRegistration {
                 client_id: url.clone(),
@@ -459,14 +571,7 @@ impl Authorizer {
         }
         match &metadata.registration_endpoint {
             Some(endpoint) => {
-                flow::register(
-                    &self.http,
-                    endpoint,
-                    &self.oauth.client_name,
-                    &redirect_uri,
-                    scope,
-                )
-                .await
+                flow::register(&self.http, endpoint, &self.oauth.client_name, &redirect_uri).await
             }
             None => Err(format!(
                 "the authorization server of `{}` offers no client registration: configure oauth.clientId for it",
@@ -521,34 +626,31 @@ mod tests {
         };
         // A configured client id comes first, on localhost.
         let configured = authorizer(Some(OAuthClientConfig::with_client_id("pre")));
-        let client = configured
-            .client(&metadata, None, 4242, None)
-            .await
-            .unwrap();
+        let client = configured.client(&metadata, None, 4242).await.unwrap();
         assert_eq!(client.client_id, "pre");
         assert_eq!(client.redirect_uri, "http://localhost:4242/callback");
         assert_eq!(client.token_endpoint_auth_method, "none");
         let secret = authorizer(Some(
             OAuthClientConfig::with_client_id("pre").client_secret("s"),
         ));
-        let client = secret.client(&metadata, None, 1, None).await.unwrap();
+        let client = secret.client(&metadata, None, 1).await.unwrap();
         assert_eq!(client.token_endpoint_auth_method, "client_secret_basic");
         // Then the saved registration.
         let plain = authorizer(None);
         let saved = had("x").credentials;
-        let client = plain.client(&metadata, saved, 9, None).await.unwrap();
+        let client = plain.client(&metadata, saved, 9).await.unwrap();
         assert_eq!(client.client_id, "c");
         // Then the host's client metadata document, where accepted.
         let oauth = OAuth::new()
             .store(Arc::new(MemoryTokenStore::default()))
             .client_metadata_url("https://host.example/client.json");
         let cimd = Authorizer::new("s", "https://mcp.example/mcp", None, oauth).unwrap();
-        let client = cimd.client(&metadata, None, 5555, None).await.unwrap();
+        let client = cimd.client(&metadata, None, 5555).await.unwrap();
         assert_eq!(client.client_id, "https://host.example/client.json");
         assert_eq!(client.redirect_uri, "http://127.0.0.1:5555/callback");
         // Neither a document nor registration: the user is told what to set.
         let bare = ServerMetadata::default();
-        let error = plain.client(&bare, None, 1, None).await.unwrap_err();
+        let error = plain.client(&bare, None, 1).await.unwrap_err();
         assert!(error.contains("oauth.clientId"), "{error}");
     }
 

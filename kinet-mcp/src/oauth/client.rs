@@ -50,11 +50,13 @@ impl OAuthHttpClient {
             .access_token()
             .await
             .map_err(|e| StreamableHttpError::UnexpectedServerResponse(e.into()))?;
-        let first = call(token.clone()).await;
+        let first = unauthorized_as_challenge(call(token.clone()).await);
         let retried = match (first, token) {
             (Err(StreamableHttpError::AuthRequired(challenge)), Some(sent)) => {
                 match self.auth.after_rejection(&sent).await {
-                    Ok(Some(fresh)) if fresh != sent => call(Some(fresh)).await,
+                    Ok(Some(fresh)) if fresh != sent => {
+                        unauthorized_as_challenge(call(Some(fresh)).await)
+                    }
                     Ok(_) => Err(StreamableHttpError::AuthRequired(challenge)),
                     Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(e.into())),
                 }
@@ -71,6 +73,21 @@ impl OAuthHttpClient {
             _ => {}
         }
         retried
+    }
+}
+
+/// A 401 without `WWW-Authenticate` is a challenge too (the spec's
+/// discovery then falls back to the well-known metadata paths).
+fn unauthorized_as_challenge<T>(result: Result<T, Error>) -> Result<T, Error> {
+    match result {
+        Err(StreamableHttpError::Client(error))
+            if error.status() == Some(reqwest::StatusCode::UNAUTHORIZED) =>
+        {
+            Err(StreamableHttpError::AuthRequired(
+                rmcp::transport::streamable_http_client::AuthRequiredError::new(String::new()),
+            ))
+        }
+        other => other,
     }
 }
 

@@ -31,19 +31,17 @@ pub(crate) async fn register(
     endpoint: &str,
     client_name: &str,
     redirect_uri: &str,
-    scope: Option<&str>,
 ) -> Result<ClientRegistration, String> {
     let url = super::metadata::parse_url(endpoint, "the registration endpoint")?;
-    let mut body = json!({
+    // No `scope`: a client registered for some scopes could not step up to
+    // others later; each authorization request names what it needs.
+    let body = json!({
         "client_name": client_name,
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": "none",
     });
-    if let Some(scope) = scope {
-        body["scope"] = json!(scope);
-    }
     let response = client
         .post(url.clone())
         .json(&body)
@@ -147,11 +145,23 @@ impl Callback {
         Ok(callback)
     }
 
-    /// The code, once the state, issuer and outcome are checked.
-    pub(crate) fn code(self, state: &str, issuer: &str) -> Result<String, String> {
+    /// The code, once the state, issuer and outcome are checked (`iss` must
+    /// be there when the authorization server said it sends it).
+    pub(crate) fn code(
+        self,
+        state: &str,
+        issuer: &str,
+        iss_required: bool,
+    ) -> Result<String, String> {
         if self.state.as_deref() != Some(state) {
             return Err(
                 "the redirect carried another authorization's state: refused (start the sign-in again)"
+                    .into(),
+            );
+        }
+        if iss_required && self.iss.is_none() {
+            return Err(
+                "the redirect carried no issuer though the authorization server sends one: refused (RFC 9207)"
                     .into(),
             );
         }
@@ -160,18 +170,22 @@ impl Callback {
             && iss.trim_end_matches('/') != issuer.trim_end_matches('/')
         {
             return Err(format!(
-                "the redirect came from the issuer `{iss}`, not `{issuer}`: refused (RFC 9207)"
+                "the redirect came from the issuer `{}`, not `{issuer}`: refused (RFC 9207)",
+                super::metadata::printable(iss)
             ));
         }
         if let Some(error) = self.error {
             let detail = self
                 .error_description
-                .map(|d| format!(" ({d})"))
+                .map(|d| format!(" ({})", super::metadata::printable(&d)))
                 .unwrap_or_default();
             return Err(if error == "access_denied" {
                 format!("the user declined the authorization{detail}")
             } else {
-                format!("the authorization server refused: {error}{detail}")
+                format!(
+                    "the authorization server refused: {}{detail}",
+                    super::metadata::printable(&error)
+                )
             });
         }
         self.code
@@ -180,62 +194,99 @@ impl Callback {
     }
 }
 
-/// Waits on `listener` for the browser's redirect to `/callback` with
-/// `state`: other requests are answered and ignored (a page cannot end the
-/// wait with a forged state).
-pub(crate) async fn wait_for_redirect(listener: &TcpListener, state: &str) -> Callback {
-    loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let mut request = Vec::new();
-        let mut buf = [0u8; 2048];
-        let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
-                match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
+/// Waits on `listeners` for the browser's redirect to `/callback` with
+/// `state`. Each connection is served on its own (a client that connects
+/// and says nothing holds up no one) and for at most 2 s; other requests
+/// are answered and ignored, so a page cannot end the wait with a forged
+/// state. The listeners close when the returned future is dropped.
+pub(crate) async fn wait_for_redirect(listeners: Vec<TcpListener>, state: String) -> Callback {
+    let (found, mut first) = tokio::sync::mpsc::channel::<Callback>(1);
+    let state = std::sync::Arc::new(state);
+    let mut tasks = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let found = found.clone();
+        let state = std::sync::Arc::clone(&state);
+        tasks.spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    // Out of descriptors, say: wait rather than spin.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                };
+                // Reap finished connections; bound the ones in flight.
+                while connections.try_join_next().is_some() {}
+                if connections.len() >= 64 {
+                    continue;
                 }
+                let found = found.clone();
+                let state = std::sync::Arc::clone(&state);
+                connections.spawn(async move {
+                    if let Some(callback) = serve_redirect(stream, &state).await {
+                        let _ = found.send(callback).await;
+                    }
+                });
             }
-        })
-        .await;
-        let line = String::from_utf8_lossy(&request);
-        let target = line
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("GET "))
-            .and_then(|l| l.split(' ').next())
-            .unwrap_or("");
-        let ours = read.is_ok() && (target == "/callback" || target.starts_with("/callback?"));
-        let callback = ours.then(|| Callback::from_url(target).ok()).flatten();
-        let matches = callback
-            .as_ref()
-            .is_some_and(|c| c.state.as_deref() == Some(state));
-        let (status, body) = match &callback {
-            Some(c) if matches && c.error.is_none() => (
-                "200 OK",
-                "Authorization complete. You can close this window.",
-            ),
-            Some(_) if matches => (
-                "200 OK",
-                "Authorization was not granted. You can close this window.",
-            ),
-            Some(_) => (
-                "400 Bad Request",
-                "This sign-in link is stale; start again.",
-            ),
-            None => ("404 Not Found", "Not found."),
-        };
-        let answer = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
+        });
+    }
+    drop(found);
+    let callback = first.recv().await;
+    tasks.abort_all();
+    // The listeners' tasks never end on their own, so the channel stays
+    // open until a redirect comes.
+    callback.unwrap_or_default()
+}
+
+/// Answers one connection; the callback when it is the awaited redirect.
+async fn serve_redirect(mut stream: tokio::net::TcpStream, state: &str) -> Option<Callback> {
+    let mut request = Vec::new();
+    let mut buf = [0u8; 2048];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 16 * 1024 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => request.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let line = String::from_utf8_lossy(&request);
+    let target = line
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("GET "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap_or("");
+    let ours = read.is_ok() && (target == "/callback" || target.starts_with("/callback?"));
+    let callback = ours.then(|| Callback::from_url(target).ok()).flatten();
+    let matches = callback
+        .as_ref()
+        .is_some_and(|c| c.state.as_deref() == Some(state));
+    let (status, body) = match &callback {
+        Some(c) if matches && c.error.is_none() => (
+            "200 OK",
+            "Authorization complete. You can close this window.",
+        ),
+        Some(_) if matches => (
+            "200 OK",
+            "Authorization was not granted. You can close this window.",
+        ),
+        Some(_) => (
+            "400 Bad Request",
+            "This sign-in link is stale; start again.",
+        ),
+        None => ("404 Not Found", "Not found."),
+    };
+    let answer = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), async {
         let _ = stream.write_all(answer.as_bytes()).await;
         let _ = stream.shutdown().await;
-        if matches && let Some(callback) = callback {
-            return callback;
-        }
-    }
+    })
+    .await;
+    callback.filter(|_| matches)
 }
 
 /// A refused token request: the OAuth error code, and the words for it.
@@ -323,12 +374,19 @@ pub(crate) async fn token_request(
     }
     let issued: Issued = serde_json::from_slice(&text)
         .map_err(|e| transport(format!("{url} answered without an access token: {e}")))?;
-    if let Some(kind) = &issued.token_type
-        && !kind.eq_ignore_ascii_case("bearer")
-    {
-        return Err(transport(format!(
-            "{url} issued a `{kind}` token; only Bearer tokens are supported"
-        )));
+    match &issued.token_type {
+        Some(kind) if kind.eq_ignore_ascii_case("bearer") => {}
+        Some(kind) => {
+            return Err(transport(format!(
+                "{url} issued a `{}` token; only Bearer tokens are supported",
+                super::metadata::printable(kind)
+            )));
+        }
+        None => {
+            return Err(transport(format!(
+                "{url} answered without a token_type (RFC 6749 §5.1)"
+            )));
+        }
     }
     Ok(Tokens {
         access_token: issued.access_token,
@@ -349,12 +407,11 @@ fn describe_error(body: &[u8]) -> String {
         && let Some(error) = value.get("error").and_then(|e| e.as_str())
     {
         return match value.get("error_description").and_then(|d| d.as_str()) {
-            Some(description) => format!("{error}: {description}"),
-            None => error.to_owned(),
+            Some(description) => super::metadata::printable(&format!("{error}: {description}")),
+            None => super::metadata::printable(error),
         };
     }
-    let text = String::from_utf8_lossy(body);
-    let short: String = text.chars().take(200).collect();
+    let short = super::metadata::printable(&String::from_utf8_lossy(body));
     if short.trim().is_empty() {
         "no details".into()
     } else {
@@ -378,30 +435,66 @@ mod tests {
         assert_ne!(verifier, random_text(32).unwrap());
     }
 
+    /// Connections that say nothing, or ask for something else, do not
+    /// keep the real redirect from being served.
+    #[tokio::test]
+    async fn idle_and_stray_connections_do_not_hold_up_the_redirect() {
+        use tokio::io::AsyncWriteExt as _;
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waiting = tokio::spawn(wait_for_redirect(vec![listener], "s".into()));
+        let mut idle = Vec::new();
+        for _ in 0..5 {
+            idle.push(
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .unwrap(),
+            );
+        }
+        let mut stray = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        stray
+            .write_all(b"GET /callback?code=x&state=forged HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let mut real = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        real.write_all(b"GET /callback?code=c&state=s HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let callback = waiting.await.unwrap();
+        assert_eq!(callback.code.as_deref(), Some("c"));
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        drop(idle);
+    }
+
     #[test]
     fn a_redirect_is_checked_before_its_code_is_used() {
         let ok = Callback::from_url(
             "http://127.0.0.1:5/callback?code=c1&state=s&iss=https%3A%2F%2Fa.example%2F",
         )
         .unwrap();
-        assert_eq!(ok.code("s", "https://a.example").unwrap(), "c1");
+        assert_eq!(ok.code("s", "https://a.example", true).unwrap(), "c1");
         let forged = Callback::from_url("/callback?code=c1&state=other").unwrap();
-        assert!(forged.code("s", "").unwrap_err().contains("state"));
+        assert!(forged.code("s", "", false).unwrap_err().contains("state"));
         let mixed =
             Callback::from_url("/callback?code=c1&state=s&iss=https://evil.example").unwrap();
-        assert!(
-            mixed
-                .code("s", "https://a.example")
-                .unwrap_err()
-                .contains("RFC 9207")
-        );
+        let error = mixed.code("s", "https://a.example", false).unwrap_err();
+        assert!(error.contains("RFC 9207"), "{error}");
+        let missing = Callback::from_url("/callback?code=c1&state=s").unwrap();
+        let error = missing.code("s", "https://a.example", true).unwrap_err();
+        assert!(error.contains("RFC 9207"), "{error}");
         let denied = Callback::from_url("/callback?error=access_denied&state=s").unwrap();
-        assert!(denied.code("s", "").unwrap_err().contains("declined"));
         assert!(
-            Callback::from_url("/callback?state=s")
-                .unwrap()
-                .code("s", "")
-                .is_err()
+            denied
+                .code("s", "", false)
+                .unwrap_err()
+                .contains("declined")
         );
+        let empty = Callback::from_url("/callback?state=s").unwrap();
+        assert!(empty.code("s", "", false).is_err());
     }
 }

@@ -36,8 +36,9 @@ pub(crate) struct ServerMetadata {
     pub(crate) client_id_metadata_document_supported: bool,
     #[serde(default)]
     pub(crate) token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// The redirect must carry `iss` (RFC 9207).
     #[serde(default)]
-    pub(crate) scopes_supported: Vec<String>,
+    pub(crate) authorization_response_iss_parameter_supported: bool,
 }
 
 /// The HTTP client of the OAuth requests: bounded, and following no
@@ -53,15 +54,70 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
 
 /// A URL with the user's words for a bad one.
 pub(crate) fn parse_url(text: &str, what: &str) -> Result<Url, String> {
-    let url = Url::parse(text).map_err(|e| format!("{what} `{text}` is not a URL: {e}"))?;
+    let url =
+        Url::parse(text).map_err(|e| format!("{what} `{}` is not a URL: {e}", printable(text)))?;
     match url.scheme() {
         "https" => Ok(url),
         "http" if is_loopback(&url) => Ok(url),
         "http" => Err(format!(
-            "{what} `{text}` is plain HTTP: OAuth needs HTTPS except on this machine"
+            "{what} `{url}` is plain HTTP: OAuth needs HTTPS except on this machine"
         )),
-        other => Err(format!("{what} `{text}` uses `{other}`, not HTTPS")),
+        other => Err(format!("{what} `{url}` uses `{other}`, not HTTPS")),
     }
+}
+
+/// A URL a server named for discovery or registration, for a server at
+/// `server`: only a server on this machine may send the client to this
+/// machine or a private network (a remote one cannot use the client to
+/// reach services behind it). Literal addresses and `localhost` are
+/// checked; names that resolve to private addresses are not.
+pub(crate) fn named_url(text: &str, what: &str, server: &Url) -> Result<Url, String> {
+    let url = parse_url(text, what)?;
+    if !is_loopback(server) && is_internal(&url) {
+        return Err(format!(
+            "{what} `{url}` points into this machine or a private network, and {server} is not on it: refused"
+        ));
+    }
+    Ok(url)
+}
+
+fn is_internal(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.').to_ascii_lowercase();
+            d == "localhost" || d.ends_with(".localhost")
+        }
+        Some(url::Host::Ipv4(ip)) => {
+            ip.is_loopback()
+                || ip.is_private()
+                || ip.is_link_local()
+                || ip.is_unspecified()
+                || ip.is_broadcast()
+                // Shared address space (RFC 6598).
+                || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64)
+        }
+        Some(url::Host::Ipv6(ip)) => {
+            let first = ip.segments()[0];
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_private() || v4.is_link_local())
+        }
+        None => true,
+    }
+}
+
+/// Server-supplied text fit to show: control characters dropped, at most
+/// 300 characters.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out: String = text.chars().filter(|c| !c.is_control()).take(300).collect();
+    if text.chars().filter(|c| !c.is_control()).count() > 300 {
+        out.push('…');
+    }
+    out
 }
 
 pub(crate) fn is_loopback(url: &Url) -> bool {
@@ -123,20 +179,29 @@ pub(crate) async fn resource_metadata(
     server: &Url,
     from_challenge: Option<&str>,
 ) -> Result<Option<ResourceMetadata>, String> {
-    let candidates = match from_challenge {
-        Some(url) => vec![parse_url(url, "the server's resource_metadata")?],
-        None => well_known(server, "oauth-protected-resource", false),
-    };
+    let mut candidates = Vec::new();
+    if let Some(url) = from_challenge {
+        candidates.push(named_url(url, "the server's resource_metadata", server)?);
+    }
+    // Also the well-known paths, should the challenge's URL have nothing.
+    candidates.extend(well_known(server, "oauth-protected-resource", false));
     for candidate in candidates {
         if let Some(json) = get_json(client, &candidate).await? {
             let metadata: ResourceMetadata = serde_json::from_value(json)
                 .map_err(|e| format!("{candidate} is not protected-resource metadata: {e}"))?;
-            if let Some(resource) = &metadata.resource
-                && !covers(resource, server)
-            {
-                return Err(format!(
-                    "{candidate} describes `{resource}`, not {server}: refusing to send tokens for another resource"
-                ));
+            match &metadata.resource {
+                Some(resource) if same_resource(resource, server) => {}
+                Some(resource) => {
+                    return Err(format!(
+                        "{candidate} describes `{}`, not {server}: refusing to get tokens for another resource (RFC 9728 §3.3)",
+                        printable(resource)
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "{candidate} names no resource: refusing it (RFC 9728 §3.3)"
+                    ));
+                }
             }
             return Ok(Some(metadata));
         }
@@ -144,17 +209,16 @@ pub(crate) async fn resource_metadata(
     Ok(None)
 }
 
-/// Whether the resource identifier `resource` covers the server URL:
-/// same origin, and the server's path within the resource's.
-fn covers(resource: &str, server: &Url) -> bool {
+/// Whether the resource identifier `resource` is the server URL itself
+/// (a trailing slash aside; no query or fragment).
+fn same_resource(resource: &str, server: &Url) -> bool {
     let Ok(resource) = Url::parse(resource) else {
         return false;
     };
     resource.origin() == server.origin()
-        && server
-            .path()
-            .trim_end_matches('/')
-            .starts_with(resource.path().trim_end_matches('/'))
+        && resource.path().trim_end_matches('/') == server.path().trim_end_matches('/')
+        && resource.query().is_none()
+        && resource.fragment().is_none()
 }
 
 /// The authorization server's metadata: from `explicit` when configured,
@@ -192,7 +256,7 @@ pub(crate) async fn server_metadata(
             if explicit.is_none() && !same_issuer(&metadata.issuer, issuer) {
                 return Err(format!(
                     "{candidate} names the issuer `{}`, not {issuer}: refusing it (RFC 8414 §3.3)",
-                    metadata.issuer
+                    printable(&metadata.issuer)
                 ));
             }
             return Ok(Some(metadata));
@@ -277,13 +341,44 @@ mod tests {
     }
 
     #[test]
-    fn a_resource_covers_its_own_paths_only() {
+    fn a_resource_must_be_the_server_itself() {
         let server = Url::parse("https://x.example/mcp/").unwrap();
-        assert!(covers("https://x.example/mcp", &server));
-        assert!(covers("https://x.example", &server));
-        assert!(!covers("https://x.example/other", &server));
-        assert!(!covers("https://evil.example/mcp", &server));
-        assert!(!covers("http://x.example/mcp", &server));
+        assert!(same_resource("https://x.example/mcp", &server));
+        assert!(same_resource("https://x.example/mcp/", &server));
+        assert!(!same_resource("https://x.example", &server), "wider");
+        assert!(!same_resource("https://x.example/m", &server), "a prefix");
+        assert!(!same_resource("https://x.example/other", &server));
+        assert!(!same_resource("https://evil.example/mcp", &server));
+        assert!(!same_resource("http://x.example/mcp", &server));
+        assert!(!same_resource("https://x.example/mcp?a=1", &server));
+    }
+
+    #[test]
+    fn a_remote_server_cannot_point_the_client_inward() {
+        let remote = Url::parse("https://mcp.example/mcp").unwrap();
+        let local = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
+        for inward in [
+            "http://127.0.0.1:9/x",
+            "http://localhost/x",
+            "https://10.0.0.8/x",
+            "https://192.168.1.1/x",
+            "https://169.254.169.254/latest/meta-data",
+            "https://[::1]/x",
+            "https://[fd00::1]/x",
+            "https://[::ffff:127.0.0.1]/x",
+            "https://100.64.0.1/x",
+            "https://db.localhost/x",
+        ] {
+            assert!(named_url(inward, "u", &remote).is_err(), "{inward}");
+        }
+        assert!(named_url("https://auth.example/x", "u", &remote).is_ok());
+        assert!(named_url("http://127.0.0.1:9/x", "u", &local).is_ok());
+    }
+
+    #[test]
+    fn server_text_is_made_printable() {
+        assert_eq!(printable("a\u{1b}[31mb\nc"), "a[31mbc");
+        assert_eq!(printable(&"x".repeat(400)).chars().count(), 301);
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl OAuth {
 }
 
 /// A server's own OAuth settings (Claude Code's `oauth` entry).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct OAuthClientConfig {
     /// A client id registered in advance (`clientId`), for authorization
@@ -158,6 +158,18 @@ pub struct OAuthClientConfig {
     /// The scopes to ask for (`scopes`, space-separated), over what the
     /// server advertises.
     pub scopes: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthClientConfig")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
+            .field("callback_port", &self.callback_port)
+            .field("auth_server_metadata_url", &self.auth_server_metadata_url)
+            .field("scopes", &self.scopes)
+            .finish()
+    }
 }
 
 impl OAuthClientConfig {
@@ -227,6 +239,13 @@ pub enum AuthorizationOutcome {
 pub trait AuthorizationPrompt: Send + Sync {
     /// Sends the user to `request.url`.
     async fn authorize(&self, request: AuthorizationRequest) -> AuthorizationOutcome;
+
+    /// The authorization of `server` ended: `error` is `None` when it
+    /// succeeded, else why not (declined, timed out, refused). A host takes
+    /// its sign-in link down here. Default: nothing.
+    async fn finished(&self, server: &str, error: Option<&str>) {
+        let _ = (server, error);
+    }
 }
 
 /// Seconds since the Unix epoch.

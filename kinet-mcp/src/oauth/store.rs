@@ -111,12 +111,12 @@ pub trait TokenStore: Send + Sync {
 /// a directory created 0700). Every change rewrites the file atomically
 /// (a new file renamed over the old) under an advisory lock, so two
 /// processes sharing the file lose neither's tokens.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct FileTokenStore {
     path: PathBuf,
     // One writer at a time within the process (the file lock covers
-    // other processes).
-    local: Mutex<()>,
+    // other processes); shared by the store's clones.
+    local: std::sync::Arc<Mutex<()>>,
 }
 
 impl FileTokenStore {
@@ -124,7 +124,7 @@ impl FileTokenStore {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
-            local: Mutex::new(()),
+            local: std::sync::Arc::new(Mutex::new(())),
         }
     }
 
@@ -186,22 +186,44 @@ impl FileTokenStore {
     }
 }
 
+/// Runs file work off the async threads (a lock held by another process
+/// must not stall the runtime).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| std::io::Error::other(format!("the credentials file task failed: {e}")))?
+}
+
 #[async_trait]
 impl TokenStore for FileTokenStore {
     async fn load(&self, key: &str) -> std::io::Result<Option<Credentials>> {
-        Ok(self.read_all()?.remove(key))
+        let store = self.clone();
+        let key = key.to_owned();
+        blocking(move || Ok(store.read_all()?.remove(&key))).await
     }
 
     async fn save(&self, key: &str, credentials: &Credentials) -> std::io::Result<()> {
-        self.change(|all| {
-            all.insert(key.to_owned(), credentials.clone());
+        let store = self.clone();
+        let (key, credentials) = (key.to_owned(), credentials.clone());
+        blocking(move || {
+            store.change(|all| {
+                all.insert(key, credentials);
+            })
         })
+        .await
     }
 
     async fn remove(&self, key: &str) -> std::io::Result<()> {
-        self.change(|all| {
-            all.remove(key);
+        let store = self.clone();
+        let key = key.to_owned();
+        blocking(move || {
+            store.change(|all| {
+                all.remove(&key);
+            })
         })
+        .await
     }
 }
 

@@ -14,10 +14,11 @@ of `-` means none.
 
 Every grant is appended to the log file as one line ("register <id>",
 "authorize <client> <scopes> <resource>", "code", "refresh", "denied
-refresh", "expire", "forget"), so tests can see what the client did. With a client id, that
+refresh", "expire", "forget", "escalate"), so tests can see what the client did. With a client id, that
 client is registered in advance (for `oauth.clientId` configurations) with
 the redirect URI http://localhost:<port+1>/callback.
 """
+import json
 import secrets
 import sys
 import time
@@ -27,6 +28,7 @@ from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from mcp.server.auth.middleware import bearer_auth
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -147,6 +149,31 @@ class Provider:
         self.refresh.pop(token.token, None)
 
 
+async def _send_auth_error(self, send, status_code: int, error: str, description: str) -> None:
+    """The SDK's challenge, plus the `scope` an insufficient_scope answer
+    needs (MCP 2025-11-25 asks servers to name it, for step-up)."""
+    parts = [f'error="{error}"', f'error_description="{description}"']
+    if self.resource_metadata_url:
+        parts.append(f'resource_metadata="{self.resource_metadata_url}"')
+    if error == "insufficient_scope":
+        parts.append(f'scope="{" ".join(self.required_scopes)}"')
+    body = json.dumps({"error": error, "error_description": description}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status_code,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"www-authenticate", f"Bearer {', '.join(parts)}".encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+bearer_auth.RequireAuthMiddleware._send_auth_error = _send_auth_error
+
 provider = Provider()
 server = MCPServer(
     "guarded",
@@ -156,7 +183,7 @@ server = MCPServer(
         resource_server_url=AnyHttpUrl(f"{BASE}{ENDPOINT}"),
         validate_token_resource=True,
         client_registration_options=ClientRegistrationOptions(
-            enabled=True, valid_scopes=["tools"], default_scopes=["tools"]
+            enabled=True, valid_scopes=["tools", "admin"], default_scopes=["tools", "admin"]
         ),
         required_scopes=["tools"],
     ),
@@ -174,6 +201,14 @@ async def expire(_request: Request) -> JSONResponse:
     """Ends every access token early (refresh tokens stay good)."""
     provider.access.clear()
     log("expire")
+    return JSONResponse({"ok": True})
+
+
+@server.custom_route("/escalate", methods=["POST"])
+async def escalate(_request: Request) -> JSONResponse:
+    """From now on every request needs the `admin` scope too (step-up)."""
+    server.settings.auth.required_scopes.append("admin")
+    log("escalate")
     return JSONResponse({"ok": True})
 
 
