@@ -35,10 +35,14 @@
 //! default only calls that change nothing run) and timeout.
 //!
 //! Modules: `config` (discovery: `claude`, `editors`, `codex`, `plugins`,
-//! `entry`, `expand`), `supervisor` (one client connection, restarted when
-//! it drops), `sse` (the legacy SSE client transport), `remote_tool` (an
+//! `entry`, `expand`, `policy`), `supervisor` (one client connection,
+//! restarted when it drops, re-authorized when the server asks; `connect`
+//! starts the transport), `oauth` (`metadata` discovery, `flow` steps,
+//! `authorizer` per server, `client` the HTTP client that carries tokens,
+//! `store`), `sse` (the legacy SSE client transport), `remote_tool` (an
 //! MCP tool as a kinet tool), `hub`, `settings`, `server` (kinet as an MCP
-//! server; `gate` checks origin and token).
+//! server; `gate` checks origin and token, `conversations` holds and
+//! claims them).
 //!
 //! Built on the official Rust SDK, `rmcp`.
 
