@@ -21,14 +21,6 @@ use kinet_mcp::oauth::{
 use kinet_mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The guarded server, its port and its grant log.
 struct Guarded {
     _child: tokio::process::Child,
@@ -52,7 +44,7 @@ impl Guarded {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("grants.log");
         std::fs::write(&log, "").unwrap();
-        let port = free_port();
+        let port = common::free_port();
         let mut command = tokio::process::Command::new(python);
         command
             .arg(common::peers().join("oauth_server.py"))
@@ -66,17 +58,7 @@ impl Guarded {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the OAuth server did not start"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        common::wait_for_port(port, "the OAuth server").await;
         Some(Self {
             _child: child,
             port,
@@ -235,6 +217,13 @@ fn hub(server: &Guarded, oauth: OAuth) -> McpHub {
         .start()
 }
 
+/// OAuth with tokens in memory and `browser` as the prompt.
+fn in_memory(browser: &Arc<Browser>) -> OAuth {
+    OAuth::new()
+        .store(Arc::new(MemoryTokenStore::default()))
+        .prompt(browser.clone())
+}
+
 fn mode_of(path: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
@@ -309,12 +298,7 @@ async fn tokens_are_refreshed_without_the_user_and_a_refused_refresh_asks_again(
         return;
     };
     let browser = Browser::new(Mode::Follow);
-    let hub = hub(
-        &server,
-        OAuth::new()
-            .store(Arc::new(MemoryTokenStore::default()))
-            .prompt(browser.clone()),
-    );
+    let hub = hub(&server, in_memory(&browser));
     ready(&hub).await;
     assert_eq!(server.count("refresh"), 0);
 
@@ -361,11 +345,7 @@ async fn a_legacy_sse_server_is_authorized_the_same_way() {
     let browser = Browser::new(Mode::Follow);
     let hub = McpHub::builder(vec![ServerConfig::sse("guarded", server.url())])
         .settings(settings())
-        .oauth(
-            OAuth::new()
-                .store(Arc::new(MemoryTokenStore::default()))
-                .prompt(browser.clone()),
-        )
+        .oauth(in_memory(&browser))
         .start();
     ready(&hub).await;
     assert_eq!(whoami(&hub).await.unwrap(), "authorized");
@@ -398,11 +378,7 @@ async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
     );
     let hub = McpHub::builder(vec![config])
         .settings(settings())
-        .oauth(
-            OAuth::new()
-                .store(Arc::new(MemoryTokenStore::default()))
-                .prompt(browser.clone()),
-        )
+        .oauth(in_memory(&browser))
         .start();
     ready(&hub).await;
     assert_eq!(whoami(&hub).await.unwrap(), "authorized");
@@ -474,12 +450,7 @@ async fn a_connected_server_that_wants_more_scope_gets_a_step_up() {
         return;
     };
     let browser = Browser::new(Mode::Follow);
-    let hub = hub(
-        &server,
-        OAuth::new()
-            .store(Arc::new(MemoryTokenStore::default()))
-            .prompt(browser.clone()),
-    );
+    let hub = hub(&server, in_memory(&browser));
     ready(&hub).await;
     assert_eq!(whoami(&hub).await.unwrap(), "authorized");
     // From now on the server wants `admin` as well: 403 insufficient_scope

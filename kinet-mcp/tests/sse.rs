@@ -5,26 +5,18 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kinet_mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_sse_server_lists_and_calls_its_tools() {
     let Some(python) = common::python() else {
         return;
     };
-    let port = free_port();
+    let port = common::free_port();
     let mut server = tokio::process::Command::new(python)
         .arg(common::peers().join("sse_server.py"))
         .arg(port.to_string())
@@ -33,17 +25,7 @@ async fn a_legacy_sse_server_lists_and_calls_its_tools() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the SSE server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_for_port(port, "the SSE server").await;
     let hub = McpHub::start(
         vec![ServerConfig::sse(
             "legacy",

@@ -28,3 +28,27 @@ pub fn python() -> Option<String> {
     }
     found
 }
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// Waits until something listens on `port` (a peer server starting), at
+/// most 30 s; `what` names it in the failure.
+pub async fn wait_for_port(port: u16, what: &str) {
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{what} did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
