@@ -5,31 +5,38 @@
 //! and a remote server that answers 401 is authorized without further
 //! code:
 //!
-//! 1. **Discovery**: the challenge's `resource_metadata` (else the
+//! 1. **Discovery**: the challenge's `resource_metadata` (then the
 //!    well-known protected-resource paths, RFC 9728) names the
 //!    authorization server, whose metadata comes from the RFC 8414 or
 //!    OpenID paths (or the server's `oauth.authServerMetadataUrl`). A server
 //!    with no metadata at all gets the 2025-03-26 default endpoints. The
-//!    resource metadata must describe the server's own URL, and the issuer
-//!    must be the one asked for; otherwise nothing is sent.
+//!    resource metadata must name the server's own URL as its `resource`,
+//!    and the issuer must be the one asked for; otherwise nothing is sent.
+//!    A remote server cannot point discovery, registration or the token
+//!    endpoint into this machine or a private network (literal addresses
+//!    and `localhost` are refused; names are not resolved first).
 //! 2. **Client**: the server's configured `oauth.clientId`, else the
 //!    registration saved from before, else the host's client metadata
 //!    document URL when the authorization server accepts those, else
-//!    dynamic registration (RFC 7591) as a public client.
+//!    dynamic registration (RFC 7591) as a public client, saved at once.
 //! 3. **Authorization code with PKCE (S256)**: the redirect goes to a
 //!    loopback listener (`http://127.0.0.1:<port>/callback`, or
 //!    `http://localhost:<callbackPort>/callback` when configured) and the
 //!    request carries `state`, `resource` (RFC 8707) and the scopes (the
-//!    configured ones, else the challenge's, else the server's advertised
-//!    ones). The browser step is the host's [`AuthorizationPrompt`]; the
-//!    redirect's state and issuer (RFC 9207) are checked. A server whose
-//!    metadata does not offer S256 is refused.
+//!    configured ones, else the challenge's with those already granted,
+//!    else the resource's advertised ones, else none). The browser step is
+//!    the host's [`AuthorizationPrompt`]; the redirect's state is checked,
+//!    and its issuer (RFC 9207), which must be there when the server says
+//!    it sends it. A server whose metadata does not offer S256 is refused.
 //! 4. **Tokens** go in the [`TokenStore`] ([`FileTokenStore`] by default,
 //!    mode 0600) under the server's name and URL. Every request carries
 //!    the current access token; one that expires within a minute is
-//!    refreshed first, and a 401 on a token triggers one refresh and one
-//!    retry. A 403 `insufficient_scope` or a refresh that is refused leads
-//!    to a new authorization with the union of the scopes.
+//!    refreshed first (after looking whether another process sharing the
+//!    store already did), and a 401 on a token gets one refresh and one
+//!    retry. Only `invalid_grant` forgets the tokens (`invalid_client` the
+//!    registration too). A 403 `insufficient_scope`, or a 401 nothing
+//!    fixes, while connected or at start, leads to a new authorization
+//!    (at most 3 per server in 10 minutes).
 //!
 //! While the user is in the browser the server's state is
 //! [`ServerState::Authorizing`](crate::ServerState::Authorizing). Without
