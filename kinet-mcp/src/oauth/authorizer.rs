@@ -22,7 +22,9 @@ pub(crate) struct Authorizer {
     key: String,
     config: OAuthClientConfig,
     oauth: OAuth,
-    http: reqwest::Client,
+    /// The OAuth requests' client and where it may go, made on first use
+    /// (the server's name is resolved then).
+    http: tokio::sync::OnceCell<(metadata::Reach, reqwest::Client)>,
     state: tokio::sync::Mutex<Saved>,
     /// The last 401/403 challenge, until an authorization answers it.
     challenge: Mutex<Option<Challenge>>,
@@ -59,7 +61,7 @@ impl Authorizer {
             key: format!("{server} {url}"),
             config: config.unwrap_or_default(),
             oauth,
-            http: metadata::http_client()?,
+            http: tokio::sync::OnceCell::new(),
             state: tokio::sync::Mutex::new(Saved::default()),
             challenge: Mutex::new(None),
             raised: tokio::sync::Notify::new(),
@@ -100,6 +102,17 @@ impl Authorizer {
             return Ok(Some(tokens.access_token.clone()));
         }
         self.refresh(&mut saved).await
+    }
+
+    /// The client for the OAuth requests, and where it may go.
+    async fn http(&self) -> Result<&(metadata::Reach, reqwest::Client), String> {
+        self.http
+            .get_or_try_init(|| async {
+                let server = metadata::parse_url(&self.url, "the server URL")?;
+                let reach = metadata::Reach::of(&server).await;
+                Ok::<_, String>((reach, metadata::http_client(reach)?))
+            })
+            .await
     }
 
     /// Notes a 401/403 challenge from the server.
@@ -181,8 +194,9 @@ impl Authorizer {
             ("refresh_token", refresh_token.as_str()),
             ("resource", credentials.resource.as_str()),
         ];
+        let (_, http) = self.http().await?;
         match flow::token_request(
-            &self.http,
+            http,
             &credentials.token_endpoint,
             &credentials.client,
             &grant,
@@ -270,12 +284,15 @@ impl Authorizer {
         let mut saved = self.state.lock().await;
         self.load(&mut saved).await?;
         let server = metadata::parse_url(&self.url, "the server URL")?;
+        let (reach, http) = self.http().await?;
+        let reach = *reach;
 
         // Discovery.
         let resource_metadata = metadata::resource_metadata(
-            &self.http,
+            http,
             &server,
             challenge.resource_metadata.as_deref(),
+            reach,
         )
         .await?;
         let explicit = self
@@ -288,7 +305,7 @@ impl Authorizer {
             .as_ref()
             .and_then(|m| m.authorization_servers.first())
         {
-            Some(issuer) => metadata::named_url(issuer, "the authorization server", &server)?,
+            Some(issuer) => metadata::named_url(issuer, "the authorization server", reach)?,
             None => {
                 let mut origin = server.clone();
                 origin.set_path("/");
@@ -297,7 +314,7 @@ impl Authorizer {
                 origin
             }
         };
-        let found = metadata::server_metadata(&self.http, &issuer, explicit.as_ref()).await?;
+        let found = metadata::server_metadata(http, &issuer, explicit.as_ref()).await?;
         let server_metadata = match found {
             Some(found) => found,
             None if resource_metadata.is_none() && explicit.is_none() => {
@@ -311,13 +328,9 @@ impl Authorizer {
             }
         };
         // Endpoints a server named: not into this machine unless it is here.
-        metadata::named_url(
-            &server_metadata.token_endpoint,
-            "the token endpoint",
-            &server,
-        )?;
+        metadata::named_url(&server_metadata.token_endpoint, "the token endpoint", reach)?;
         if let Some(endpoint) = &server_metadata.registration_endpoint {
-            metadata::named_url(endpoint, "the registration endpoint", &server)?;
+            metadata::named_url(endpoint, "the registration endpoint", reach)?;
         }
         if !server_metadata
             .code_challenge_methods_supported
@@ -365,7 +378,7 @@ impl Authorizer {
             .ok_or("the redirect listener has no address")?
             .port();
         let reused = previous.as_ref().map(|c| c.client.client_id.clone());
-        let client = self.client(&server_metadata, previous, port).await?;
+        let client = self.client(http, &server_metadata, previous, port).await?;
         if self.config.client_id.is_none() && reused.as_deref() != Some(client.client_id.as_str()) {
             // A new registration is kept at once: an authorization the user
             // abandons does not register yet another client next time.
@@ -444,15 +457,10 @@ impl Authorizer {
             ("code_verifier", verifier.as_str()),
             ("resource", resource.as_str()),
         ];
-        let tokens = flow::token_request(
-            &self.http,
-            &server_metadata.token_endpoint,
-            &client,
-            &grant,
-            None,
-        )
-        .await
-        .map_err(|e| format!("exchanging the authorization code: {}", e.message))?;
+        let tokens =
+            flow::token_request(http, &server_metadata.token_endpoint, &client, &grant, None)
+                .await
+                .map_err(|e| format!("exchanging the authorization code: {}", e.message))?;
         self.save(
             &mut saved,
             Credentials {
@@ -530,6 +538,7 @@ impl Authorizer {
     /// The client to authorize as (see the module docs for the order).
     async fn client(
         &self,
+        http: &reqwest::Client,
         metadata: &ServerMetadata,
         previous: Option<Credentials>,
         port: u16,
@@ -571,7 +580,7 @@ impl Authorizer {
         }
         match &metadata.registration_endpoint {
             Some(endpoint) => {
-                flow::register(&self.http, endpoint, &self.oauth.client_name, &redirect_uri).await
+                flow::register(http, endpoint, &self.oauth.client_name, &redirect_uri).await
             }
             None => Err(format!(
                 "the authorization server of `{}` offers no client registration: configure oauth.clientId for it",
@@ -619,6 +628,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_client_is_chosen_in_the_documented_order() {
+        let http = reqwest::Client::new();
         let metadata = ServerMetadata {
             client_id_metadata_document_supported: true,
             registration_endpoint: Some("http://127.0.0.1:9/register".into()),
@@ -626,31 +636,34 @@ mod tests {
         };
         // A configured client id comes first, on localhost.
         let configured = authorizer(Some(OAuthClientConfig::with_client_id("pre")));
-        let client = configured.client(&metadata, None, 4242).await.unwrap();
+        let client = configured
+            .client(&http, &metadata, None, 4242)
+            .await
+            .unwrap();
         assert_eq!(client.client_id, "pre");
         assert_eq!(client.redirect_uri, "http://localhost:4242/callback");
         assert_eq!(client.token_endpoint_auth_method, "none");
         let secret = authorizer(Some(
             OAuthClientConfig::with_client_id("pre").client_secret("s"),
         ));
-        let client = secret.client(&metadata, None, 1).await.unwrap();
+        let client = secret.client(&http, &metadata, None, 1).await.unwrap();
         assert_eq!(client.token_endpoint_auth_method, "client_secret_basic");
         // Then the saved registration.
         let plain = authorizer(None);
         let saved = had("x").credentials;
-        let client = plain.client(&metadata, saved, 9).await.unwrap();
+        let client = plain.client(&http, &metadata, saved, 9).await.unwrap();
         assert_eq!(client.client_id, "c");
         // Then the host's client metadata document, where accepted.
         let oauth = OAuth::new()
             .store(Arc::new(MemoryTokenStore::default()))
             .client_metadata_url("https://host.example/client.json");
         let cimd = Authorizer::new("s", "https://mcp.example/mcp", None, oauth).unwrap();
-        let client = cimd.client(&metadata, None, 5555).await.unwrap();
+        let client = cimd.client(&http, &metadata, None, 5555).await.unwrap();
         assert_eq!(client.client_id, "https://host.example/client.json");
         assert_eq!(client.redirect_uri, "http://127.0.0.1:5555/callback");
         // Neither a document nor registration: the user is told what to set.
         let bare = ServerMetadata::default();
-        let error = plain.client(&bare, None, 1).await.unwrap_err();
+        let error = plain.client(&http, &bare, None, 1).await.unwrap_err();
         assert!(error.contains("oauth.clientId"), "{error}");
     }
 

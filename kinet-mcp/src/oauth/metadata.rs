@@ -41,15 +41,79 @@ pub(crate) struct ServerMetadata {
     pub(crate) authorization_response_iss_parameter_supported: bool,
 }
 
+/// Where a server may send the client. A server on this machine or in a
+/// private network may name addresses there (its authorization server is
+/// likely beside it); a public one only public addresses, so it cannot use
+/// the client to reach services behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    Anywhere,
+    PublicOnly,
+}
+
+impl Reach {
+    /// The reach of the server at `server` (its name resolved once).
+    pub(crate) async fn of(server: &Url) -> Self {
+        let inward = match server.host() {
+            Some(url::Host::Domain(name)) => {
+                is_local_name(name)
+                    || tokio::net::lookup_host((name, 0))
+                        .await
+                        .is_ok_and(|mut addrs| addrs.any(|a| is_internal_ip(a.ip())))
+            }
+            Some(url::Host::Ipv4(ip)) => is_internal_ip(ip.into()),
+            Some(url::Host::Ipv6(ip)) => is_internal_ip(ip.into()),
+            None => false,
+        };
+        if inward {
+            Self::Anywhere
+        } else {
+            Self::PublicOnly
+        }
+    }
+}
+
 /// The HTTP client of the OAuth requests: bounded, and following no
 /// redirects (a metadata or token answer is taken from where it was asked).
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
-    reqwest::Client::builder()
+/// For [`Reach::PublicOnly`], names are resolved to public addresses only,
+/// and the connection goes to the addresses checked.
+pub(crate) fn http_client(reach: Reach) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::none())
+        .redirect(reqwest::redirect::Policy::none());
+    if reach == Reach::PublicOnly {
+        builder = builder.dns_resolver(std::sync::Arc::new(PublicOnly));
+    }
+    builder
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))
+}
+
+/// A resolver that keeps public addresses only.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            if is_local_name(&host) {
+                return Err(inward_name(&host));
+            }
+            let public: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| !is_internal_ip(a.ip()))
+                .collect();
+            if public.is_empty() {
+                return Err(inward_name(&host));
+            }
+            Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+fn inward_name(host: &str) -> Box<dyn std::error::Error + Send + Sync> {
+    format!("`{host}` resolves only into this machine or a private network, and the MCP server is not there: refused").into()
 }
 
 /// A URL with the user's words for a bad one.
@@ -66,37 +130,47 @@ pub(crate) fn parse_url(text: &str, what: &str) -> Result<Url, String> {
     }
 }
 
-/// A URL a server named for discovery or registration, for a server at
-/// `server`: only a server on this machine may send the client to this
-/// machine or a private network (a remote one cannot use the client to
-/// reach services behind it). Literal addresses and `localhost` are
-/// checked; names that resolve to private addresses are not.
-pub(crate) fn named_url(text: &str, what: &str, server: &Url) -> Result<Url, String> {
+/// A URL a server named for discovery or registration: with
+/// [`Reach::PublicOnly`], not into this machine or a private network
+/// (literal addresses and `localhost` here; names through the client's
+/// resolver).
+pub(crate) fn named_url(text: &str, what: &str, reach: Reach) -> Result<Url, String> {
     let url = parse_url(text, what)?;
-    if !is_loopback(server) && is_internal(&url) {
+    if reach == Reach::PublicOnly && is_internal(&url) {
         return Err(format!(
-            "{what} `{url}` points into this machine or a private network, and {server} is not on it: refused"
+            "{what} `{url}` points into this machine or a private network, and the MCP server is not there: refused"
         ));
     }
     Ok(url)
 }
 
+fn is_local_name(name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
+}
+
 fn is_internal(url: &Url) -> bool {
     match url.host() {
-        Some(url::Host::Domain(d)) => {
-            let d = d.trim_end_matches('.').to_ascii_lowercase();
-            d == "localhost" || d.ends_with(".localhost")
-        }
-        Some(url::Host::Ipv4(ip)) => {
+        Some(url::Host::Domain(d)) => is_local_name(d),
+        Some(url::Host::Ipv4(ip)) => is_internal_ip(ip.into()),
+        Some(url::Host::Ipv6(ip)) => is_internal_ip(ip.into()),
+        None => true,
+    }
+}
+
+/// Loopback, private, link-local, unspecified, broadcast, shared (RFC
+/// 6598), unique-local IPv6 and IPv4-mapped forms of those.
+fn is_internal_ip(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(ip) => {
             ip.is_loopback()
                 || ip.is_private()
                 || ip.is_link_local()
                 || ip.is_unspecified()
                 || ip.is_broadcast()
-                // Shared address space (RFC 6598).
                 || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xc0) == 64)
         }
-        Some(url::Host::Ipv6(ip)) => {
+        std::net::IpAddr::V6(ip) => {
             let first = ip.segments()[0];
             ip.is_loopback()
                 || ip.is_unspecified()
@@ -104,9 +178,8 @@ fn is_internal(url: &Url) -> bool {
                 || (first & 0xffc0) == 0xfe80
                 || ip
                     .to_ipv4_mapped()
-                    .is_some_and(|v4| v4.is_loopback() || v4.is_private() || v4.is_link_local())
+                    .is_some_and(|v4| is_internal_ip(v4.into()))
         }
-        None => true,
     }
 }
 
@@ -178,10 +251,11 @@ pub(crate) async fn resource_metadata(
     client: &reqwest::Client,
     server: &Url,
     from_challenge: Option<&str>,
+    reach: Reach,
 ) -> Result<Option<ResourceMetadata>, String> {
     let mut candidates = Vec::new();
     if let Some(url) = from_challenge {
-        candidates.push(named_url(url, "the server's resource_metadata", server)?);
+        candidates.push(named_url(url, "the server's resource_metadata", reach)?);
     }
     // Also the well-known paths, should the challenge's URL have nothing.
     candidates.extend(well_known(server, "oauth-protected-resource", false));
@@ -353,10 +427,16 @@ mod tests {
         assert!(!same_resource("https://x.example/mcp?a=1", &server));
     }
 
-    #[test]
-    fn a_remote_server_cannot_point_the_client_inward() {
-        let remote = Url::parse("https://mcp.example/mcp").unwrap();
-        let local = Url::parse("http://127.0.0.1:8000/mcp").unwrap();
+    #[tokio::test]
+    async fn a_remote_server_cannot_point_the_client_inward() {
+        let remote = Reach::of(&Url::parse("https://203.0.113.7/mcp").unwrap()).await;
+        let local = Reach::of(&Url::parse("http://127.0.0.1:8000/mcp").unwrap()).await;
+        assert_eq!(remote, Reach::PublicOnly);
+        assert_eq!(local, Reach::Anywhere);
+        assert_eq!(
+            Reach::of(&Url::parse("https://10.1.2.3/mcp").unwrap()).await,
+            Reach::Anywhere
+        );
         for inward in [
             "http://127.0.0.1:9/x",
             "http://localhost/x",
@@ -369,10 +449,32 @@ mod tests {
             "https://100.64.0.1/x",
             "https://db.localhost/x",
         ] {
-            assert!(named_url(inward, "u", &remote).is_err(), "{inward}");
+            assert!(named_url(inward, "u", remote).is_err(), "{inward}");
         }
-        assert!(named_url("https://auth.example/x", "u", &remote).is_ok());
-        assert!(named_url("http://127.0.0.1:9/x", "u", &local).is_ok());
+        assert!(named_url("https://auth.example/x", "u", remote).is_ok());
+        assert!(named_url("http://127.0.0.1:9/x", "u", local).is_ok());
+    }
+
+    /// A name is checked where it resolves: `localhost` (and names under
+    /// it) never reach a public-only client, and the request fails before
+    /// anything is sent.
+    #[tokio::test]
+    async fn names_resolving_inward_are_refused_by_the_public_client() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = tokio::spawn(async move { listener.accept().await.is_ok() });
+        let client = http_client(Reach::PublicOnly).unwrap();
+        for name in ["localhost", "db.localhost"] {
+            let error = client
+                .get(format!("http://{name}:{port}/x"))
+                .send()
+                .await
+                .unwrap_err();
+            let text = crate::errors::error_chain(&error);
+            assert!(text.contains("refused"), "{text}");
+        }
+        assert!(!accepted.is_finished(), "nothing may connect");
+        accepted.abort();
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //!    with no metadata at all gets the 2025-03-26 default endpoints. The
 //!    resource metadata must name the server's own URL as its `resource`,
 //!    and the issuer must be the one asked for; otherwise nothing is sent.
-//!    A remote server cannot point discovery, registration or the token
-//!    endpoint into this machine or a private network (literal addresses
-//!    and `localhost` are refused; names are not resolved first).
+//!    A server that is not itself on this machine or a private network
+//!    cannot point discovery, registration or the token endpoint there:
+//!    literal addresses and `localhost` are refused, and names are
+//!    resolved to public addresses only (the connection goes to the
+//!    addresses checked).
 //! 2. **Client**: the server's configured `oauth.clientId`, else the
 //!    registration saved from before, else the host's client metadata
 //!    document URL when the authorization server accepts those, else
