@@ -431,9 +431,23 @@ impl Setup {
             // SAFETY: plain system call.
             check(unsafe { libc::unshare(self.namespaces) })?;
             if self.namespaces & libc::CLONE_NEWUSER != 0 {
+                // A host made non-dumpable (`protect_process`) passes that on
+                // to this fork, and a non-dumpable process's /proc/self files
+                // belong to the global root, which has no mapping here: the
+                // maps could not be written. Dumpable just for the writes;
+                // the supervisor, a copy of the host's memory, stays not.
+                // SAFETY: plain system calls on this process's own flag.
+                let dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+                if dumpable == 0 {
+                    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) })?;
+                }
                 write_proc(c"/proc/self/setgroups", b"deny")?;
                 write_proc(c"/proc/self/uid_map", &self.maps.uid)?;
                 write_proc(c"/proc/self/gid_map", &self.maps.gid)?;
+                if dumpable == 0 {
+                    // SAFETY: as above.
+                    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) })?;
+                }
             }
             for mount in &self.mounts {
                 mount.apply()?;

@@ -184,8 +184,10 @@ impl Support {
 ///
 /// Call it once, early, in a host that hands a model a shell. It is
 /// process-wide and lasts for the process's life: no core dumps, and a
-/// debugger of the same user cannot attach. Children are unaffected (the
-/// mark resets when they start a program). Processes of root, holding
+/// debugger of the same user cannot attach. Commands are unaffected (the
+/// mark resets when they start a program), and the sandbox and containment
+/// work as before (they lift it only while writing a new user namespace's
+/// maps). Processes of root, holding
 /// `CAP_SYS_PTRACE`, can still read a root agent. Returns whether it was
 /// applied: `false` on systems other than Linux.
 pub fn protect_process() -> std::io::Result<bool> {
