@@ -48,33 +48,43 @@ pub(crate) async fn run(
         .take()
         .ok_or_else(|| fail("has no output".into()))?;
     let work = async {
-        let out_task = read_capped(&mut stdout, HELPER_OUTPUT, true);
-        let err_task = read_capped(&mut stderr, 4096, false);
-        tokio::pin!(out_task, err_task);
-        let mut err_done = None;
-        let out = loop {
-            tokio::select! {
-                out = &mut out_task => break out,
-                err = &mut err_task, if err_done.is_none() => err_done = Some(err),
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        // Standard output until its end (stopping at once past the cap);
+        // standard error alongside, kept to 4 KiB.
+        let status = {
+            let out_task = read_capped(&mut stdout, &mut out, HELPER_OUTPUT, true);
+            let err_task = read_capped(&mut stderr, &mut err, 4096, false);
+            tokio::pin!(out_task, err_task);
+            let mut err_done = false;
+            let out = loop {
+                tokio::select! {
+                    out = &mut out_task => break out,
+                    _ = &mut err_task, if !err_done => err_done = true,
+                }
+            };
+            let overflow = out.map_err(|e| fail(format!("could not be read: {e}")))?;
+            if overflow {
+                // Stop it now: it would block on a full pipe until the
+                // time limit.
+                return Err(fail(format!(
+                    "printed more than {} KiB; headers are a small JSON object",
+                    HELPER_OUTPUT / 1024
+                )));
             }
+            // Then its exit; what it (or a child it left behind) still
+            // writes to standard error gets a moment, not the time limit.
+            let status = loop {
+                tokio::select! {
+                    status = child.wait() => break status,
+                    _ = &mut err_task, if !err_done => err_done = true,
+                }
+            };
+            if !err_done {
+                let _ = tokio::time::timeout(Duration::from_millis(100), &mut err_task).await;
+            }
+            status.map_err(|e| fail(format!("could not be waited for: {e}")))?
         };
-        let (out, overflow) = out.map_err(|e| fail(format!("could not be read: {e}")))?;
-        if overflow {
-            // Stop it now: it would block on a full pipe until the time limit.
-            return Err(fail(format!(
-                "printed more than {} KiB; headers are a small JSON object",
-                HELPER_OUTPUT / 1024
-            )));
-        }
-        let err = match err_done {
-            Some(err) => err,
-            None => err_task.await,
-        };
-        let (err, _) = err.unwrap_or_default();
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| fail(format!("could not be waited for: {e}")))?;
         Ok::<_, String>((status, out, err))
     };
     let (status, out, err) = tokio::time::timeout(HELPER_TIMEOUT, work)
@@ -115,30 +125,31 @@ pub(crate) async fn run(
         .collect()
 }
 
-/// Reads `reader` to its end, keeping at most `cap` bytes and saying
-/// whether there was more. With `stop`, the read ends at the first byte
-/// past the cap; without, the rest is drained and dropped (so the writer
-/// never blocks on a full pipe).
+/// Reads `reader` to its end into `kept`, keeping at most `cap` bytes and
+/// saying whether there was more. With `stop`, the read ends at the first
+/// byte past the cap; without, the rest is drained and dropped (so the
+/// writer never blocks on a full pipe). What was read stays in `kept` if
+/// the read is abandoned.
 async fn read_capped(
     reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    kept: &mut Vec<u8>,
     cap: u64,
     stop: bool,
-) -> std::io::Result<(Vec<u8>, bool)> {
+) -> std::io::Result<bool> {
     let cap = usize::try_from(cap).unwrap_or(usize::MAX);
-    let mut kept = Vec::new();
     let mut more = false;
     let mut buf = [0u8; 8192];
     loop {
         let n = reader.read(&mut buf).await?;
         if n == 0 {
-            return Ok((kept, more));
+            return Ok(more);
         }
         let room = cap.saturating_sub(kept.len());
         kept.extend_from_slice(&buf[..n.min(room)]);
         if n > room {
             more = true;
             if stop {
-                return Ok((kept, more));
+                return Ok(more);
             }
         }
     }

@@ -978,9 +978,13 @@ async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
     // time limit.
     let flooding = ServerConfig::http("flooding", url.clone())
         .headers_helper("yes x >&2 & yes '{\"a\": \"b\"}'");
+    // Good headers, and a child left writing to stderr forever: the
+    // helper's exit counts, not the end of its stderr.
+    let chatty = ServerConfig::http("chatty", url.clone())
+        .headers_helper("(yes noise >&2 &); echo '{\"Authorization\": \"Bearer s3cret\"}'");
     let started = std::time::Instant::now();
     let hub = McpHub::start(
-        vec![configured, failing, hanging, garbage, flooding],
+        vec![configured, failing, hanging, garbage, flooding, chatty],
         HubSettings::default(),
     );
     hub.wait_settled(Duration::from_secs(30)).await;
@@ -1020,7 +1024,13 @@ async fn a_headers_helper_supplies_the_token_and_its_failures_are_named() {
     assert!(garbage.contains("must print a JSON object"), "{garbage}");
     let flooding = reason("flooding");
     assert!(flooding.contains("printed more than 64 KiB"), "{flooding}");
-    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(
+        matches!(state("chatty"), ServerState::Ready),
+        "{:?}",
+        state("chatty")
+    );
+    // Only the hanging helper waited for the time limit.
+    assert!(started.elapsed() < Duration::from_secs(20));
     hub.shutdown().await;
     handle.shutdown().await;
 }
