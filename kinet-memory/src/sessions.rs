@@ -230,6 +230,19 @@ impl SessionStore for SqliteSessionStore {
         })?)
     }
 
+    fn renew(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let until = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        Ok(self.with(|conn| {
+            let renewed = conn
+                .execute(
+                    "UPDATE session_claims SET expires_at = ?3 WHERE session = ?1 AND holder = ?2",
+                    params![id, holder, until],
+                )
+                .map_err(sql)?;
+            Ok(renewed == 1)
+        })?)
+    }
+
     fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
         Ok(self.with(|conn| {
             conn.execute(

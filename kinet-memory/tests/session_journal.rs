@@ -229,6 +229,15 @@ fn a_session_is_claimed_by_one_holder_at_a_time() {
     assert!(two.claim("s", "b", Duration::from_millis(50)).unwrap());
     std::thread::sleep(Duration::from_millis(80));
     assert!(one.claim("s", "a", long).unwrap(), "b's claim expired");
+    // Renewal extends only a claim still held, and never makes one.
+    assert!(one.renew("s", "a", long).unwrap());
+    assert!(!two.renew("s", "b", long).unwrap(), "not b's");
+    one.release("s", "a").unwrap();
+    assert!(!one.renew("s", "a", long).unwrap(), "released");
+    assert!(
+        two.claim("s", "b", long).unwrap(),
+        "no claim was left behind"
+    );
     // Racing claimers: exactly one wins.
     let winners = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..8)

@@ -88,11 +88,20 @@ pub trait SessionStore: Send + Sync {
     /// Claims session `id` for `holder` until `ttl` has passed, so that
     /// processes sharing the store continue a session one at a time;
     /// whether it was granted (the session was free, its claim had expired,
-    /// or `holder` already held it: claiming again renews). A claim is
-    /// advisory: writes do not check it. The default grants every claim,
-    /// which is right for a store one process uses alone; a store shared
-    /// between processes (the SQLite one) keeps claims in the store.
+    /// or `holder` already held it). A claim is advisory: writes do not
+    /// check it. The default grants every claim, which is right for a
+    /// store one process uses alone (the MCP server also keeps its own
+    /// in-process set); a store shared between processes (the SQLite one)
+    /// keeps claims in the store.
     fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let _ = (id, holder, ttl);
+        Ok(true)
+    }
+
+    /// Extends `holder`'s claim on `id` to `ttl` from now; whether it
+    /// still held it. Never creates a claim (a renewal racing a release
+    /// leaves none behind). The default says it does.
+    fn renew(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
         let _ = (id, holder, ttl);
         Ok(true)
     }

@@ -3,6 +3,7 @@
 //! of a stateless server.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,6 +39,16 @@ pub(super) struct Claim {
     busy: Arc<Mutex<HashSet<String>>>,
     shared: Option<(Arc<dyn SessionStore>, String)>,
     renew: Option<tokio::task::JoinHandle<()>>,
+    /// The store said the claim is no longer ours (it expired and another
+    /// reply took the conversation).
+    lost: Arc<AtomicBool>,
+}
+
+impl Claim {
+    /// Whether the conversation was taken over while the reply ran.
+    pub(super) fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for Claim {
@@ -45,8 +56,17 @@ impl Drop for Claim {
         if let Some(renew) = self.renew.take() {
             renew.abort();
         }
-        if let Some((store, holder)) = &self.shared {
-            let _ = store.release(&self.id, holder);
+        if let Some((store, holder)) = self.shared.take() {
+            // Renewals only extend a claim still held (they never create
+            // one), so one racing this release cannot leave a claim behind.
+            let id = self.id.clone();
+            let release = move || {
+                let _ = store.release(&id, &holder);
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn_blocking(release)),
+                Err(_) => release(),
+            }
         }
         if let Ok(mut busy) = self.busy.lock() {
             busy.remove(&self.id);
@@ -60,9 +80,14 @@ impl Conversations {
         Self::of(Kind::Memory(Arc::new(Mutex::new(HashMap::new()))))
     }
 
-    /// Conversations in `store`, shared by every replica.
-    pub(super) fn store(store: Arc<dyn SessionStore>) -> Self {
-        Self::of(Kind::Store(store))
+    /// Conversations in `store`, shared by every replica; `busy` is the
+    /// server's own set of conversations a reply runs on (one per server,
+    /// since a stateless server makes a session per request).
+    pub(super) fn store(store: Arc<dyn SessionStore>, busy: Arc<Mutex<HashSet<String>>>) -> Self {
+        Self {
+            kind: Kind::Store(store),
+            busy,
+        }
     }
 
     fn of(kind: Kind) -> Self {
@@ -75,7 +100,7 @@ impl Conversations {
     /// Holds conversation `id` for one reply: no other reply continues it
     /// (here, or on another replica sharing the store) until the claim is
     /// dropped, so two replies never interleave their messages.
-    pub(super) fn claim(&self, id: &str) -> Result<Claim, String> {
+    pub(super) async fn claim(&self, id: &str) -> Result<Claim, String> {
         let busy_error = || {
             format!(
                 "conversation `{id}` is busy with another reply; wait for that one to finish and send again"
@@ -90,28 +115,44 @@ impl Conversations {
                 return Err(busy_error());
             }
         }
+        // From here the claim's drop undoes what was taken.
         let mut claim = Claim {
             id: id.to_owned(),
             busy: Arc::clone(&self.busy),
             shared: None,
             renew: None,
+            lost: Arc::new(AtomicBool::new(false)),
         };
         if let Kind::Store(store) = &self.kind {
             let holder = uuid::Uuid::new_v4().simple().to_string();
-            match store.claim(id, &holder, CLAIM_TTL) {
+            let granted = {
+                let (store, id, holder) = (Arc::clone(store), id.to_owned(), holder.clone());
+                tokio::task::spawn_blocking(move || store.claim(&id, &holder, CLAIM_TTL))
+                    .await
+                    .map_err(|e| format!("the conversation store failed: {e}"))?
+            };
+            match granted {
                 Ok(true) => {}
                 Ok(false) => return Err(busy_error()),
                 Err(error) => return Err(format!("the conversation store failed: {error}")),
             }
-            let renewing = (Arc::clone(store), holder.clone(), id.to_owned());
+            claim.shared = Some((Arc::clone(store), holder.clone()));
+            let (store, id, lost) = (Arc::clone(store), id.to_owned(), Arc::clone(&claim.lost));
             claim.renew = Some(tokio::spawn(async move {
-                let (store, holder, id) = renewing;
                 loop {
                     tokio::time::sleep(CLAIM_RENEW).await;
-                    let _ = store.claim(&id, &holder, CLAIM_TTL);
+                    let (store, id, holder) = (Arc::clone(&store), id.clone(), holder.clone());
+                    let renewed =
+                        tokio::task::spawn_blocking(move || store.renew(&id, &holder, CLAIM_TTL))
+                            .await;
+                    // A store error is tried again next time; a claim the
+                    // store no longer has is lost for good.
+                    if let Ok(Ok(false)) = renewed {
+                        lost.store(true, Ordering::SeqCst);
+                        return;
+                    }
                 }
             }));
-            claim.shared = Some((Arc::clone(store), holder));
         }
         Ok(claim)
     }
@@ -190,5 +231,64 @@ impl Conversations {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use kinet_core::session::{ForkPoint, SessionInfo, StoreError};
+
+    use super::*;
+
+    /// A store that grants a claim and then says it expired.
+    struct Expiring;
+
+    impl SessionStore for Expiring {
+        fn create(&self, _: &Session) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn append(&self, _: &str, _: &JournalEntry) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn entries(&self, _: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
+            Ok(None)
+        }
+        fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn delete(&self, _: &str) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+        fn fork_point(&self, _: &str) -> Result<Option<ForkPoint>, StoreError> {
+            Ok(None)
+        }
+        fn renew(&self, _: &str, _: &str, _: Duration) -> Result<bool, StoreError> {
+            Ok(false)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_the_store_lets_go_is_reported_lost() {
+        let busy = Arc::default();
+        let conversations = Conversations::store(Arc::new(Expiring), Arc::clone(&busy));
+        let claim = conversations.claim("c").await.unwrap();
+        assert!(!claim.lost());
+        // A second reply to it, in this process, is refused at once.
+        let again = conversations.claim("c").await.map(|_| ()).unwrap_err();
+        assert!(again.contains("busy"), "{again}");
+        for _ in 0..100 {
+            if claim.lost() {
+                break;
+            }
+            tokio::time::advance(CLAIM_RENEW).await;
+            tokio::task::yield_now().await;
+            // The renewal runs on a blocking thread (real time).
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(claim.lost());
+        drop(claim);
+        assert!(busy.lock().unwrap().is_empty());
+        assert!(conversations.claim("c").await.is_ok());
     }
 }

@@ -45,6 +45,8 @@ struct Shared {
     calls: AtomicU64,
     origins: Arc<[String]>,
     store: Option<Arc<dyn kinet_core::session::SessionStore>>,
+    /// Stateless conversations a reply runs on in this process.
+    busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 /// Builds an [`McpServer`]. Every setter documents its default.
@@ -176,6 +178,7 @@ impl McpServerBuilder {
                 calls: AtomicU64::new(1),
                 origins: self.origins.into(),
                 store: self.store,
+                busy: Arc::default(),
             }),
         }
     }
@@ -257,7 +260,10 @@ impl McpServer {
         Session {
             shared: Arc::clone(&self.shared),
             conversations: match &self.shared.store {
-                Some(store) => conversations::Conversations::store(Arc::clone(store)),
+                Some(store) => conversations::Conversations::store(
+                    Arc::clone(store),
+                    Arc::clone(&self.shared.busy),
+                ),
                 None => conversations::Conversations::memory(),
             },
             counter: Arc::new(AtomicU64::new(1)),

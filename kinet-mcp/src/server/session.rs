@@ -121,8 +121,8 @@ impl Session {
         };
         // A reply holds its conversation until it is saved: another reply
         // to it (here or on another replica) is refused meanwhile.
-        let _claim = match id.as_deref() {
-            Some(id) => match self.conversations.claim(id) {
+        let claim = match id.as_deref() {
+            Some(id) => match self.conversations.claim(id).await {
                 Ok(claim) => Some(claim),
                 Err(error) => return error_result(error),
             },
@@ -180,6 +180,14 @@ impl Session {
         let outcome = run.finish().await;
         let answer = outcome.final_text().unwrap_or_default();
         let stop = outcome.stop.clone();
+        if claim
+            .as_ref()
+            .is_some_and(super::conversations::Claim::lost)
+        {
+            return error_result(format!(
+                "conversation `{id}` was taken over by another reply while this one ran (its claim expired); this reply was not saved: send it again"
+            ));
+        }
         if let Err(error) = self
             .conversations
             .save(&id, &outcome.conversation, saved.as_deref())
