@@ -1,6 +1,8 @@
 //! Tool search for large MCP tool sets: past a token budget the model is
 //! offered one `mcp_tool_search` tool instead of every schema; the tools it
-//! finds are offered in full from its next step on, for the hub's lifetime.
+//! finds are offered in full from its next step on: for the hub's lifetime
+//! when the hub itself is the source, for one conversation (and its saved
+//! session) with [`ConversationTools`](crate::ConversationTools).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

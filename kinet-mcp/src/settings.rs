@@ -36,8 +36,9 @@ pub struct HubSettings {
     /// The tool-search budget as a percentage of the model's context
     /// window, when the agent knows the window (configured in its context
     /// policy, known by the model's name, or learned from the provider).
-    /// `None`: always [`tool_search_budget`](Self::tool_search_budget).
-    /// Default `Some(10)`.
+    /// `None` (or 0): always [`tool_search_budget`](Self::tool_search_budget),
+    /// so a budget you set yourself holds whatever the window. Default
+    /// `Some(10)`.
     pub tool_search_percent: Option<u8>,
     /// Offer the model `mcp_list_resources` and `mcp_read_resource` while a
     /// ready server has resources. Default true.

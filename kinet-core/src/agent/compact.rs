@@ -16,7 +16,10 @@ impl Agent {
     ) -> Result<(Conversation, crate::context::Compaction), AgentError> {
         let run = &self.config.run;
         let mut conversation = conversation;
-        let specs = run.tools.snapshot().await;
+        let specs = run
+            .tools
+            .snapshot_for_window(run.context.window_for(&run.model))
+            .await;
         let sizer = crate::context::Sizer::new(&run.system_prompt, specs.specs(), 1.0);
         let raw = sizer.raw(&conversation.messages);
         let window = run.context.window_for(&run.model).unwrap_or(raw.max(1));
