@@ -484,9 +484,9 @@ async fn a_connected_server_that_wants_more_scope_gets_a_step_up() {
 }
 
 /// Two hubs sharing the token file (two agent processes, each with its own
-/// copy in memory): when one refreshes and the server rotates the refresh
-/// token, the other picks up the new tokens from the file instead of
-/// spending the old refresh token, so nobody is asked to sign in again.
+/// copy in memory), both needing a refresh at once: the file's refresh
+/// lock lets one refresh and the other pick up the new tokens instead of
+/// spending the rotated refresh token, so nobody is asked to sign in again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hubs_sharing_the_token_file_follow_each_others_refreshes() {
     let Some(server) = Guarded::start(62, None).await else {
@@ -506,9 +506,13 @@ async fn hubs_sharing_the_token_file_follow_each_others_refreshes() {
     ready(&second).await;
     assert_eq!(browser.asked(), 1, "the second hub used the saved tokens");
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(whoami(&first).await.unwrap(), "authorized");
+    // Both need a refresh at the same moment: one refreshes, the other
+    // waits for it and takes the new tokens (the refresh token rotates,
+    // so a second refresh with the old one would be refused).
+    let (a, b) = tokio::join!(whoami(&first), whoami(&second));
+    assert_eq!(a.unwrap(), "authorized");
+    assert_eq!(b.unwrap(), "authorized");
     assert_eq!(server.count("refresh"), 1, "{:?}", server.grants());
-    assert_eq!(whoami(&second).await.unwrap(), "authorized");
     assert_eq!(server.count("denied"), 0, "{:?}", server.grants());
     assert_eq!(browser.asked(), 1);
     first.shutdown().await;

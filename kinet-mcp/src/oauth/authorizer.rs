@@ -39,6 +39,19 @@ struct Saved {
     credentials: Option<Credentials>,
 }
 
+/// The saved access token, whatever its age.
+fn current_access(saved: &Saved) -> Option<String> {
+    Some(
+        saved
+            .credentials
+            .as_ref()?
+            .tokens
+            .as_ref()?
+            .access_token
+            .clone(),
+    )
+}
+
 /// The saved access token when it is not about to expire.
 fn fresh_token(saved: &Saved) -> Option<String> {
     let tokens = saved.credentials.as_ref()?.tokens.as_ref()?;
@@ -178,6 +191,25 @@ impl Authorizer {
     /// authorization can help. Other refusals keep everything for a later
     /// try.
     async fn refresh(&self, saved: &mut Saved) -> Result<Option<String>, String> {
+        // One refresh at a time across processes sharing the store; whoever
+        // waited reads the store again and takes what the other got.
+        let had = current_access(saved);
+        let _guard = self
+            .oauth
+            .store
+            .lock_refresh(&self.key)
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot lock the saved credentials of `{}` for a refresh: {e}",
+                    self.server
+                )
+            })?;
+        self.reload(saved).await?;
+        let now = current_access(saved);
+        if now.is_some() && now != had {
+            return Ok(now);
+        }
         let Some(mut credentials) = saved.credentials.clone() else {
             return Ok(None);
         };

@@ -33,8 +33,9 @@
 //! 4. **Tokens** go in the [`TokenStore`] ([`FileTokenStore`] by default,
 //!    mode 0600) under the server's name and URL. Every request carries
 //!    the current access token; one that expires within a minute is
-//!    refreshed first (after looking whether another process sharing the
-//!    store already did), and a 401 on a token gets one refresh and one
+//!    refreshed first (one process at a time, through the store's refresh
+//!    lock; whoever waited takes the new tokens), and a 401 on a token gets
+//!    one refresh and one
 //!    retry. Only `invalid_grant` forgets the tokens (`invalid_client` the
 //!    registration too). A 403 `insufficient_scope`, or a 401 nothing
 //!    fixes, while connected or at start, leads to a new authorization
@@ -63,7 +64,8 @@ use async_trait::async_trait;
 pub(crate) use authorizer::Authorizer;
 pub(crate) use client::OAuthHttpClient;
 pub use store::{
-    ClientRegistration, Credentials, FileTokenStore, MemoryTokenStore, TokenStore, Tokens,
+    ClientRegistration, Credentials, FileTokenStore, MemoryTokenStore, RefreshGuard, TokenStore,
+    Tokens,
 };
 
 /// The host's OAuth settings for the hub.

@@ -105,6 +105,40 @@ pub trait TokenStore: Send + Sync {
     async fn save(&self, key: &str, credentials: &Credentials) -> std::io::Result<()>;
     /// Forgets `key`.
     async fn remove(&self, key: &str) -> std::io::Result<()>;
+
+    /// Holds off other processes refreshing `key`'s tokens until the guard
+    /// is dropped, so a refresh token the server rotates is spent once:
+    /// the next process waits, reads the store again and finds the new
+    /// tokens. The default holds nothing, which is right for a store one
+    /// process uses alone (the hub refreshes one server at a time).
+    async fn lock_refresh(&self, key: &str) -> std::io::Result<RefreshGuard> {
+        let _ = key;
+        Ok(RefreshGuard::none())
+    }
+}
+
+/// Held while one process refreshes a server's tokens
+/// ([`TokenStore::lock_refresh`]).
+pub struct RefreshGuard(Option<Box<dyn Send + Sync>>);
+
+impl RefreshGuard {
+    /// A guard that holds nothing.
+    pub fn none() -> Self {
+        Self(None)
+    }
+
+    /// A guard holding `lock` until it is dropped.
+    pub fn holding(lock: impl Send + Sync + 'static) -> Self {
+        Self(Some(Box::new(lock)))
+    }
+}
+
+impl std::fmt::Debug for RefreshGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RefreshGuard")
+            .field(&self.0.is_some())
+            .finish()
+    }
 }
 
 /// Credentials in one JSON file, readable by the owner only (mode 0600, in
@@ -222,6 +256,23 @@ impl TokenStore for FileTokenStore {
             store.change(|all| {
                 all.remove(&key);
             })
+        })
+        .await
+    }
+
+    /// One lock file beside the store for every server's refreshes (they
+    /// are short and rare).
+    async fn lock_refresh(&self, _key: &str) -> std::io::Result<RefreshGuard> {
+        let store = self.clone();
+        blocking(move || {
+            let dir = store
+                .path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_owned();
+            create_private_dir(&dir)?;
+            FileLock::acquire(&store.path.with_extension("refresh-lock")).map(RefreshGuard::holding)
         })
         .await
     }
