@@ -220,7 +220,6 @@ impl Authorizer {
         else {
             return Ok(None);
         };
-        let previous_scope = credentials.tokens.as_ref().and_then(|t| t.scope.clone());
         let grant = [
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token.as_str()),
@@ -232,15 +231,11 @@ impl Authorizer {
             &credentials.token_endpoint,
             &credentials.client,
             &grant,
-            Some(&refresh_token),
+            credentials.tokens.as_ref(),
         )
         .await
         {
-            Ok(mut tokens) => {
-                // RFC 6749 §5.1: no scope in the answer means the same scope.
-                if tokens.scope.is_none() {
-                    tokens.scope = previous_scope;
-                }
+            Ok(tokens) => {
                 let access = tokens.access_token.clone();
                 credentials.tokens = Some(tokens);
                 self.save(saved, credentials).await?;
@@ -262,17 +257,13 @@ impl Authorizer {
                     .and_then(|c| c.tokens.as_ref())
                     .and_then(|t| t.refresh_token.as_deref());
                 if current != Some(refresh_token.as_str()) {
-                    return Ok(saved
-                        .credentials
-                        .as_ref()
-                        .and_then(|c| c.tokens.as_ref())
-                        .map(|t| t.access_token.clone()));
+                    return Ok(current_access(saved));
                 }
                 if refused.code.as_deref() == Some("invalid_client") {
                     let removed = self.oauth.store.remove(&self.key).await;
                     saved.credentials = None;
                     removed.map_err(|e| {
-                        format!("cannot save the credentials of `{}`: {e}", self.server)
+                        format!("cannot forget the credentials of `{}`: {e}", self.server)
                     })?;
                 } else {
                     credentials.tokens = None;
@@ -338,13 +329,7 @@ impl Authorizer {
             .and_then(|m| m.authorization_servers.first())
         {
             Some(issuer) => metadata::named_url(issuer, "the authorization server", reach)?,
-            None => {
-                let mut origin = server.clone();
-                origin.set_path("/");
-                origin.set_query(None);
-                origin.set_fragment(None);
-                origin
-            }
+            None => metadata::at_path(&server, "/"),
         };
         let found = metadata::server_metadata(http, &issuer, explicit.as_ref()).await?;
         let server_metadata = match found {
@@ -504,9 +489,7 @@ impl Authorizer {
             },
         )
         .await?;
-        if let Ok(mut challenge) = self.challenge.lock() {
-            *challenge = None;
-        }
+        self.clear_challenge();
         Ok(())
     }
 

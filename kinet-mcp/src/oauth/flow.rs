@@ -298,13 +298,14 @@ pub(crate) struct TokenError {
 }
 
 /// POSTs a token request (`grant` fields plus the client's
-/// authentication) and reads the tokens.
+/// authentication) and reads the tokens; what the answer leaves out of a
+/// refresh (the refresh token, the scope) stays as in `previous`.
 pub(crate) async fn token_request(
     client: &reqwest::Client,
     endpoint: &str,
     registration: &ClientRegistration,
     grant: &[(&str, &str)],
-    previous_refresh: Option<&str>,
+    previous: Option<&Tokens>,
 ) -> Result<Tokens, TokenError> {
     let transport = |message: String| TokenError {
         code: None,
@@ -393,11 +394,14 @@ pub(crate) async fn token_request(
         // A server that does not rotate keeps the one we had.
         refresh_token: issued
             .refresh_token
-            .or_else(|| previous_refresh.map(str::to_owned)),
+            .or_else(|| previous.and_then(|p| p.refresh_token.clone())),
         expires_at: issued
             .expires_in
             .map(|s| crate::oauth::now_secs().saturating_add(s)),
-        scope: issued.scope,
+        // RFC 6749 §5.1: no scope in the answer means the same scope.
+        scope: issued
+            .scope
+            .or_else(|| previous.and_then(|p| p.scope.clone())),
     })
 }
 

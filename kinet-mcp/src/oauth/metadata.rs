@@ -308,18 +308,14 @@ pub(crate) async fn server_metadata(
         None => {
             let mut urls = well_known(issuer, "oauth-authorization-server", true);
             urls.extend(well_known(issuer, "openid-configuration", true));
-            if issuer.path().trim_end_matches('/').is_empty() {
-                urls.truncate(2);
-            } else {
+            let path = issuer.path().trim_end_matches('/');
+            if !path.is_empty() {
                 // OpenID Connect Discovery's own form: appended to the path.
-                let mut appended = issuer.clone();
-                appended.set_path(&format!(
-                    "{}/.well-known/openid-configuration",
-                    issuer.path().trim_end_matches('/')
+                urls.push(at_path(
+                    issuer,
+                    &format!("{path}/.well-known/openid-configuration"),
                 ));
-                urls.push(appended);
             }
-            urls.dedup();
             urls
         }
     };
@@ -342,13 +338,7 @@ pub(crate) async fn server_metadata(
 /// The endpoints a server without metadata is assumed to have (MCP
 /// 2025-03-26): `/authorize`, `/token` and `/register` at its origin.
 pub(crate) fn assumed_metadata(server: &Url) -> ServerMetadata {
-    let at = |path: &str| {
-        let mut url = server.clone();
-        url.set_path(path);
-        url.set_query(None);
-        url.set_fragment(None);
-        url.to_string()
-    };
+    let at = |path: &str| at_path(server, path).to_string();
     ServerMetadata {
         issuer: at("/"),
         authorization_endpoint: at("/authorize"),
@@ -363,22 +353,24 @@ fn same_issuer(named: &str, asked: &Url) -> bool {
     named.trim_end_matches('/') == asked.as_str().trim_end_matches('/')
 }
 
+/// `url`'s origin with `path` (no query or fragment).
+pub(crate) fn at_path(url: &Url, path: &str) -> Url {
+    let mut at = url.clone();
+    at.set_path(path);
+    at.set_query(None);
+    at.set_fragment(None);
+    at
+}
+
 /// `<origin>/.well-known/<name><path>`, then (for resources) the root form.
 fn well_known(url: &Url, name: &str, issuer: bool) -> Vec<Url> {
     let path = url.path().trim_end_matches('/');
     let mut urls = Vec::new();
-    let mut at = |p: String| {
-        let mut u = url.clone();
-        u.set_path(&p);
-        u.set_query(None);
-        u.set_fragment(None);
-        urls.push(u);
-    };
     if !path.is_empty() {
-        at(format!("/.well-known/{name}{path}"));
+        urls.push(at_path(url, &format!("/.well-known/{name}{path}")));
     }
     if !issuer || path.is_empty() {
-        at(format!("/.well-known/{name}"));
+        urls.push(at_path(url, &format!("/.well-known/{name}")));
     }
     urls
 }

@@ -196,15 +196,25 @@ impl FileTokenStore {
         }
     }
 
-    fn change(&self, edit: impl FnOnce(&mut BTreeMap<String, Credentials>)) -> std::io::Result<()> {
-        let _local = self.local.lock().unwrap_or_else(|e| e.into_inner());
-        let dir = self
-            .path
+    /// The directory of the file.
+    fn dir(&self) -> &Path {
+        self.path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        create_private_dir(dir)?;
-        let _lock = FileLock::acquire(&self.path.with_extension("lock"))?;
+            .unwrap_or(Path::new("."))
+    }
+
+    /// The lock file beside the store with this extension, held (the
+    /// directory made first, private).
+    fn lock(&self, extension: &str) -> std::io::Result<FileLock> {
+        create_private_dir(self.dir())?;
+        FileLock::acquire(&self.path.with_extension(extension))
+    }
+
+    fn change(&self, edit: impl FnOnce(&mut BTreeMap<String, Credentials>)) -> std::io::Result<()> {
+        let _local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = self.lock("lock")?;
+        let dir = self.dir();
         let mut all = self.read_all()?;
         edit(&mut all);
         let text = serde_json::to_vec_pretty(&all).map_err(std::io::Error::other)?;
@@ -264,17 +274,7 @@ impl TokenStore for FileTokenStore {
     /// are short and rare).
     async fn lock_refresh(&self, _key: &str) -> std::io::Result<RefreshGuard> {
         let store = self.clone();
-        blocking(move || {
-            let dir = store
-                .path
-                .parent()
-                .filter(|d| !d.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .to_owned();
-            create_private_dir(&dir)?;
-            FileLock::acquire(&store.path.with_extension("refresh-lock")).map(RefreshGuard::holding)
-        })
-        .await
+        blocking(move || store.lock("refresh-lock").map(RefreshGuard::holding)).await
     }
 }
 
