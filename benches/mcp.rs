@@ -26,11 +26,9 @@ use std::time::{Duration, Instant};
 use kinet::mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 
-const CALLS: usize = 2000;
+mod support;
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
-}
+const CALLS: usize = 2000;
 
 fn server(modules: &Path, name: &str) -> ServerConfig {
     ServerConfig::stdio(
@@ -46,29 +44,9 @@ fn server(modules: &Path, name: &str) -> ServerConfig {
     )
 }
 
-fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("KINET_PYTHON").ok(),
-        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
-        Some("python3".to_owned()),
-    ];
-    candidates.into_iter().flatten().find(|python| {
-        Command::new(python)
-            .args(["-c", "import mcp"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
-}
-
-/// Runs a peer client script and reads its JSON line.
-fn peer(mut command: Command) -> Option<(f64, f64)> {
-    let output = command.output().ok()?;
-    if !output.status.success() {
-        eprintln!("peer failed: {}", String::from_utf8_lossy(&output.stderr));
-        return None;
-    }
-    let line = String::from_utf8_lossy(&output.stdout);
-    let value: serde_json::Value = serde_json::from_str(line.trim().lines().last()?).ok()?;
+/// Runs a peer client script and reads its p50 and p99.
+fn peer(command: Command) -> Option<(f64, f64)> {
+    let value = support::peer_json(command)?;
     Some((value["p50_us"].as_f64()?, value["p99_us"].as_f64()?))
 }
 
@@ -93,7 +71,10 @@ async fn kinet_latency(modules: &Path) -> (f64, f64) {
     }
     hub.shutdown().await;
     samples.sort_by(f64::total_cmp);
-    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+    (
+        support::percentile(&samples, 0.5),
+        support::percentile(&samples, 0.99),
+    )
 }
 
 fn main() {
@@ -121,7 +102,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let python = python();
+    let python = support::python("mcp");
     if python.is_none() {
         eprintln!("the Python SDK (`mcp`) is not installed: set KINET_PYTHON or see the header");
     }

@@ -34,30 +34,14 @@ use kinet::mcp::oauth::{
 use kinet::mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 
+mod support;
+
 const CALLS: usize = 1000;
 const ROUNDS: usize = 3;
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
-}
-
-fn python() -> Option<String> {
-    let candidates = [
-        std::env::var("KINET_PYTHON").ok(),
-        Some("/var/tmp/kinet-pyenv/bin/python".to_owned()),
-        Some("python3".to_owned()),
-    ];
-    candidates.into_iter().flatten().find(|python| {
-        Command::new(python)
-            .args(["-c", "import mcp.client.auth"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    })
 }
 
 /// The consent page redirects straight back: follow it to the hub.
@@ -90,7 +74,10 @@ async fn latency(hub: &McpHub) -> (f64, f64) {
         assert_eq!(out.text, "authorized");
     }
     samples.sort_by(f64::total_cmp);
-    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+    (
+        support::percentile(&samples, 0.5),
+        support::percentile(&samples, 0.99),
+    )
 }
 
 async fn ready(hub: &McpHub) {
@@ -156,18 +143,9 @@ async fn kinet_round(url: &str) -> Round {
 }
 
 fn python_round(python: &str, script: &PathBuf, url: &str) -> Option<(f64, f64, f64)> {
-    let output = Command::new(python)
-        .arg(script)
-        .arg(CALLS.to_string())
-        .arg(url)
-        .output()
-        .ok()?;
-    if !output.status.success() {
-        eprintln!("peer failed: {}", String::from_utf8_lossy(&output.stderr));
-        return None;
-    }
-    let line = String::from_utf8_lossy(&output.stdout);
-    let value: serde_json::Value = serde_json::from_str(line.trim().lines().last()?).ok()?;
+    let mut command = Command::new(python);
+    command.arg(script).arg(CALLS.to_string()).arg(url);
+    let value = support::peer_json(command)?;
     Some((
         value["authorize_ms"].as_f64()?,
         value["p50_us"].as_f64()?,
@@ -177,7 +155,7 @@ fn python_round(python: &str, script: &PathBuf, url: &str) -> Option<(f64, f64, 
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let Some(python) = python() else {
+    let Some(python) = support::python("mcp.client.auth") else {
         eprintln!("the Python SDK (`mcp`) is not installed: set KINET_PYTHON or see the header");
         return;
     };

@@ -188,7 +188,7 @@ fn call_error(slot: &ServerSlot, tool: &str, error: ServiceError, timeout: Durat
             ),
         ),
         ServiceError::TransportClosed | ServiceError::TransportSend(_)
-            if slot.auth.as_ref().is_some_and(|a| a.challenged()) =>
+            if slot.wants_authorization() =>
         {
             ToolError::unavailable(format!(
                 "the MCP server `{server}` refused `{tool}` and wants a new OAuth authorization (a wider scope, or the grant was revoked); the user is asked, then try the call again"

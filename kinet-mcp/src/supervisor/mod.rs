@@ -217,15 +217,22 @@ const MAX_AUTHORIZATIONS: usize = 3;
 
 const AUTHORIZATION_WINDOW: Duration = Duration::from_secs(600);
 
-/// Resolves when the server's OAuth notes a challenge; never without OAuth.
-async fn challenge_raised(slot: &ServerSlot) {
-    match &slot.auth {
-        Some(auth) => auth.raised().await,
-        None => std::future::pending().await,
-    }
-}
-
 impl ServerSlot {
+    /// The server asked for a (new) OAuth authorization that has not
+    /// happened yet.
+    pub(crate) fn wants_authorization(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| a.challenged())
+    }
+
+    /// Resolves when the server's OAuth notes a challenge; never without
+    /// OAuth.
+    async fn challenge_raised(&self) {
+        match &self.auth {
+            Some(auth) => auth.raised().await,
+            None => std::future::pending().await,
+        }
+    }
+
     pub(crate) fn new(config: ServerConfig) -> Self {
         let state = if config.enabled {
             ServerState::Starting
@@ -357,7 +364,7 @@ pub(crate) async fn supervise(
         let (service, handler) = match attempt {
             Ok(Ok(connected)) => connected,
             // Authorization comes first, at the top of the loop.
-            Ok(Err(_)) if slot.auth.as_ref().is_some_and(|a| a.challenged()) => continue,
+            Ok(Err(_)) if slot.wants_authorization() => continue,
             failed => {
                 let reason = match failed {
                     Ok(Err(reason)) => reason,
@@ -485,8 +492,8 @@ pub(crate) async fn supervise(
                         *generation += 1;
                     });
                 }
-                _ = challenge_raised(&slot) => {
-                    if slot.auth.as_ref().is_some_and(|a| a.challenged()) {
+                _ = slot.challenge_raised() => {
+                    if slot.wants_authorization() {
                         break "the server asked for a new authorization".to_owned();
                     }
                 }
@@ -500,7 +507,7 @@ pub(crate) async fn supervise(
         // A connection that lasted a while earns a fresh restart budget; one
         // that dies right after starting does not (no endless crash loop).
         // One ended for a new authorization is no failure.
-        let wants_authorization = slot.auth.as_ref().is_some_and(|a| a.challenged());
+        let wants_authorization = slot.wants_authorization();
         if connected_at.elapsed() >= STABLE_AFTER {
             failures = 0;
         }
