@@ -253,19 +253,19 @@ impl Transport<RoleClient> for SseTransport {
                     })
                 }
             };
-            let token = match &auth {
-                Some(auth) => auth.access_token().await.map_err(SseError)?,
-                None => None,
+            // With OAuth, the current token, and a refused one refreshed
+            // and retried once, as over streamable HTTP.
+            let response = match &auth {
+                Some(auth) => auth
+                    .send_with_token(&post, |answer| {
+                        answer
+                            .as_ref()
+                            .is_ok_and(|r| r.status() == reqwest::StatusCode::UNAUTHORIZED)
+                    })
+                    .await
+                    .map_err(SseError)??,
+                None => post(None).await?,
             };
-            let mut response = post(token.clone()).await?;
-            // A refused token: one refresh and one retry, as over HTTP.
-            if let (Some(auth), Some(sent)) = (&auth, &token)
-                && response.status() == reqwest::StatusCode::UNAUTHORIZED
-                && let Some(fresh) = auth.after_rejection(sent).await.map_err(SseError)?
-                && &fresh != sent
-            {
-                response = post(Some(fresh)).await?;
-            }
             let status = response.status();
             note_refusal(auth.as_deref(), &response);
             if status.is_success() {

@@ -117,6 +117,30 @@ impl Authorizer {
         self.refresh(&mut saved).await
     }
 
+    /// Sends a request with the current token (`send` gets it); when
+    /// `refused` says the server turned that token down, one refresh (or a
+    /// newer saved token) and one retry. The outer error is the token's
+    /// (reading or refreshing it); the inner result is the last answer.
+    pub(crate) async fn send_with_token<T, F, Fut>(
+        &self,
+        send: F,
+        refused: impl Fn(&T) -> bool,
+    ) -> Result<T, String>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        let token = self.access_token().await?;
+        let answer = send(token.clone()).await;
+        match token {
+            Some(sent) if refused(&answer) => match self.after_rejection(&sent).await? {
+                Some(fresh) if fresh != sent => Ok(send(Some(fresh)).await),
+                _ => Ok(answer),
+            },
+            _ => Ok(answer),
+        }
+    }
+
     /// The client for the OAuth requests, and where it may go.
     async fn http(&self) -> Result<&(metadata::Reach, reqwest::Client), String> {
         self.http

@@ -45,24 +45,14 @@ impl OAuthHttpClient {
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        let token = self
+        let retried = self
             .auth
-            .access_token()
+            .send_with_token(
+                |token| async { unauthorized_as_challenge(call(token).await) },
+                |answer| matches!(answer, Err(StreamableHttpError::AuthRequired(_))),
+            )
             .await
             .map_err(|e| StreamableHttpError::UnexpectedServerResponse(e.into()))?;
-        let first = unauthorized_as_challenge(call(token.clone()).await);
-        let retried = match (first, token) {
-            (Err(StreamableHttpError::AuthRequired(challenge)), Some(sent)) => {
-                match self.auth.after_rejection(&sent).await {
-                    Ok(Some(fresh)) if fresh != sent => {
-                        unauthorized_as_challenge(call(Some(fresh)).await)
-                    }
-                    Ok(_) => Err(StreamableHttpError::AuthRequired(challenge)),
-                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(e.into())),
-                }
-            }
-            (result, _) => result,
-        };
         match &retried {
             Err(StreamableHttpError::AuthRequired(e)) => {
                 self.auth.note_challenge(&e.www_authenticate_header);
