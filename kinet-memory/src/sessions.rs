@@ -39,6 +39,11 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// `ttl` after `now` (ms since the epoch), saturating.
+fn after(now: i64, ttl: std::time::Duration) -> i64 {
+    now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
 fn sql(error: rusqlite::Error) -> MemoryError {
     MemoryError::Sql(error.to_string())
 }
@@ -213,7 +218,7 @@ impl SessionStore for SqliteSessionStore {
 
     fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
         let now = now_ms();
-        let until = now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let until = after(now, ttl);
         // One statement: SQLite's write lock makes the check and the claim
         // one step for every process sharing the file.
         Ok(self.with(|conn| {
@@ -231,7 +236,7 @@ impl SessionStore for SqliteSessionStore {
     }
 
     fn renew(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
-        let until = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+        let until = after(now_ms(), ttl);
         Ok(self.with(|conn| {
             let renewed = conn
                 .execute(
