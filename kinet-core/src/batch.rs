@@ -29,6 +29,7 @@ use crate::ctx::ToolCtx;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
+use crate::data::provenance::Seen;
 use crate::data::spec::Scheduling;
 use crate::layer::CANCEL_GRACE;
 use crate::pipeline::{Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
@@ -49,11 +50,23 @@ struct Batch<'a> {
     journal: Option<&'a dyn crate::session::Journal>,
     /// Each call's `execute_tool` span, from its start to its result.
     spans: Vec<tracing::Span>,
+    /// What the model will read of the results, for the ledger.
+    seen: Vec<Seen>,
 }
 
-/// Runs the calls, returns one result message per call (in call order) and
-/// a stop reason when the run must end. `approvals` holds the tools the
-/// user approved for the session.
+/// What a turn's calls came to.
+pub(crate) struct Ran {
+    /// One result message per call, in call order.
+    pub(crate) messages: Vec<Message>,
+    /// Set when the run must end.
+    pub(crate) stop: Option<RunStop>,
+    /// What the model will read of the results, for the conversation's
+    /// provenance ledger (each also journalled before its result).
+    pub(crate) seen: Vec<Seen>,
+}
+
+/// Runs the calls. `approvals` holds the tools the user approved for the
+/// session; the defence checks against `base`'s provenance.
 pub(crate) async fn run(
     pipeline: &Pipeline,
     tools: &ToolSnapshot,
@@ -61,7 +74,7 @@ pub(crate) async fn run(
     approvals: &mut BTreeSet<String>,
     base: &ToolCtx,
     journal: Option<&dyn crate::session::Journal>,
-) -> (Vec<Message>, Option<RunStop>) {
+) -> Ran {
     let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
         .iter()
         .map(|call| Some(pipeline.parse(tools, call)))
@@ -106,7 +119,7 @@ pub(crate) async fn run(
                 }
                 Some(Ok(prepared)) => prepared,
                 Some(Err(error)) => {
-                    batch.finish(index, Err(error), Duration::ZERO).await;
+                    batch.finish(index, Err(error), Duration::ZERO, false).await;
                     continue;
                 }
                 None => continue,
@@ -124,7 +137,7 @@ pub(crate) async fn run(
             match gate {
                 Gate::Run => runnable.push((index, prepared)),
                 Gate::Refuse(error) => {
-                    batch.finish(index, Err(error), Duration::ZERO).await;
+                    batch.finish(index, Err(error), Duration::ZERO, false).await;
                 }
                 Gate::Stop(stop) => {
                     batch.stop = Some(stop);
@@ -143,7 +156,12 @@ pub(crate) async fn run(
         batch.execute(runnable).await;
     }
 
-    let Batch { results, stop, .. } = batch;
+    let Batch {
+        results,
+        stop,
+        seen,
+        ..
+    } = batch;
     let messages = results
         .into_iter()
         .zip(calls)
@@ -160,7 +178,11 @@ pub(crate) async fn run(
             })
         })
         .collect();
-    (messages, stop)
+    Ran {
+        messages,
+        stop,
+        seen,
+    }
 }
 
 /// Answers every call of the turn without running any: the run stops
@@ -204,6 +226,7 @@ impl<'a> Batch<'a> {
             stop: None,
             journal,
             spans: calls.iter().map(|_| tracing::Span::none()).collect(),
+            seen: Vec::new(),
         }
     }
 
@@ -274,7 +297,7 @@ impl<'a> Batch<'a> {
                 ),
                 Err(_) => (Err(not_run(&RunStop::Cancelled)), Duration::ZERO),
             };
-            if self.finish(index, result, elapsed).await {
+            if self.finish(index, result, elapsed, true).await {
                 // A fatal error: stop the siblings still running.
                 phase_cancel.cancel();
             }
@@ -292,12 +315,19 @@ impl<'a> Batch<'a> {
     /// Records a call that never ran because the run is stopping.
     async fn finish_not_run(&mut self, index: usize) {
         let error = not_run(self.stop.as_ref().unwrap_or(&RunStop::Cancelled));
-        self.finish(index, Err(error), Duration::ZERO).await;
+        self.finish(index, Err(error), Duration::ZERO, false).await;
     }
 
-    /// The last stages of the pipeline; returns true when the result ends
-    /// the run.
-    async fn finish(&mut self, index: usize, result: ToolResult, elapsed: Duration) -> bool {
+    /// The last stages of the pipeline (`ran`: the tool ran, so what it
+    /// returned goes to the ledger); returns true when the result ends the
+    /// run.
+    async fn finish(
+        &mut self,
+        index: usize,
+        result: ToolResult,
+        elapsed: Duration,
+        ran: bool,
+    ) -> bool {
         let call = &self.calls[index];
         // The span records what the tool did (before after-tool hooks) and
         // ends here.
@@ -306,8 +336,14 @@ impl<'a> Batch<'a> {
         drop(span);
         let finished = self
             .pipeline
-            .finish(self.tools, call, result, elapsed, self.base, false)
+            .finish(self.tools, call, result, elapsed, self.base, false, ran)
             .await;
+        if let Some(seen) = finished.seen {
+            if let Some(journal) = self.journal {
+                journal.record(&crate::session::JournalEntry::Seen { seen: seen.clone() });
+            }
+            self.seen.push(seen);
+        }
         if let Some(journal) = self.journal {
             journal.message(&finished.message);
         }

@@ -21,6 +21,30 @@ pub struct ConfirmRequest {
     /// A human-readable summary: the shell command, a unified diff, or the
     /// pretty-printed arguments.
     pub summary: String,
+    /// Set when the injection defence flagged the call: why, naming the
+    /// untrusted source its arguments came from (see
+    /// [`Defence`](crate::pipeline::Defence)). Show it to the user; an
+    /// approval then covers this call only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concern: Option<String>,
+}
+
+impl ConfirmRequest {
+    /// A request with no concern.
+    pub fn new(
+        tool: impl Into<String>,
+        call_id: impl Into<String>,
+        arguments: serde_json::Value,
+        summary: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool: tool.into(),
+            call_id: call_id.into(),
+            arguments,
+            summary: summary.into(),
+            concern: None,
+        }
+    }
 }
 
 /// The user's answer.
@@ -127,12 +151,7 @@ impl PendingConfirm {
 ///         pending.respond(ConfirmDecision::Approve);
 ///     }
 /// });
-/// let request = ConfirmRequest {
-///     tool: "shell".into(),
-///     call_id: "1".into(),
-///     arguments: serde_json::json!({"command": "ls"}),
-///     summary: "ls".into(),
-/// };
+/// let request = ConfirmRequest::new("shell", "1", serde_json::json!({"command": "ls"}), "ls");
 /// assert_eq!(handler.confirm(request).await.unwrap(), ConfirmDecision::Approve);
 /// # }
 /// ```
@@ -309,11 +328,7 @@ impl ApprovalPolicy {
     fn matching_rule(&self, tool: &str) -> Option<ToolRule> {
         let mut strictest: Option<ToolRule> = None;
         for (pattern, rule) in &self.rules {
-            let matches = match pattern.strip_suffix('*') {
-                Some(prefix) => tool.starts_with(prefix),
-                None => pattern == tool,
-            };
-            if matches {
+            if pattern_matches(pattern, tool) {
                 strictest = Some(match (strictest, *rule) {
                     (Some(ToolRule::Deny), _) | (_, ToolRule::Deny) => ToolRule::Deny,
                     (Some(ToolRule::Ask), _) | (_, ToolRule::Ask) => ToolRule::Ask,
@@ -351,6 +366,15 @@ impl ApprovalPolicy {
                 "mutating calls such as `{tool}` are not allowed in this session"
             )),
         }
+    }
+}
+
+/// Whether a tool-name pattern (a name, or a prefix ending in `*`) matches
+/// `tool`.
+pub(crate) fn pattern_matches(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
     }
 }
 

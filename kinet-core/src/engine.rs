@@ -134,6 +134,9 @@ async fn run_loop(
                 message: warning.clone(),
             });
         }
+        if turn == 1 {
+            note_input(&config, &mut conversation, &tools);
+        }
 
         // Every request goes out in a shape providers accept, whatever the
         // history was loaded from. What the loop itself adds is well formed
@@ -270,15 +273,25 @@ async fn run_loop(
         }
 
         let approved_before = conversation.session_approvals.clone();
-        let (results, batch_stop) = batch::run(
+        // The calls are checked against what the model had read when it
+        // wrote them; what they return joins the ledger after the turn.
+        let turn_base = base
+            .clone()
+            .with_provenance(conversation.provenance.clone());
+        let ran = batch::run(
             &config.pipeline,
             &tools,
             &calls,
             &mut conversation.session_approvals,
-            &base,
+            &turn_base,
             config.journal.as_deref(),
         )
         .await;
+        drop(turn_base);
+        for seen in ran.seen {
+            conversation.provenance.record(seen);
+        }
+        let (results, batch_stop) = (ran.messages, ran.stop);
         if let Some(journal) = &config.journal {
             for tool in conversation.session_approvals.difference(&approved_before) {
                 journal.record(&crate::session::JournalEntry::Approval { tool: tool.clone() });
@@ -304,6 +317,23 @@ async fn run_loop(
         usage,
         cost,
         turns: turn,
+    }
+}
+
+/// Records the run's input (the user's new messages, the system prompt) in
+/// the conversation's provenance ledger, and journals it.
+fn note_input(config: &RunSettings, conversation: &mut Conversation, tools: &ToolSnapshot) {
+    let before = conversation.provenance.seen().len();
+    config.pipeline.defence().note_input(
+        &mut conversation.provenance,
+        &conversation.messages,
+        &config.system_prompt,
+        |name| tools.get(name).map(|tool| tool.annotations()),
+    );
+    if let Some(journal) = &config.journal {
+        for seen in &conversation.provenance.seen()[before..] {
+            journal.record(&crate::session::JournalEntry::Seen { seen: seen.clone() });
+        }
     }
 }
 

@@ -109,6 +109,7 @@ mod toolset;
 // The public module map: re-exports only, imported by nothing inside.
 pub mod event;
 pub mod message;
+pub mod provenance;
 pub mod provider;
 pub mod testing;
 pub mod tool;

@@ -501,12 +501,7 @@ async fn a_tool_timeout_stops_a_slow_call() {
 async fn confirm_handlers_are_object_safe() {
     let handler: Arc<dyn ConfirmHandler> = QueueConfirm::new([ConfirmDecision::Approve]);
     let decision = handler
-        .confirm(ConfirmRequest {
-            tool: "t".into(),
-            call_id: "1".into(),
-            arguments: json!({}),
-            summary: String::new(),
-        })
+        .confirm(ConfirmRequest::new("t", "1", json!({}), ""))
         .await
         .unwrap();
     assert_eq!(decision, ConfirmDecision::Approve);

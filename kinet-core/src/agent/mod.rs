@@ -142,6 +142,13 @@ impl AgentBuilder {
         self.pipeline(|p| p.with_policy(policy))
     }
 
+    /// The injection defence (see [`Defence`](crate::pipeline::Defence)).
+    /// Default: [`Defence::new`](crate::pipeline::Defence::new), provenance
+    /// checks with flagged calls sent to the confirmation handler.
+    pub fn defence(self, defence: crate::pipeline::Defence) -> Self {
+        self.pipeline(|p| p.with_defence(defence))
+    }
+
     /// The host's approval UI. Default: a handler that denies, so without
     /// one mutating calls only run under [`ApprovalPolicy::never`].
     pub fn confirm_handler(mut self, handler: impl ConfirmHandler + 'static) -> Self {

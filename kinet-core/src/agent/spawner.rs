@@ -79,10 +79,12 @@ impl SubAgentSpawner for EngineSpawner {
         };
         let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
         let forward = parent.events().tagged(agent_id.as_str());
-        let mut run = child.run_with_cancellation(
-            Conversation::from(vec![Message::user(request.prompt)]),
-            parent.cancellation().child_token(),
-        );
+        // The task was written by the parent's model: the sub-agent knows
+        // what that model read, and does not take the task as the user's.
+        let mut conversation = Conversation::from(vec![Message::user(request.prompt)]);
+        conversation.provenance = parent.provenance().inherit();
+        let mut run =
+            child.run_with_cancellation(conversation, parent.cancellation().child_token());
         while let Some(event) = run.next().await {
             forward.emit(event);
         }

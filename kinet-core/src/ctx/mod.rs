@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
 use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::ToolError;
+use crate::data::provenance::Provenance;
 
 pub use events::EventSink;
 pub use extensions::Extensions;
@@ -59,6 +60,9 @@ pub struct ToolCtx {
     deadline: Option<Instant>,
     call_id: Arc<str>,
     tool_name: Arc<str>,
+    /// What the conversation's model has read (the injection defence's
+    /// ledger), as of the start of the turn.
+    provenance: Provenance,
 }
 
 impl ToolCtx {
@@ -80,6 +84,7 @@ impl ToolCtx {
             deadline: None,
             call_id: Arc::from(""),
             tool_name: Arc::from(""),
+            provenance: Provenance::new(),
         }
     }
 
@@ -147,6 +152,18 @@ impl ToolCtx {
         self
     }
 
+    /// Sets what the conversation's model has read (the engine does, each
+    /// turn; a sub-agent inherits it, see [`Provenance::inherit`]).
+    pub fn with_provenance(mut self, provenance: Provenance) -> Self {
+        self.provenance = provenance;
+        self
+    }
+
+    /// What the conversation's model had read when this turn started.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+
     /// Names the call this context belongs to. The pipeline does this for
     /// every call it runs; call it yourself only to test a tool alone.
     pub fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
@@ -156,6 +173,7 @@ impl ToolCtx {
             deadline: self.deadline,
             call_id: Arc::from(call_id),
             tool_name: Arc::from(tool_name),
+            provenance: self.provenance.clone(),
         }
     }
 
@@ -362,12 +380,7 @@ mod tests {
     #[tokio::test]
     async fn confirm_denies_on_cancel_and_on_default_handler() {
         let ctx = ToolCtx::new("/");
-        let request = ConfirmRequest {
-            tool: "t".into(),
-            call_id: "1".into(),
-            arguments: serde_json::Value::Null,
-            summary: String::new(),
-        };
+        let request = ConfirmRequest::new("t", "1", serde_json::Value::Null, "");
         assert!(matches!(
             ctx.confirm(request.clone()).await,
             ConfirmDecision::Deny { .. }

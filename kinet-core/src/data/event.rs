@@ -164,6 +164,21 @@ pub enum AgentEvent {
         /// Messages replaced by the summary.
         summarized_messages: usize,
     },
+    /// The injection defence flagged a call: one of its argument values
+    /// came from untrusted text (or, in strict mode, the model had read
+    /// untrusted text). The call was refused, or the user is asked.
+    InjectionSuspected {
+        /// The call.
+        call_id: String,
+        /// Its tool.
+        tool: String,
+        /// Why, naming the value and where it came from.
+        reason: String,
+        /// The untrusted source (a tool name).
+        source: String,
+        /// True when refused without asking (an unattended host).
+        refused: bool,
+    },
     /// Something the host may want to show but that did not stop the run
     /// (a tool source that was not ready in time, a duplicate tool name).
     Warning {

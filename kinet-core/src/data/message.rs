@@ -8,6 +8,8 @@ use std::collections::BTreeSet;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use super::provenance::Provenance;
+
 /// An image carried inline, base64-encoded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImagePart {
@@ -194,6 +196,10 @@ pub struct Conversation {
     /// Tools the user approved for the rest of this session.
     #[serde(skip)]
     pub session_approvals: BTreeSet<String>,
+    /// What the model has read and who wrote it, for the injection
+    /// defence (kept with the conversation and its sessions).
+    #[serde(default, skip_serializing_if = "Provenance::is_empty")]
+    pub provenance: Provenance,
 }
 
 impl Conversation {
@@ -244,6 +250,7 @@ impl From<Vec<Message>> for Conversation {
         Self {
             messages,
             session_approvals: BTreeSet::new(),
+            provenance: Provenance::new(),
         }
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod event;
 pub(crate) mod message;
 pub(crate) mod model;
 pub(crate) mod output;
+pub(crate) mod provenance;
 pub(crate) mod repair;
 pub(crate) mod spec;
 pub(crate) mod truncate;

@@ -12,8 +12,11 @@
 //! confirmations one at a time and running each phase's calls together
 //! (see [`Scheduling`](crate::tool::Scheduling)).
 
+mod defence;
 mod keys;
 mod stages;
+
+pub use defence::{Defence, DefenceMode, Finding};
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -46,6 +49,10 @@ pub struct CallRecord {
     /// Set when the call ends the run: the user aborted, a hook ended it,
     /// or the tool failed fatally.
     pub stop: Option<RunStop>,
+    /// What the model reads of the result, with its trust, for the
+    /// conversation's [`Provenance`](crate::provenance::Provenance) ledger
+    /// (`None` when the call did not run or the defence is off).
+    pub seen: Option<crate::provenance::Seen>,
 }
 
 /// The stages every tool call goes through, with the agent's settings:
@@ -74,6 +81,8 @@ struct Settings {
     keys: Arc<keys::KeyLocks>,
     /// Tool arguments and results on the `execute_tool` spans.
     record_content: bool,
+    /// The injection defence.
+    defence: Defence,
 }
 
 impl Default for Pipeline {
@@ -108,6 +117,7 @@ impl Pipeline {
                 truncation_overrides: HashMap::new(),
                 keys: Arc::default(),
                 record_content: false,
+                defence: Defence::new(),
             }),
         }
     }
@@ -173,6 +183,18 @@ impl Pipeline {
         self.inner.record_content
     }
 
+    /// Sets the injection defence (default [`Defence::new`]: provenance
+    /// checks, flagged calls asked about).
+    pub fn with_defence(mut self, defence: Defence) -> Self {
+        self.settings().defence = defence;
+        self
+    }
+
+    /// The injection defence.
+    pub fn defence(&self) -> &Defence {
+        &self.inner.defence
+    }
+
     /// The approval policy.
     pub fn policy(&self) -> &ApprovalPolicy {
         &self.inner.policy
@@ -189,8 +211,9 @@ impl Pipeline {
 
     /// Runs one call through every stage: the tool is looked up in `tools`
     /// and runs in a context derived from `base` (its working directory,
-    /// roots, confirmation handler, events, cancellation). Approvals for
-    /// the session count for this call only. The host's events
+    /// roots, confirmation handler, events, cancellation, and the
+    /// [provenance](ToolCtx::provenance) the defence checks against).
+    /// Approvals for the session count for this call only. The host's events
     /// (`ToolCallStarted`, `ToolCallFinished`) go to `base`'s sink.
     pub async fn call(&self, tools: &ToolSnapshot, call: ToolCall, base: &ToolCtx) -> CallRecord {
         let span = self.tool_span(&call);
@@ -222,6 +245,7 @@ impl Pipeline {
         });
         let started = tokio::time::Instant::now();
         let mut call = std::borrow::Cow::Owned(call);
+        let mut ran = false;
         let (result, stop) = match self.parse(tools, &call) {
             Err(error) => (Err(error), None),
             Ok(mut prepared) => {
@@ -237,6 +261,7 @@ impl Pipeline {
                     Gate::Run => {
                         let cancel = base.cancellation().child_token();
                         let ctx = call_ctx(base, &call, cancel);
+                        ran = true;
                         (self.execute_cancellable(prepared, ctx).await, None)
                     }
                     Gate::Refuse(error) => (Err(error), None),
@@ -247,9 +272,10 @@ impl Pipeline {
         // The span records what the tool did (before after-tool hooks).
         crate::telemetry::spans::tool_result(span, &result, self.records_content());
         let finished = self
-            .finish(tools, &call, result, started.elapsed(), base, true)
+            .finish(tools, &call, result, started.elapsed(), base, true, ran)
             .await;
         CallRecord {
+            seen: finished.seen,
             stop: stop.or(finished.stop),
             result: finished
                 .result

@@ -55,6 +55,8 @@ pub(crate) struct Finished {
     pub(crate) truncated: bool,
     /// Set when the result is a fatal error.
     pub(crate) stop: Option<RunStop>,
+    /// What the model reads of it, for the provenance ledger.
+    pub(crate) seen: Option<crate::data::provenance::Seen>,
 }
 
 impl Pipeline {
@@ -103,8 +105,11 @@ impl Pipeline {
         })
     }
 
-    /// Stage 2, policy and confirmation: applies the approval policy and,
-    /// when it says so, asks the user through `base`'s handler.
+    /// Stage 2, policy and confirmation: applies the approval policy and
+    /// the injection defence and, when they say so, asks the user through
+    /// `base`'s handler. A call the defence flags is asked about even when
+    /// the policy or a session approval would run it, and is refused
+    /// without asking when the defence is unattended.
     pub(crate) async fn approve(
         &self,
         call: &ToolCall,
@@ -113,32 +118,69 @@ impl Pipeline {
         approvals: &mut BTreeSet<String>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
-        match self
+        let policy_asks = match self
             .policy()
             .verdict(&call.name, prepared.mutating, approved)
         {
-            Verdict::Run => Gate::Run,
-            Verdict::Deny(reason) => Gate::Refuse(ToolError::new(
-                ToolErrorKind::Denied,
-                format!("{reason}. Do not retry this call; choose another approach."),
-            )),
-            Verdict::Ask => {
-                let decision = ask(base, call, &*prepared.call).await;
-                if base.is_cancelled() {
-                    return Gate::Stop(RunStop::Cancelled);
-                }
-                match decision {
-                    ConfirmDecision::Approve => Gate::Run,
-                    ConfirmDecision::ApproveForSession => {
-                        approvals.insert(call.name.clone());
-                        Gate::Run
-                    }
-                    ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
-                    ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
-                        tool: call.name.clone(),
-                    }),
-                }
+            Verdict::Run => false,
+            Verdict::Ask => true,
+            Verdict::Deny(reason) => {
+                return Gate::Refuse(ToolError::new(
+                    ToolErrorKind::Denied,
+                    format!("{reason}. Do not retry this call; choose another approach."),
+                ));
             }
+        };
+        let defence = self.defence();
+        let finding = defence.check(
+            &prepared.arguments,
+            prepared.mutating,
+            prepared.entry.tool.annotations().open_world,
+            base.provenance(),
+        );
+        if let Some(finding) = finding {
+            let refused = defence.is_unattended();
+            base.emit(AgentEvent::InjectionSuspected {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                reason: finding.reason(),
+                source: finding.source.clone(),
+                refused,
+            });
+            if refused {
+                return Gate::Refuse(super::Defence::refusal(&call.name, &finding));
+            }
+            let decision = ask(base, call, &*prepared.call, Some(finding.reason())).await;
+            if base.is_cancelled() {
+                return Gate::Stop(RunStop::Cancelled);
+            }
+            // An approval covers this call only: the next flagged one asks
+            // again.
+            return match decision {
+                ConfirmDecision::Approve | ConfirmDecision::ApproveForSession => Gate::Run,
+                ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
+                ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
+                    tool: call.name.clone(),
+                }),
+            };
+        }
+        if !policy_asks {
+            return Gate::Run;
+        }
+        let decision = ask(base, call, &*prepared.call, None).await;
+        if base.is_cancelled() {
+            return Gate::Stop(RunStop::Cancelled);
+        }
+        match decision {
+            ConfirmDecision::Approve => Gate::Run,
+            ConfirmDecision::ApproveForSession => {
+                approvals.insert(call.name.clone());
+                Gate::Run
+            }
+            ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
+            ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
+                tool: call.name.clone(),
+            }),
         }
     }
 
@@ -253,8 +295,10 @@ impl Pipeline {
     }
 
     /// Stages 6 to 8: after-tool hooks (skipped once the run is cancelled),
-    /// truncation for the model, and the host's `ToolCallFinished` event
-    /// with the full result.
+    /// truncation for the model, what the model reads for the provenance
+    /// ledger (when the call `ran`), and the host's `ToolCallFinished`
+    /// event with the full result.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish(
         &self,
         tools: &ToolSnapshot,
@@ -263,6 +307,7 @@ impl Pipeline {
         elapsed: Duration,
         base: &ToolCtx,
         keep: bool,
+        ran: bool,
     ) -> Finished {
         for hook in self.hooks() {
             if base.is_cancelled() {
@@ -286,6 +331,18 @@ impl Pipeline {
         };
         let policy = self.truncation_for(tools, &call.name);
         let (message, truncated) = model_message(call, &result, &policy);
+        // Text kinet wrote itself (a refusal, "not run") is nobody's.
+        let seen = ran
+            .then(|| {
+                let annotations = tools.get(&call.name).map(|tool| tool.annotations());
+                self.defence().seen(
+                    &call.name,
+                    annotations.as_ref(),
+                    &call.arguments,
+                    message.text(),
+                )
+            })
+            .flatten();
         let kept = keep.then(|| result.clone());
         base.emit(AgentEvent::ToolCallFinished {
             call_id: call.id.clone(),
@@ -299,6 +356,7 @@ impl Pipeline {
             message,
             truncated,
             stop,
+            seen,
         }
     }
 
@@ -316,7 +374,12 @@ impl Pipeline {
 /// it the user sees the arguments instead.
 const SUMMARY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn ask(base: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> ConfirmDecision {
+async fn ask(
+    base: &ToolCtx,
+    call: &ToolCall,
+    prepared: &dyn PreparedCall,
+    concern: Option<String>,
+) -> ConfirmDecision {
     let ctx = base.for_call(&call.id, &call.name);
     let summary = tokio::select! {
         biased;
@@ -326,13 +389,14 @@ async fn ask(base: &ToolCtx, call: &ToolCall, prepared: &dyn PreparedCall) -> Co
         }
     };
     let summary = summary.unwrap_or_else(|| pretty_arguments(&call.arguments));
-    let request = ConfirmRequest {
-        tool: call.name.clone(),
-        call_id: call.id.clone(),
-        arguments: serde_json::from_str(&call.arguments)
+    let mut request = ConfirmRequest::new(
+        call.name.clone(),
+        call.id.clone(),
+        serde_json::from_str(&call.arguments)
             .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
         summary,
-    };
+    );
+    request.concern = concern;
     guarded(ctx.confirm(request))
         .await
         .unwrap_or_else(|panic| ConfirmDecision::Deny {

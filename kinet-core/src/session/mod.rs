@@ -26,6 +26,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::data::message::{Conversation, Message};
+use crate::data::provenance::Provenance;
 
 /// The format [`Session::to_json`] writes. Older formats are migrated on
 /// reading: 0 is a bare serialised [`Conversation`].
@@ -56,6 +57,13 @@ pub enum JournalEntry {
     Approval {
         /// The tool.
         tool: String,
+    },
+    /// Text the model read, for the injection defence's ledger
+    /// ([`Provenance`](crate::provenance::Provenance)); written before the
+    /// tool result it comes from.
+    Seen {
+        /// What was read and who wrote it.
+        seen: crate::provenance::Seen,
     },
     /// A tool's state, replacing the earlier one under that key.
     State {
@@ -100,6 +108,7 @@ impl Session {
             JournalEntry::Approval { tool } => {
                 self.approvals.insert(tool);
             }
+            JournalEntry::Seen { seen } => self.provenance.record(seen),
             JournalEntry::State { key, value } => {
                 self.state.insert(key, value);
             }
@@ -114,6 +123,7 @@ impl Session {
             messages: Vec::new(),
             approvals: BTreeSet::new(),
             state: BTreeMap::new(),
+            provenance: Provenance::new(),
             forked_from: None,
         }
     }
@@ -143,6 +153,10 @@ pub struct Session {
     /// Tool state by [`SessionState::key`].
     #[serde(default)]
     pub state: BTreeMap<String, serde_json::Value>,
+    /// What the model has read and who wrote it (the injection defence's
+    /// ledger).
+    #[serde(default, skip_serializing_if = "Provenance::is_empty")]
+    pub provenance: Provenance,
     /// Set on a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkPoint>,
@@ -198,6 +212,7 @@ impl Session {
                 .iter()
                 .map(|s| (s.key().to_owned(), s.save()))
                 .collect(),
+            provenance: conversation.provenance.clone(),
             forked_from: None,
         }
     }
@@ -207,6 +222,7 @@ impl Session {
     pub fn update(&mut self, conversation: &Conversation, states: &[Arc<dyn SessionState>]) {
         self.messages = conversation.messages.clone();
         self.approvals = conversation.session_approvals.clone();
+        self.provenance = conversation.provenance.clone();
         for state in states {
             self.state.insert(state.key().to_owned(), state.save());
         }
@@ -232,11 +248,14 @@ impl Session {
         }
         let mut conversation = Conversation::from(self.messages.clone());
         conversation.session_approvals = self.approvals.clone();
+        conversation.provenance = self.provenance.clone();
         Ok((conversation, self.clone()))
     }
 
     /// A new session sharing the first `at` messages (at most all of them),
-    /// the approvals and the tool state.
+    /// the approvals, the tool state and the provenance ledger (all of it:
+    /// a store's [`fork`](SessionStore::fork) keeps only what was read
+    /// before the fork point).
     pub fn fork(&self, at: usize) -> Self {
         let at = at.min(self.messages.len());
         Self {
@@ -245,6 +264,7 @@ impl Session {
             messages: self.messages[..at].to_vec(),
             approvals: self.approvals.clone(),
             state: self.state.clone(),
+            provenance: self.provenance.clone(),
             forked_from: Some(ForkPoint {
                 session: self.id.clone(),
                 at,
