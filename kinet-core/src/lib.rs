@@ -24,6 +24,16 @@
 //!   contained in a PID namespace, optionally confined by Landlock with the
 //!   network off.
 //!
+//! - Prompt injection: every tool result the model reads joins the
+//!   conversation's [`provenance`] ledger with its trust (the host declares
+//!   it per tool or tool source; open-world tools are untrusted by
+//!   default), and the pipeline's policy stage checks each mutating or
+//!   open-world call against it before it runs: an argument value found in
+//!   untrusted text and in nothing the user or a trusted source said sends
+//!   the call to the [`ConfirmHandler`] with the reason, or refuses it when
+//!   the host runs unattended ([`pipeline::Defence`] lists what it covers
+//!   and what it does not). Tools never implement the defence.
+//!
 //! - Long sessions: [`session`] keeps a conversation with its approvals and
 //!   tool state (versioned, resumable, forkable, journalled step by step into
 //!   a [`session::SessionStore`]); the history is repaired before every
@@ -37,8 +47,8 @@
 //!   run, and a budget ends a run cleanly ([`telemetry`]; the
 //!   `opentelemetry` feature exports over OTLP).
 //!
-//! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`],
-//! [`confirm`], [`sandbox`], [`session`], [`context`], [`telemetry`],
+//! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`]
+//! (and its injection defence), [`provenance`], [`confirm`], [`sandbox`], [`session`], [`context`], [`telemetry`],
 //! [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the

@@ -284,6 +284,7 @@ fn kind(entry: &JournalEntry) -> &'static str {
         JournalEntry::Message { .. } => "message",
         JournalEntry::Approval { .. } => "approval",
         JournalEntry::State { .. } => "state",
+        JournalEntry::Seen { .. } => "seen",
         _ => "other",
     }
 }

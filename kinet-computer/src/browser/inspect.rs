@@ -89,7 +89,7 @@ impl Tool for ScreenshotTool {
         "Takes a PNG screenshot of the active tab (the visible part, or the full page)."
     }
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only()
+        kinet_core::ToolAnnotations::read_only().open_world(true)
     }
     async fn call(
         &self,

@@ -317,7 +317,8 @@ browser_select. For a large page ask for a part: root (a ref or CSS selector), d
 \"interactive\" / \"text\"."
     }
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only()
+        // The page is the open web: its text is untrusted.
+        kinet_core::ToolAnnotations::read_only().open_world(true)
     }
     async fn call(&self, args: SnapshotArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let options = SnapshotOptions {

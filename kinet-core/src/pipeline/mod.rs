@@ -3,9 +3,15 @@
 //! nothing else builds a call's [`ToolCtx`].
 //!
 //! ```text
-//! parse → policy and confirmation → before-tool hooks → layers → panic guard
-//!       → after-tool hooks → truncation for the model → events
+//! parse → policy, injection defence and confirmation → before-tool hooks
+//!       → layers → panic guard → after-tool hooks → truncation for the model
+//!       → provenance (what the model reads, with its trust) → events
 //! ```
+//!
+//! The policy stage holds the injection defence ([`Defence`]): it checks a
+//! call's arguments against the conversation's
+//! [`Provenance`](crate::provenance::Provenance) ledger, which the engine
+//! passes in the call's [`ToolCtx::provenance`].
 //!
 //! [`Pipeline::call`] runs one call through every stage, top to bottom; the
 //! loop's scheduler runs a turn's calls through the same stages, asking for

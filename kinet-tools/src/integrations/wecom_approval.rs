@@ -337,7 +337,8 @@ form fields, approval steps and comments, followed by the full record as JSON."
     }
 
     fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only()
+        // Form fields and comments are written by other people.
+        kinet_core::ToolAnnotations::read_only().open_world(true)
     }
 
     async fn call(
