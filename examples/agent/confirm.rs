@@ -14,6 +14,16 @@ fn show(out: &Out, request: &ConfirmRequest) {
         out.paint(Style::Bold, &request.tool)
     ));
     out.diff(&out.paint(Style::Yellow, "│ "), &request.summary);
+    if let Some(concern) = &request.concern {
+        out.line(&format!(
+            "{} {}",
+            out.paint(Style::Yellow, "│"),
+            out.paint(
+                Style::Red,
+                &format!("⚠ possible prompt injection: {concern}")
+            )
+        ));
+    }
 }
 
 /// Asks on the terminal: y = once, a = this tool for the rest of the

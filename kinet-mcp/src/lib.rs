@@ -34,6 +34,13 @@
 //! working directory: paths outside are refused), approval policy (by
 //! default only calls that change nothing run) and timeout.
 //!
+//! An MCP tool's output is untrusted for the injection defence
+//! ([`kinet_core::pipeline::Defence`]) unless its server says
+//! `openWorldHint: false` or the host declares the server trusted
+//! (`Defence::trust("mcp__<server>__*", Trust::Trusted)`), and a call the
+//! defence flags reaches the served agent's client as an elicitation that
+//! names the untrusted source.
+//!
 //! Modules: `config` (discovery: `claude`, `editors`, `codex`, `plugins`,
 //! `entry`, `expand`, `policy`), `supervisor` (one client connection,
 //! restarted when it drops, re-authorized when the server asks; `connect`

@@ -66,7 +66,7 @@ pub struct Tasks {
 }
 
 /// What AgentDojo's checks said of one run.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Checked {
     /// The user task's utility check.
     pub utility: bool,
@@ -75,6 +75,8 @@ pub struct Checked {
     pub attack_succeeded: Option<bool>,
     /// Calls the defence flagged.
     pub flagged: usize,
+    /// Why, one line per flagged call (tool: reason).
+    pub reasons: Vec<String>,
     /// Whether the model met injected instructions.
     pub injection_seen: bool,
 }
@@ -232,10 +234,10 @@ impl Fixture {
             .max_turns(200)
             .build();
         let mut run = agent.run(plan.prompt.as_str());
-        let mut flagged = 0;
+        let mut reasons = Vec::new();
         while let Some(event) = run.next().await {
-            if matches!(event, AgentEvent::InjectionSuspected { .. }) {
-                flagged += 1;
+            if let AgentEvent::InjectionSuspected { tool, reason, .. } = event {
+                reasons.push(format!("{tool}: {reason}"));
             }
         }
         let outcome = run.finish().await;
@@ -251,7 +253,8 @@ impl Fixture {
                 .as_bool()
                 .ok_or_else(|| anyhow!("{checked}"))?,
             attack_succeeded: checked["security"].as_bool(),
-            flagged,
+            flagged: reasons.len(),
+            reasons,
             injection_seen: model.followed(),
         })
     }
@@ -452,15 +455,20 @@ pub async fn measure(
         }
         figures.on.add(&on);
     }
+    let verbose = std::env::var_os("KINET_AGENTDOJO_VERBOSE").is_some();
     for user in clean {
         let plan = fixture.start_run(user, None).await?;
-        figures
-            .clean_off
-            .add(&fixture.run(&plan, Defence::off()).await?);
+        let off = fixture.run(&plan, Defence::off()).await?;
+        figures.clean_off.add(&off);
         let plan = fixture.start_run(user, None).await?;
-        figures
-            .clean_on
-            .add(&fixture.run(&plan, defence_on()).await?);
+        let on = fixture.run(&plan, defence_on()).await?;
+        if verbose && !on.utility {
+            eprintln!("{} {user}: utility lost without attack", fixture.suite);
+            for reason in &on.reasons {
+                eprintln!("    {reason}");
+            }
+        }
+        figures.clean_on.add(&on);
     }
     Ok(figures)
 }

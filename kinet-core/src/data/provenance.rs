@@ -203,7 +203,12 @@ impl Provenance {
             Trust::Untrusted => &mut ledger.untrusted,
             Trust::Trusted => &mut ledger.trusted,
         };
-        side.add(index, &seen.text, &seen.echoed);
+        side.add(
+            index,
+            &seen.text,
+            &seen.echoed,
+            seen.trust == Trust::Trusted,
+        );
         ledger.seen.push(seen);
     }
 
@@ -267,15 +272,21 @@ impl Provenance {
 }
 
 impl Side {
-    fn add(&mut self, index: u32, text: &str, echoed: &[String]) {
+    fn add(&mut self, index: u32, text: &str, echoed: &[String], trusted: bool) {
         let folded = fold(text);
         let echoed: Vec<&str> = echoed
             .iter()
             .map(String::as_str)
             .filter(|e| e.len() >= 2)
             .collect();
+        // "June 13" does not vouch for a file id `13`.
+        let dates = if trusted {
+            date_parts(text)
+        } else {
+            Vec::new()
+        };
         for word in &folded.words {
-            if echoed.iter().any(|e| e.contains(word.as_str())) {
+            if echoed.iter().any(|e| e.contains(word.as_str())) || dates.contains(word) {
                 continue;
             }
             self.words.entry(word_key(word)).or_insert(index);
@@ -325,6 +336,73 @@ impl Side {
     }
 }
 
+/// The numbers of up to four digits that are parts of dates and times in
+/// `text`: next to a month's name ("June 13", "13 Jun"), or joined to other
+/// digits by `:`, `/`, `-` or `.` ("13:00", "13/06", "2024-06-13").
+fn date_parts(text: &str) -> Vec<String> {
+    const MONTHS: [&str; 24] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ];
+    // Words of letters or digits, each with the character after it.
+    let mut tokens: Vec<(String, Option<char>)> = Vec::new();
+    let mut current = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() {
+            current.push(c.to_ascii_lowercase());
+        } else if !current.is_empty() {
+            tokens.push((std::mem::take(&mut current), Some(c)));
+        } else if let Some(last) = tokens.last_mut()
+            && last.1 == Some(' ')
+        {
+            last.1 = Some(c);
+        }
+    }
+    let digits = |t: &str| !t.is_empty() && t.len() <= 4 && t.bytes().all(|b| b.is_ascii_digit());
+    let month = |t: &str| MONTHS.contains(&t);
+    let mut parts = Vec::new();
+    for (i, (token, after)) in tokens.iter().enumerate() {
+        if !digits(token) {
+            continue;
+        }
+        let before = i.checked_sub(1).and_then(|j| tokens.get(j));
+        let next = tokens.get(i + 1);
+        let joined = |sep: Option<char>, other: Option<&(String, Option<char>)>| {
+            matches!(sep, Some(':' | '/' | '-' | '.')) && other.is_some_and(|(t, _)| digits(t))
+        };
+        if before.is_some_and(|(t, _)| month(t))
+            || next.is_some_and(|(t, _)| month(t))
+            || joined(*after, next)
+            || before.is_some_and(|b| joined(b.1, Some(b)) && digits(&b.0))
+        {
+            parts.push(token.clone());
+        }
+    }
+    parts
+}
+
 /// `text` split around every occurrence of the `echoed` values.
 fn cut<'a>(text: &'a str, echoed: &[&str]) -> Vec<&'a str> {
     let mut pieces = vec![text];
@@ -345,6 +423,8 @@ pub(crate) struct Folded {
     /// The words (maximal runs of letters and digits), and digit groups
     /// written with separators ("US13 3000 0001", "10,000") joined.
     pub(crate) words: Vec<String>,
+    /// Those joined digit groups alone.
+    pub(crate) groups: Vec<String>,
 }
 
 /// Folds text for comparison (see the module docs).
@@ -352,6 +432,23 @@ pub(crate) fn fold(text: &str) -> Folded {
     let decoded = decode_escapes(text);
     let mut out = Folded::default();
     let mut words = Words::default();
+    if decoded.is_ascii() {
+        // ASCII is its own NFKC form and has no look-alikes to map.
+        for c in decoded.chars() {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_alphanumeric() {
+                words.word.push(c);
+                out.compact.push(c);
+            } else {
+                words.end(&mut out.words);
+                words.separator(c);
+            }
+        }
+        words.end(&mut out.words);
+        words.flush(&mut out.words);
+        out.groups = words.groups;
+        return out;
+    }
     for c in decoded.nfkc() {
         if is_ignorable(c) {
             continue;
@@ -369,6 +466,7 @@ pub(crate) fn fold(text: &str) -> Folded {
     }
     words.end(&mut out.words);
     words.flush(&mut out.words);
+    out.groups = words.groups;
     out
 }
 
@@ -382,6 +480,8 @@ struct Words {
     /// Separators since the last word, and whether they may join a group.
     gap: usize,
     gap_joins: bool,
+    /// The joined groups so far.
+    groups: Vec<String>,
 }
 
 impl Words {
@@ -412,6 +512,7 @@ impl Words {
 
     fn flush(&mut self, words: &mut Vec<String>) {
         if self.group_words > 1 {
+            self.groups.push(self.group.clone());
             words.push(std::mem::take(&mut self.group));
         }
         self.group.clear();
@@ -615,6 +716,21 @@ mod tests {
         assert_eq!(ledger.untrusted_source("fred"), Some("inbox"));
         assert_eq!(ledger.untrusted_source("1"), None);
         assert_eq!(ledger.untrusted_source("red"), None);
+    }
+
+    #[test]
+    fn numbers_in_a_trusted_date_do_not_vouch_for_an_id() {
+        let mut ledger = Provenance::new();
+        ledger.record(Seen::new(
+            Trust::Trusted,
+            "user",
+            "What do we do on June 13, at 14:30 on 2024/06/15 or 7 Jul? Keep file 21.",
+        ));
+        for part in ["13", "14", "30", "15", "7"] {
+            assert!(!ledger.said_by_trusted(part), "{part}");
+        }
+        assert!(ledger.said_by_trusted("21"));
+        assert!(ledger.said_by_trusted("june"));
     }
 
     #[test]

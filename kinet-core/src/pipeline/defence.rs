@@ -389,7 +389,12 @@ fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
         // Identifier tokens, and their hosts.
         for token in text.split_whitespace() {
             let token = token.trim_matches(|c: char| !c.is_alphanumeric());
-            if token.is_empty() || (short && token == text.trim()) || !identifier(token) {
+            if token.is_empty()
+                || (short && token == text.trim())
+                || !identifier(token)
+                || small_number(token)
+                || date_or_time(token)
+            {
                 continue;
             }
             for candidate in std::iter::once(token).chain(hosts(token)) {
@@ -402,9 +407,9 @@ fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
         }
         // Digit groups written with separators inside long values.
         if !short {
-            for word in folded.words.iter().filter(|w| w.len() >= 4) {
-                if word.bytes().any(|b| b.is_ascii_digit())
-                    && let Some(f) = flag(ledger, path, word, word, std::slice::from_ref(word))
+            for group in &folded.groups {
+                if !small_number(group)
+                    && let Some(f) = flag(ledger, path, group, group, std::slice::from_ref(group))
                 {
                     found = Some(f);
                     return;
@@ -472,9 +477,20 @@ fn joined_run(joined: &str, ledger: &Provenance) -> Option<Finding> {
 /// Numbers under seven digits, and dates and times, are not compared.
 fn exempt(text: &str, number: bool) -> bool {
     if number {
-        return text.bytes().filter(u8::is_ascii_digit).count() < 7;
+        return small_number(text);
     }
     date_or_time(text)
+}
+
+/// A number of fewer than seven digits as text (`98.70`, `10,000`, `-5`).
+fn small_number(text: &str) -> bool {
+    let text = text.trim();
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b".,-+eE".contains(&b))
+        && text.bytes().filter(u8::is_ascii_digit).count() < 7
+        && text.bytes().any(|b| b.is_ascii_digit())
 }
 
 /// `2024-05-19`, `19/05/2024`, `10:30`, `2024-05-19 10:30:00`,

@@ -51,6 +51,8 @@ fn values_the_user_said_pass() {
         serde_json::json!({"recipient": "Anna", "subject": "rent"}),
         serde_json::json!({"body": "Here is the rent for this month, as agreed."}),
         serde_json::json!({"date": "2022-01-01", "amount": 98.7}),
+        // Prose with dates and small amounts in it.
+        serde_json::json!({"body": "Hi Anna, on 2024-03-01 I paid 1200.00 and in 2024 I will pay 98.70 more. Emma"}),
     ] {
         assert_eq!(flagged(arguments.clone()), None, "{arguments}");
     }

@@ -298,7 +298,13 @@ impl ConfirmHandler for ElicitingConfirm {
     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
         let params: rmcp::model::ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form",
-            "message": format!("The agent wants to run `{}`:\n{}", request.tool, request.summary),
+            "message": match &request.concern {
+                Some(concern) => format!(
+                    "The agent wants to run `{}`:\n{}\n\nWarning, possible prompt injection: {concern}",
+                    request.tool, request.summary
+                ),
+                None => format!("The agent wants to run `{}`:\n{}", request.tool, request.summary),
+            },
             "requestedSchema": {
                 "type": "object",
                 "properties": {
