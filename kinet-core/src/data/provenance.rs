@@ -235,7 +235,7 @@ impl Provenance {
     /// any.
     pub fn untrusted_source(&self, value: &str) -> Option<&str> {
         let folded = fold(value);
-        let index = self.inner.untrusted.find(&folded.compact, &folded.words)?;
+        let index = self.inner.untrusted.find(&folded.compact, folded.words())?;
         self.source_of(index)
     }
 
@@ -244,17 +244,25 @@ impl Provenance {
         let folded = fold(value);
         self.inner
             .trusted
-            .find(&folded.compact, &folded.words)
+            .find(&folded.compact, folded.words())
             .is_some()
     }
 
     /// [`untrusted_source`](Self::untrusted_source) of a folded value.
-    pub(crate) fn untrusted_index(&self, compact: &str, words: &[String]) -> Option<u32> {
+    pub(crate) fn untrusted_index<'a>(
+        &self,
+        compact: &str,
+        words: impl Iterator<Item = &'a str>,
+    ) -> Option<u32> {
         self.inner.untrusted.find(compact, words)
     }
 
     /// [`said_by_trusted`](Self::said_by_trusted) of a folded value.
-    pub(crate) fn trusted_holds(&self, compact: &str, words: &[String]) -> bool {
+    pub(crate) fn trusted_holds<'a>(
+        &self,
+        compact: &str,
+        words: impl Iterator<Item = &'a str>,
+    ) -> bool {
         self.inner.trusted.find(compact, words).is_some()
     }
 
@@ -285,8 +293,8 @@ impl Side {
         } else {
             Vec::new()
         };
-        for word in &folded.words {
-            if echoed.iter().any(|e| e.contains(word.as_str())) || dates.contains(word) {
+        for word in folded.words() {
+            if echoed.iter().any(|e| e.contains(word)) || dates.iter().any(|d| d == word) {
                 continue;
             }
             self.words.entry(word_key(word)).or_insert(index);
@@ -305,7 +313,7 @@ impl Side {
     /// The piece holding a folded value: one of its words for a value
     /// shorter than a window, else the whole value (every window indexed,
     /// then confirmed in the text).
-    fn find(&self, compact: &str, words: &[String]) -> Option<u32> {
+    fn find<'a>(&self, compact: &str, words: impl Iterator<Item = &'a str>) -> Option<u32> {
         if compact.is_empty() {
             return None;
         }
@@ -421,10 +429,28 @@ pub(crate) struct Folded {
     /// The letters and digits, lower case, in order.
     pub(crate) compact: String,
     /// The words (maximal runs of letters and digits), and digit groups
-    /// written with separators ("US13 3000 0001", "10,000") joined.
-    pub(crate) words: Vec<String>,
+    /// written with separators ("US13 3000 0001", "10,000") joined: ranges
+    /// of `compact`.
+    words: Vec<(usize, usize)>,
     /// Those joined digit groups alone.
-    pub(crate) groups: Vec<String>,
+    groups: Vec<(usize, usize)>,
+}
+
+impl Folded {
+    /// The words, joined digit groups among them.
+    pub(crate) fn words(&self) -> impl Iterator<Item = &str> + Clone {
+        self.words.iter().map(|&(a, b)| &self.compact[a..b])
+    }
+
+    /// How many words (joined digit groups among them).
+    pub(crate) fn word_count(&self) -> usize {
+        self.words.len()
+    }
+
+    /// The joined digit groups.
+    pub(crate) fn groups(&self) -> impl Iterator<Item = &str> + Clone {
+        self.groups.iter().map(|&(a, b)| &self.compact[a..b])
+    }
 }
 
 /// Folds text for comparison (see the module docs).
@@ -432,56 +458,46 @@ pub(crate) fn fold(text: &str) -> Folded {
     let decoded = decode_escapes(text);
     let mut out = Folded::default();
     let mut words = Words::default();
+    let mut take = |c: char, out: &mut Folded| {
+        if c.is_alphanumeric() {
+            words.start.get_or_insert(out.compact.len());
+            out.compact.push(c);
+        } else {
+            words.end(out);
+            words.separator(c);
+        }
+    };
     if decoded.is_ascii() {
         // ASCII is its own NFKC form and has no look-alikes to map.
         for c in decoded.chars() {
-            let c = c.to_ascii_lowercase();
-            if c.is_ascii_alphanumeric() {
-                words.word.push(c);
-                out.compact.push(c);
-            } else {
-                words.end(&mut out.words);
-                words.separator(c);
+            take(c.to_ascii_lowercase(), &mut out);
+        }
+    } else {
+        for c in decoded.nfkc() {
+            if is_ignorable(c) {
+                continue;
             }
-        }
-        words.end(&mut out.words);
-        words.flush(&mut out.words);
-        out.groups = words.groups;
-        return out;
-    }
-    for c in decoded.nfkc() {
-        if is_ignorable(c) {
-            continue;
-        }
-        for c in c.to_lowercase() {
-            let c = latin_look_alike(c);
-            if c.is_alphanumeric() {
-                words.word.push(c);
-                out.compact.push(c);
-            } else {
-                words.end(&mut out.words);
-                words.separator(c);
+            for c in c.to_lowercase() {
+                take(latin_look_alike(c), &mut out);
             }
         }
     }
-    words.end(&mut out.words);
-    words.flush(&mut out.words);
-    out.groups = words.groups;
+    words.end(&mut out);
+    words.flush(&mut out);
     out
 }
 
 /// Splits folded text into words, joining digit groups.
 #[derive(Default)]
 struct Words {
-    word: String,
+    /// Where the current word starts in the folded text.
+    start: Option<usize>,
     /// The digit group being joined and how many words it holds.
-    group: String,
+    group: (usize, usize),
     group_words: usize,
     /// Separators since the last word, and whether they may join a group.
     gap: usize,
     gap_joins: bool,
-    /// The joined groups so far.
-    groups: Vec<String>,
 }
 
 impl Words {
@@ -490,32 +506,34 @@ impl Words {
         self.gap_joins &= matches!(c, ' ' | ',' | '.' | '-' | '/' | '(' | ')' | '\'');
     }
 
-    fn end(&mut self, words: &mut Vec<String>) {
-        if self.word.is_empty() {
+    fn end(&mut self, out: &mut Folded) {
+        let Some(start) = self.start.take() else {
             return;
-        }
-        let digits = self.word.bytes().any(|b| b.is_ascii_digit());
+        };
+        let end = out.compact.len();
+        let digits = out.compact.as_bytes()[start..end]
+            .iter()
+            .any(u8::is_ascii_digit);
         if digits && self.group_words > 0 && self.gap <= 2 && self.gap_joins {
-            self.group.push_str(&self.word);
+            self.group.1 = end;
             self.group_words += 1;
         } else {
-            self.flush(words);
+            self.flush(out);
             if digits {
-                self.group.push_str(&self.word);
+                self.group = (start, end);
                 self.group_words = 1;
             }
         }
-        words.push(std::mem::take(&mut self.word));
+        out.words.push((start, end));
         self.gap = 0;
         self.gap_joins = true;
     }
 
-    fn flush(&mut self, words: &mut Vec<String>) {
+    fn flush(&mut self, out: &mut Folded) {
         if self.group_words > 1 {
-            self.groups.push(self.group.clone());
-            words.push(std::mem::take(&mut self.group));
+            out.groups.push(self.group);
+            out.words.push(self.group);
         }
-        self.group.clear();
         self.group_words = 0;
     }
 }
@@ -699,9 +717,14 @@ mod tests {
     #[test]
     fn digit_groups_written_with_separators_are_joined() {
         let folded = fold("IBAN: US13 3000 0001 2121, amount $10,000.");
-        assert!(folded.words.contains(&"us13300000012121".to_owned()));
-        assert!(folded.words.contains(&"10000".to_owned()));
-        assert!(folded.words.contains(&"iban".to_owned()));
+        let words: Vec<&str> = folded.words().collect();
+        assert!(words.contains(&"us13300000012121"));
+        assert!(words.contains(&"10000"));
+        assert!(words.contains(&"iban"));
+        assert_eq!(
+            folded.groups().collect::<Vec<_>>(),
+            ["us13300000012121", "10000"]
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@
 //!   host (`evil.com/?q=<secret>`) is still caught;
 //! - the short values of a call joined in order, so a value split over
 //!   several arguments or list items is caught once 12 or more of its
-//!   letters and digits come from one untrusted text.
+//!   letters and digits come from one untrusted text (at least 4 from each
+//!   of two values).
+//!
+//! A value the tool's own schema lists (`enum`, `const`) is the tool's
+//! choice, not text's, and passes.
 //!
 //! Trusted tool output counts as said by a trusted source except what it
 //! echoes of its own call's arguments (a model cannot launder a value
@@ -53,7 +57,11 @@
 //! - Small numbers (under seven digits: amounts, counts) and dates and
 //!   times are not compared; an injected amount sent to a recipient the
 //!   user named passes.
-//! - Object keys are not compared, only values.
+//! - Object keys are not compared, only values; booleans are not.
+//! - A value of one or two letters or digits is compared as a whole word
+//!   (`13` is found in "file 13", not in "2130"); the user saying it in a
+//!   date ("June 13") does not vouch for it, but saying it anywhere else
+//!   does.
 //! - Images the model saw are not text and are not recorded.
 //! - A value the user also said passes, even if an injection asked for it.
 
@@ -318,13 +326,16 @@ impl Defence {
     }
 
     /// Checks a call before it runs; `Some` when it must be asked about or
-    /// refused.
+    /// refused. `schema` gives the tool's parameter schema, asked for only
+    /// when a value is about to be flagged (a value the schema lists in an
+    /// `enum` or `const` is the tool's own choice, not text's).
     pub(crate) fn check(
         &self,
         arguments: &str,
         mutating: bool,
         open_world: bool,
         ledger: &Provenance,
+        schema: &dyn Fn() -> Value,
     ) -> Option<Finding> {
         if self.mode == DefenceMode::Off
             || !ledger.has_untrusted()
@@ -333,7 +344,18 @@ impl Defence {
             return None;
         }
         let value: Value = serde_json::from_str(arguments).ok()?;
-        if let Some(finding) = provenance_rule(&value, ledger) {
+        let choices = std::cell::OnceCell::new();
+        let listed = |text: &str| {
+            choices
+                .get_or_init(|| {
+                    let mut found = Vec::new();
+                    enum_values(&schema(), &mut found);
+                    found
+                })
+                .iter()
+                .any(|choice| choice == text)
+        };
+        if let Some(finding) = provenance_rule(&value, ledger, &listed) {
             return Some(finding);
         }
         if self.mode == DefenceMode::Strict && mutating {
@@ -370,18 +392,26 @@ const SHORT_CHARS: usize = 100;
 /// the call's short values, is flagged.
 const JOINED_RUN: usize = 12;
 
-fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
+fn provenance_rule(
+    arguments: &Value,
+    ledger: &Provenance,
+    listed: &dyn Fn(&str) -> bool,
+) -> Option<Finding> {
     let mut found = None;
-    let mut joined = String::new();
+    let mut joined = Joined::default();
     leaves(arguments, &mut String::new(), &mut |path, text, number| {
         if found.is_some() || exempt(text, number) {
             return;
         }
         let folded = fold(text);
-        let short = folded.words.len() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
+        let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
         if short {
-            joined.push_str(&folded.compact);
-            if let Some(f) = flag(ledger, path, text, &folded.compact, &folded.words) {
+            joined.push(&folded.compact);
+            if let Some(f) = flag(ledger, path, text, &folded.compact, folded.words()) {
+                // Asked only now: the schema costs more than the check.
+                if listed(text) {
+                    return;
+                }
                 found = Some(f);
                 return;
             }
@@ -399,7 +429,7 @@ fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
             }
             for candidate in std::iter::once(token).chain(hosts(token)) {
                 let folded = fold(candidate);
-                if let Some(f) = flag(ledger, path, candidate, &folded.compact, &folded.words) {
+                if let Some(f) = flag(ledger, path, candidate, &folded.compact, folded.words()) {
                     found = Some(f);
                     return;
                 }
@@ -407,9 +437,9 @@ fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
         }
         // Digit groups written with separators inside long values.
         if !short {
-            for group in &folded.groups {
+            for group in folded.groups() {
                 if !small_number(group)
-                    && let Some(f) = flag(ledger, path, group, group, std::slice::from_ref(group))
+                    && let Some(f) = flag(ledger, path, group, group, std::iter::once(group))
                 {
                     found = Some(f);
                     return;
@@ -420,15 +450,73 @@ fn provenance_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
     found.or_else(|| joined_run(&joined, ledger))
 }
 
+/// The short values of a call, joined, with where each ends.
+#[derive(Default)]
+struct Joined {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl Joined {
+    fn push(&mut self, compact: &str) {
+        if !compact.is_empty() {
+            self.text.push_str(compact);
+            self.ends.push(self.text.len());
+        }
+    }
+
+    /// Whether `start..end` takes at least [`FROM_EACH`] bytes from each of
+    /// two values or more (a run inside one value, or one that only grazes
+    /// its neighbour, was judged with that value).
+    fn spans_values(&self, start: usize, end: usize) -> bool {
+        let mut from = 0;
+        let mut values = 0;
+        for &value_end in &self.ends {
+            let overlap = value_end.min(end).saturating_sub(from.max(start));
+            if overlap >= FROM_EACH {
+                values += 1;
+            }
+            from = value_end;
+        }
+        values >= 2
+    }
+}
+
+/// See [`Joined::spans_values`].
+const FROM_EACH: usize = 4;
+
+/// The strings a schema lists in `enum` or `const`, anywhere.
+fn enum_values(schema: &Value, found: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("enum", Value::Array(items)) => {
+                        found.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
+                    }
+                    ("const", Value::String(text)) => found.push(text.clone()),
+                    _ => enum_values(value, found),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                enum_values(item, found);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A value that appears in untrusted text and nowhere trusted.
-fn flag(
+fn flag<'a>(
     ledger: &Provenance,
     path: &str,
     shown: &str,
     compact: &str,
-    words: &[String],
+    words: impl Iterator<Item = &'a str> + Clone,
 ) -> Option<Finding> {
-    let index = ledger.untrusted_index(compact, words)?;
+    let index = ledger.untrusted_index(compact, words.clone())?;
     if ledger.trusted_holds(compact, words) {
         return None;
     }
@@ -445,9 +533,10 @@ fn flag(
 }
 
 /// A run of [`JOINED_RUN`] or more letters and digits of the call's short
-/// values, joined, that one untrusted text holds and no trusted one.
-fn joined_run(joined: &str, ledger: &Provenance) -> Option<Finding> {
-    let bytes = joined.as_bytes();
+/// values, joined, across two values or more, that one untrusted text holds
+/// and no trusted one.
+fn joined_run(joined: &Joined, ledger: &Provenance) -> Option<Finding> {
+    let bytes = joined.text.as_bytes();
     if bytes.len() < JOINED_RUN {
         return None;
     }
@@ -464,8 +553,9 @@ fn joined_run(joined: &str, ledger: &Provenance) -> Option<Finding> {
         }
         let run_end = end - 1 + GRAM;
         if run_end - start >= JOINED_RUN
-            && let Some(run) = joined.get(start..run_end)
-            && let Some(f) = flag(ledger, "(several arguments)", run, run, &[])
+            && joined.spans_values(start, run_end)
+            && let Some(run) = joined.text.get(start..run_end)
+            && let Some(f) = flag(ledger, "(several arguments)", run, run, std::iter::empty())
         {
             return Some(f);
         }

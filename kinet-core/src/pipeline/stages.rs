@@ -137,6 +137,7 @@ impl Pipeline {
             prepared.mutating,
             prepared.entry.tool.annotations().open_world,
             base.provenance(),
+            &|| prepared.entry.tool.parameters(),
         );
         if let Some(finding) = finding {
             let refused = defence.is_unattended();
