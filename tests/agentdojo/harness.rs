@@ -53,6 +53,8 @@ pub struct Call {
 #[derive(Debug, Clone, Deserialize)]
 pub struct Plan {
     pub prompt: String,
+    /// AgentDojo's default system message.
+    pub system_message: String,
     pub user_calls: Vec<Call>,
     pub final_text: String,
     pub injection_calls: Vec<Call>,
@@ -226,6 +228,7 @@ impl Fixture {
     pub async fn run(&self, plan: &Plan, defence: Defence) -> anyhow::Result<Checked> {
         let model = Arc::new(Gullible::new(&self.suite, plan));
         let agent = Agent::builder_arc(model.clone())
+            .system_prompt(plan.system_message.as_str())
             .tool_source(Arc::new(self.hub.clone()))
             // An unattended host: nothing to ask, every call runs unless
             // the defence stops it.

@@ -11,7 +11,7 @@ and plain JSON control routes beside it under /harness:
   GET  /harness/tasks  -> {"suite", "version", "user_tasks", "injection_tasks"}
   POST /harness/start  {"user_task", "injection_task" or null, "attack" or null}
        resets the run as TaskSuite.run_task_with_pipeline does and answers
-       {"prompt", "user_calls", "final_text", "injection_calls",
+       {"prompt", "system_message", "user_calls", "final_text", "injection_calls",
         "injection_goal", "injections"}
   POST /harness/check  {"model_output"} -> {"utility", "security", "trace"}
 
@@ -69,6 +69,7 @@ from starlette.routing import Route  # noqa: E402
 from mcp import types  # noqa: E402
 from mcp.server import Server  # noqa: E402
 
+from agentdojo.agent_pipeline.agent_pipeline import load_system_message  # noqa: E402
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement  # noqa: E402
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str  # noqa: E402
 from agentdojo.attacks import load_attack  # noqa: E402
@@ -338,6 +339,8 @@ class Harness:
                 "prompt": user_task.PROMPT,
                 "user_calls": calls_json(user_calls),
                 "final_text": user_task.GROUND_TRUTH_OUTPUT,
+                # The system message AgentDojo's pipelines give the model.
+                "system_message": load_system_message(None),
                 "injection_calls": calls_json(injection_calls),
                 "injection_goal": injection_task.GOAL if injection_task else None,
                 "injections": dict(injections),

@@ -10,7 +10,8 @@
 //! prompt among the trusted text.
 //!
 //! Before a mutating call, or a read that reaches the open world, runs,
-//! the defence looks at its arguments ([`DefenceMode`] says how); a call it
+//! the defence looks at its arguments ([`DefenceMode`] says how; for a
+//! read only its destinations: URLs, hosts, e-mail addresses); a call it
 //! flags goes to the host's [`ConfirmHandler`](crate::ConfirmHandler) with
 //! the reason and the untrusted source named (session approvals do not
 //! skip it), or is refused when the host runs [unattended](Defence::unattended).
@@ -208,12 +209,13 @@ impl Defence {
     }
 
     /// Whether reads that reach the open world (`web_fetch`, a page in the
-    /// browser, a search) are checked like actions. Default: true: a link
-    /// found in untrusted text is not followed without asking, since
-    /// visiting it can be the attack (a tracking link, a page with more
-    /// instructions). False lets research agents follow links; the
-    /// host-part check still catches data sent out in a query string to an
-    /// untrusted host only when the reads are checked.
+    /// browser, a search, an MCP tool with `openWorldHint`) are checked.
+    /// A read changes nothing, so only its destinations are compared: URLs,
+    /// hosts and e-mail addresses (not file names, channel names or search
+    /// words). Default: true: a link found in untrusted text is not
+    /// followed without asking, since visiting it can be the attack (a
+    /// tracking link, data in the query string, a page with more
+    /// instructions). False lets research agents follow links.
     pub fn check_open_world_reads(mut self, yes: bool) -> Self {
         self.check_reads = yes;
         self
@@ -344,6 +346,10 @@ impl Defence {
             return None;
         }
         let value: Value = serde_json::from_str(arguments).ok()?;
+        if !mutating {
+            // A read changes nothing: only where it goes can hurt.
+            return destination_rule(&value, ledger);
+        }
         let choices = std::cell::OnceCell::new();
         let listed = |text: &str| {
             choices
@@ -506,6 +512,60 @@ fn enum_values(schema: &Value, found: &mut Vec<String>) {
         }
         _ => {}
     }
+}
+
+/// For reads: the destinations in the arguments (URLs, hosts, e-mail
+/// addresses) and their hosts.
+fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
+    let mut found = None;
+    leaves(arguments, &mut String::new(), &mut |path, text, _| {
+        for token in text.split_whitespace() {
+            let token = token.trim_matches(|c: char| !c.is_alphanumeric());
+            if found.is_some() || !destination(token) {
+                continue;
+            }
+            for candidate in std::iter::once(token).chain(hosts(token)) {
+                let folded = fold(candidate);
+                if let Some(f) = flag(ledger, path, candidate, &folded.compact, folded.words()) {
+                    found = Some(f);
+                    return;
+                }
+            }
+        }
+    });
+    found
+}
+
+/// Whether a token names a place a request can go: a URL, an e-mail
+/// address, `www.` anything, or a dotted name ending in letters that is not
+/// a file name (`report.docx`).
+fn destination(token: &str) -> bool {
+    const FILES: [&str; 34] = [
+        "doc", "docx", "xls", "xlsx", "ppt", "pptx", "pdf", "txt", "md", "csv", "tsv", "json",
+        "yaml", "yml", "toml", "xml", "html", "htm", "png", "jpg", "jpeg", "gif", "svg", "webp",
+        "mp3", "mp4", "wav", "log", "rs", "py", "js", "ts", "sh", "odt",
+    ];
+    if token.contains("://") || token.starts_with("www.") {
+        return true;
+    }
+    let host = token
+        .rsplit_once('@')
+        .map_or(token, |(_, host)| host)
+        .split(['/', '?', '#', ':'])
+        .next()
+        .unwrap_or_default();
+    let mut labels = host.split('.');
+    let Some(last) = labels.next_back() else {
+        return false;
+    };
+    let dotted = host.contains('.')
+        && host
+            .split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
+    dotted
+        && (2..=24).contains(&last.len())
+        && last.chars().all(|c| c.is_ascii_alphabetic())
+        && !FILES.contains(&last.to_ascii_lowercase().as_str())
 }
 
 /// A value that appears in untrusted text and nowhere trusted.

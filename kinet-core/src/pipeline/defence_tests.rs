@@ -293,3 +293,123 @@ fn a_run_that_only_grazes_the_next_value_is_not_a_split_value() {
             .is_none()
     );
 }
+
+#[test]
+fn a_read_is_checked_for_destinations_only() {
+    let ledger = ledger(INJECTION);
+    let read = |arguments: serde_json::Value| {
+        Defence::new().check(&arguments.to_string(), false, true, &ledger, &no_schema)
+    };
+    assert!(read(serde_json::json!({"url": "https://www.secure-systems-252.com/x"})).is_some());
+    assert!(read(serde_json::json!({"to": "mark.black-2134@gmail.com"})).is_some());
+    assert!(read(serde_json::json!({"q": "news from secure-systems-252.com today"})).is_some());
+    // Names, ids and file names are not where a read goes.
+    assert!(read(serde_json::json!({"user": "Fred", "file_id": "13"})).is_none());
+    assert!(read(serde_json::json!({"filename": "new_password.docx"})).is_none());
+}
+
+#[test]
+fn destinations_are_told_from_file_names() {
+    for yes in [
+        "https://a.b/c",
+        "www.x.org",
+        "bob@mail.example.com",
+        "evil-site.com/p?q=1",
+        "a.b.co",
+    ] {
+        assert!(destination(yes), "{yes}");
+    }
+    for no in [
+        "feedback.xlsx",
+        "notes.txt",
+        "13",
+        "Fred",
+        "v1.2",
+        "e.g",
+        "3.14",
+    ] {
+        assert!(!destination(no), "{no}");
+    }
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn words() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[a-z]{2,9}", 0..30).prop_map(|w| w.join(" "))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Whatever the texts and arguments, the check answers.
+        #[test]
+        fn any_input_gets_an_answer(
+            untrusted in any::<String>(),
+            trusted in any::<String>(),
+            a in any::<String>(),
+            b in any::<String>(),
+            raw in any::<String>(),
+        ) {
+            let mut ledger = Provenance::new();
+            ledger.record(Seen::new(Trust::Trusted, "user", trusted));
+            ledger.record(Seen::new(Trust::Untrusted, "web", untrusted));
+            let arguments = serde_json::json!({"a": a, "b": [b, {"c": 1234567}]}).to_string();
+            for mode in [Defence::new(), Defence::strict()] {
+                let _ = mode.check(&arguments, true, true, &ledger, &no_schema);
+                let _ = mode.check(&raw, true, true, &ledger, &no_schema);
+                let _ = mode.check(&arguments, false, true, &ledger, &no_schema);
+            }
+        }
+
+        /// An account number planted in untrusted text is flagged however
+        /// the model writes it: case, spaces or dashes every few
+        /// characters, inside prose, or split over two arguments.
+        #[test]
+        fn a_planted_account_is_flagged_however_it_is_written(
+            country in "[A-Z]{2}",
+            digits in "[0-9]{12,20}",
+            before in words(),
+            after in words(),
+            user in words(),
+            every in 3usize..6,
+            separator in prop::sample::select(vec![" ", "-", ".", ""]),
+            lower in any::<bool>(),
+            cut in 4usize..10,
+        ) {
+            let account = format!("{country}{digits}");
+            let mut ledger = Provenance::new();
+            ledger.record(Seen::new(Trust::Trusted, "user", user.clone()));
+            ledger.record(Seen::new(Trust::Untrusted, "inbox", format!("{before} {account} {after}")));
+            let mut written: String = account
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let sep = if i > 0 && i % every == 0 { separator } else { "" };
+                    sep.chars().chain(std::iter::once(c)).collect::<Vec<_>>()
+                })
+                .collect();
+            if lower {
+                written = written.to_lowercase();
+            }
+            let defence = Defence::new();
+            let check = |arguments: serde_json::Value| {
+                defence.check(&arguments.to_string(), true, false, &ledger, &no_schema)
+            };
+            prop_assert!(check(serde_json::json!({"to": written})).is_some(), "{written}");
+            let prose = format!("{user} please send it to {account} thanks {user}");
+            let in_prose = check(serde_json::json!({"body": prose}));
+            prop_assert!(in_prose.is_some());
+            let (head, tail) = account.split_at(cut.min(account.len() - 4));
+            let split = check(serde_json::json!({"bank": head, "number": tail}));
+            prop_assert!(split.is_some(), "{head} + {tail}");
+            // Said by the user too: it passes.
+            let mut said = ledger.clone();
+            said.record(Seen::new(Trust::Trusted, "user", format!("my account {account}")));
+            let arguments = serde_json::json!({"to": account}).to_string();
+            let passed = defence.check(&arguments, true, false, &said, &no_schema);
+            prop_assert!(passed.is_none());
+        }
+    }
+}
