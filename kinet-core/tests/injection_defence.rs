@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use common::{QueueConfirm, collect, result_text};
+use common::{Delegate, QueueConfirm, collect, result_text};
 use kinet_core::confirm::{ApprovalPolicy, ConfirmDecision};
 use kinet_core::pipeline::Defence;
 use kinet_core::provenance::Trust;
@@ -18,7 +18,6 @@ use kinet_core::session::{
     ForkPoint, JournalEntry, Session, SessionInfo, SessionStore, StoreError, StoreJournal,
 };
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet_core::tool::SubAgentRequest;
 use kinet_core::{
     Agent, AgentEvent, Conversation, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput,
 };
@@ -308,45 +307,6 @@ async fn the_ledger_survives_resume_and_a_fork_before_the_mail_forgets_it() {
         loaded.provenance.untrusted_source(ATTACKER),
         Some("read_mail")
     );
-}
-
-#[derive(Deserialize, JsonSchema)]
-struct DelegateArgs {
-    prompt: String,
-}
-
-struct Delegate;
-
-#[async_trait::async_trait]
-impl Tool for Delegate {
-    type Args = DelegateArgs;
-    fn name(&self) -> &str {
-        "delegate"
-    }
-    fn description(&self) -> &str {
-        "Runs a sub-agent."
-    }
-    // A local helper, so the parent's call is not checked: the sub-agent's
-    // own check is what this test is about.
-    fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::read_only()
-    }
-    async fn call(&self, args: DelegateArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let spawner = ctx
-            .spawner()
-            .ok_or_else(|| ToolError::failed("no sub-agents"))?;
-        let report = spawner
-            .run(
-                SubAgentRequest {
-                    prompt: args.prompt,
-                    description: None,
-                    engine: None,
-                },
-                ctx,
-            )
-            .await?;
-        Ok(ToolOutput::text(report.text))
-    }
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -429,44 +429,6 @@ async fn tool_sources_are_told_the_models_window() {
     assert_eq!(*seen.0.lock().unwrap(), [Some(50_000)]);
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct DelegateArgs {
-    prompt: String,
-}
-
-/// Runs a sub-agent through the context's spawner.
-struct Delegate;
-
-#[async_trait::async_trait]
-impl Tool for Delegate {
-    type Args = DelegateArgs;
-    fn name(&self) -> &str {
-        "delegate"
-    }
-    fn description(&self) -> &str {
-        "Runs a sub-agent."
-    }
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only()
-    }
-    async fn call(&self, args: DelegateArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let spawner = ctx
-            .spawner()
-            .ok_or_else(|| ToolError::failed("sub-agents are not available"))?;
-        let report = spawner
-            .run(
-                SubAgentRequest {
-                    prompt: args.prompt,
-                    description: None,
-                    engine: None,
-                },
-                ctx,
-            )
-            .await?;
-        Ok(ToolOutput::text(report.text))
-    }
-}
-
 #[tokio::test]
 async fn sub_agents_cannot_mutate_and_their_events_are_tagged() {
     let timeline = Timeline::default();

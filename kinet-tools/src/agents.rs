@@ -128,10 +128,18 @@ pub struct MemberStatus {
 
 type Reply = Result<String, String>;
 
+/// A message to a member, with what the lead's model had read when it
+/// wrote it, and where the answer goes.
+type Letter = (
+    String,
+    kinet_core::provenance::Provenance,
+    oneshot::Sender<Reply>,
+);
+
 struct Member {
     role: String,
     engine: Option<String>,
-    inbox: mpsc::Sender<(String, oneshot::Sender<Reply>)>,
+    inbox: mpsc::Sender<Letter>,
     task: JoinHandle<()>,
     state: Arc<Mutex<(usize, bool)>>,
     /// Its history, as of its last reply (for sessions).
@@ -288,7 +296,7 @@ impl Team {
     ) -> Result<(), ToolError> {
         let shared_history = Arc::new(Mutex::new(history.clone()));
         let task_history = Arc::clone(&shared_history);
-        let (inbox, mut messages) = mpsc::channel::<(String, oneshot::Sender<Reply>)>(16);
+        let (inbox, mut messages) = mpsc::channel::<Letter>(16);
         let state = Arc::new(Mutex::new((0usize, false)));
         let stop = self
             .stop
@@ -298,13 +306,16 @@ impl Team {
         let task_state = Arc::clone(&state);
         let task = tokio::spawn(async move {
             let mut conversation = history;
-            while let Some((message, reply)) = tokio::select! {
+            while let Some((message, read, reply)) = tokio::select! {
                 message = messages.recv() => message,
                 _ = stop.cancelled() => None,
             } {
                 if let Ok(mut state) = task_state.lock() {
                     state.1 = true;
                 }
+                // The lead's model wrote the message: the member knows what
+                // that model read and does not take it as the user's.
+                conversation.provenance.absorb(&read);
                 conversation.push_user(message);
                 let outcome = agent.run(conversation.clone(), stop.child_token()).await;
                 let answer = match &outcome.stop {
@@ -385,7 +396,12 @@ impl Team {
                 .and_then(|m| m.get(name).map(|member| member.inbox.clone()));
             let (reply, answer) = oneshot::channel();
             match inbox {
-                Some(inbox) if inbox.send((message.to_owned(), reply)).await.is_ok() => {
+                Some(inbox)
+                    if inbox
+                        .send((message.to_owned(), ctx.provenance().clone(), reply))
+                        .await
+                        .is_ok() =>
+                {
                     pending.push((name.clone(), Some(answer)));
                 }
                 _ => pending.push((name.clone(), None)),

@@ -221,6 +221,28 @@ impl Provenance {
         child
     }
 
+    /// Takes in what `other` holds that this ledger does not, and marks the
+    /// next input as written by a model: for a conversation that another
+    /// agent's model writes to (a team member messaged by its lead).
+    pub fn absorb(&mut self, other: &Provenance) {
+        let held: std::collections::HashSet<(Trust, &str, &str)> = self
+            .inner
+            .seen
+            .iter()
+            .map(|s| (s.trust, s.source.as_str(), s.text.as_str()))
+            .collect();
+        let new: Vec<Seen> = other
+            .seen()
+            .iter()
+            .filter(|s| !held.contains(&(s.trust, s.source.as_str(), s.text.as_str())))
+            .cloned()
+            .collect();
+        for seen in new {
+            self.record(seen);
+        }
+        self.set_input_from_model(true);
+    }
+
     pub(crate) fn input_from_model(&self) -> bool {
         self.inner.input_from_model
     }
@@ -768,6 +790,19 @@ mod tests {
         ledger.record(seen);
         assert!(!ledger.said_by_trusted("US133000000121212121212"));
         assert!(ledger.said_by_trusted("today"));
+    }
+
+    #[test]
+    fn absorbing_adds_what_is_new_once_and_marks_the_input() {
+        let mut lead = Provenance::new();
+        lead.record(Seen::new(Trust::Untrusted, "web", "evil.example.com"));
+        let mut member = Provenance::new();
+        member.record(Seen::new(Trust::Trusted, "user", "hello"));
+        member.absorb(&lead);
+        member.absorb(&lead);
+        assert_eq!(member.seen().len(), 2);
+        assert!(member.input_from_model());
+        assert_eq!(member.untrusted_source("evil.example.com"), Some("web"));
     }
 
     #[test]

@@ -167,16 +167,16 @@ impl Defence {
 
     /// No defence: nothing checked, nothing recorded.
     pub fn off() -> Self {
-        Self::new().mode_set(DefenceMode::Off)
+        Self::new().with_mode(DefenceMode::Off)
     }
 
     /// [`DefenceMode::Strict`].
     pub fn strict() -> Self {
-        Self::new().mode_set(DefenceMode::Strict)
+        Self::new().with_mode(DefenceMode::Strict)
     }
 
     /// Sets the mode.
-    pub fn mode_set(mut self, mode: DefenceMode) -> Self {
+    pub fn with_mode(mut self, mode: DefenceMode) -> Self {
         self.mode = mode;
         self
     }

@@ -274,3 +274,41 @@ pub fn assert_paired(outcome: &RunOutcome) {
         );
     }
 }
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct DelegateArgs {
+    prompt: String,
+}
+
+/// Runs a sub-agent through the context's spawner.
+pub struct Delegate;
+
+#[async_trait::async_trait]
+impl Tool for Delegate {
+    type Args = DelegateArgs;
+    fn name(&self) -> &str {
+        "delegate"
+    }
+    fn description(&self) -> &str {
+        "Runs a sub-agent."
+    }
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        kinet_core::ToolAnnotations::read_only()
+    }
+    async fn call(&self, args: DelegateArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let spawner = ctx
+            .spawner()
+            .ok_or_else(|| ToolError::failed("sub-agents are not available"))?;
+        let report = spawner
+            .run(
+                kinet_core::tool::SubAgentRequest {
+                    prompt: args.prompt,
+                    description: None,
+                    engine: None,
+                },
+                ctx,
+            )
+            .await?;
+        Ok(ToolOutput::text(report.text))
+    }
+}

@@ -131,7 +131,10 @@ impl Session {
         let (id, mut conversation, saved) = match id {
             Some(id) => match self.conversations.load(&id) {
                 Ok(Some(conversation)) => {
-                    let saved = conversation.messages.clone();
+                    let saved = (
+                        conversation.messages.clone(),
+                        conversation.provenance.seen().len(),
+                    );
                     (id, conversation, Some(saved))
                 }
                 Ok(None) => return error_result(format!("no conversation `{id}` in this session")),
@@ -188,10 +191,13 @@ impl Session {
                 "conversation `{id}` was taken over by another reply while this one ran (its claim expired); this reply was not saved: send it again"
             ));
         }
-        if let Err(error) = self
-            .conversations
-            .save(&id, &outcome.conversation, saved.as_deref())
-        {
+        if let Err(error) = self.conversations.save(
+            &id,
+            &outcome.conversation,
+            saved
+                .as_ref()
+                .map(|(messages, seen)| (&messages[..], *seen)),
+        ) {
             return error_result(error);
         }
         match stop {
