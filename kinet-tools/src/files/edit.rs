@@ -262,6 +262,12 @@ impl Tool for EditFileTool {
         DESCRIPTION
     }
 
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        // Changes a file in the workspace, nothing outside the machine; its
+        // output (the edit made) is no one else's text.
+        kinet_core::ToolAnnotations::default().open_world(false)
+    }
+
     async fn confirm_summary(&self, args: &EditFileArgs, ctx: &ToolCtx) -> Option<String> {
         let place = ctx.workspace_path(&args.path).ok()?;
         let args = EditFileArgs {

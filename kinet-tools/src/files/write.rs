@@ -102,6 +102,14 @@ impl Tool for WriteFileTool {
         DESCRIPTION
     }
 
+    fn annotations(&self) -> kinet_core::ToolAnnotations {
+        // Writes a file in the workspace, nothing outside the machine; the
+        // same content twice leaves the same file.
+        kinet_core::ToolAnnotations::default()
+            .idempotent(true)
+            .open_world(false)
+    }
+
     async fn confirm_summary(&self, args: &WriteFileArgs, ctx: &ToolCtx) -> Option<String> {
         let place = ctx.workspace_path(&args.path).ok()?;
         let content = args.content.clone();
