@@ -282,6 +282,9 @@ impl<'a> Batch<'a> {
             };
             let Some((index, joined)) = next else { break };
             in_flight.retain(|&i| i != index);
+            // A task that panicked or was aborted: its result is kinet's
+            // own text, not the tool's.
+            let ran = joined.is_ok();
             let (result, elapsed) = match joined {
                 Ok(done) => done,
                 Err(join_error) if join_error.is_panic() => (
@@ -297,7 +300,7 @@ impl<'a> Batch<'a> {
                 ),
                 Err(_) => (Err(not_run(&RunStop::Cancelled)), Duration::ZERO),
             };
-            if self.finish(index, result, elapsed, true).await {
+            if self.finish(index, result, elapsed, ran).await {
                 // A fatal error: stop the siblings still running.
                 phase_cancel.cancel();
             }

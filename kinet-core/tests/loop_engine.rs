@@ -13,7 +13,7 @@ use kinet_core::hook::HookError;
 use kinet_core::message::ToolCall;
 use kinet_core::provider::ChatRequest;
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
-use kinet_core::tool::{DynTool, SubAgentRequest, ToolErrorKind, ToolSource, TruncationPolicy};
+use kinet_core::tool::{DynTool, ToolErrorKind, ToolSource, TruncationPolicy};
 use kinet_core::{
     Agent, AgentEvent, ApprovalPolicy, Conversation, Message, RunStop, Tool, ToolCtx, ToolError,
     ToolOutput,

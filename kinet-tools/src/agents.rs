@@ -96,13 +96,15 @@ impl Tool for DispatchAgentTool {
 }
 
 /// What the four team tools say about themselves. The team is the agent's
-/// own: no approval. One team call at a time, alone in its turn; not keyed,
-/// because a keyed lock is shared with the members' own runs and a member
-/// calling a team tool would wait on it.
+/// own: no approval. Open-world all the same: the members' replies carry
+/// whatever they read (web pages, mail), so they are untrusted text for the
+/// injection defence. One team call at a time, alone in its turn; not
+/// keyed, because a keyed lock is shared with the members' own runs and a
+/// member calling a team tool would wait on it.
 macro_rules! team_tool_traits {
     () => {
         fn annotations(&self) -> kinet_core::ToolAnnotations {
-            kinet_core::ToolAnnotations::local_write()
+            kinet_core::ToolAnnotations::local_write().open_world(true)
         }
         fn mutating(&self, _: &Self::Args) -> bool {
             false

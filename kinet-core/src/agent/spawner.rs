@@ -49,8 +49,13 @@ impl EngineSpawner {
         };
         let mut config = (**base).clone();
         let policy = self.parent.run.pipeline.policy().for_sub_agent();
+        let defence = self.parent.run.pipeline.defence().clone();
         let run = config.run_mut();
-        run.pipeline = std::mem::take(&mut run.pipeline).with_policy(policy);
+        // The parent's rules, also on a named engine: its trust rules and
+        // unattended setting are the host's.
+        run.pipeline = std::mem::take(&mut run.pipeline)
+            .with_policy(policy)
+            .with_defence(defence);
         // A sub-agent's own history is not the session's: the parent
         // journals the sub-agent's result as its tool call's result.
         run.journal = None;

@@ -43,9 +43,10 @@ pub struct Seen {
     pub source: String,
     /// The text, as the model read it.
     pub text: String,
-    /// For trusted tool output: the call's own argument values (folded).
-    /// What a tool echoes back of its arguments is not taken as said by a
-    /// trusted source, so a model cannot launder a value through a tool.
+    /// For trusted tool output: the call's own argument values. What a
+    /// tool echoes back of its arguments (any 6 characters in a row, any
+    /// word) is not taken as said by a trusted source, so a model cannot
+    /// launder a value through a tool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub echoed: Vec<String>,
 }
@@ -87,7 +88,7 @@ pub struct Provenance {
 struct Ledger {
     seen: Vec<Seen>,
     untrusted: Side,
-    trusted: Side,
+    trusted: TrustedSide,
     /// The next input was written by a model (a sub-agent's task), so it
     /// is not recorded as the user's.
     input_from_model: bool,
@@ -199,16 +200,10 @@ impl Provenance {
     pub fn record(&mut self, seen: Seen) {
         let ledger = Arc::make_mut(&mut self.inner);
         let index = u32::try_from(ledger.seen.len()).unwrap_or(u32::MAX);
-        let side = match seen.trust {
-            Trust::Untrusted => &mut ledger.untrusted,
-            Trust::Trusted => &mut ledger.trusted,
-        };
-        side.add(
-            index,
-            &seen.text,
-            &seen.echoed,
-            seen.trust == Trust::Trusted,
-        );
+        match seen.trust {
+            Trust::Untrusted => ledger.untrusted.add(index, &seen.text),
+            Trust::Trusted => ledger.trusted.add(&seen.text, &seen.echoed),
+        }
         ledger.seen.push(seen);
     }
 
@@ -261,13 +256,10 @@ impl Provenance {
         self.source_of(index)
     }
 
-    /// Whether the user or a trusted source said `value` (compared folded).
+    /// Whether the user or a trusted source said `value` (compared folded,
+    /// at word boundaries).
     pub fn said_by_trusted(&self, value: &str) -> bool {
-        let folded = fold(value);
-        self.inner
-            .trusted
-            .find(&folded.compact, folded.words())
-            .is_some()
+        self.inner.trusted.holds(&fold(value))
     }
 
     /// [`untrusted_source`](Self::untrusted_source) of a folded value.
@@ -280,12 +272,8 @@ impl Provenance {
     }
 
     /// [`said_by_trusted`](Self::said_by_trusted) of a folded value.
-    pub(crate) fn trusted_holds<'a>(
-        &self,
-        compact: &str,
-        words: impl Iterator<Item = &'a str>,
-    ) -> bool {
-        self.inner.trusted.find(compact, words).is_some()
+    pub(crate) fn trusted_holds(&self, value: &Folded) -> bool {
+        self.inner.trusted.holds(value)
     }
 
     /// Whether the untrusted side holds this window of folded text.
@@ -302,33 +290,16 @@ impl Provenance {
 }
 
 impl Side {
-    fn add(&mut self, index: u32, text: &str, echoed: &[String], trusted: bool) {
+    fn add(&mut self, index: u32, text: &str) {
         let folded = fold(text);
-        let echoed: Vec<&str> = echoed
-            .iter()
-            .map(String::as_str)
-            .filter(|e| e.len() >= 2)
-            .collect();
-        // "June 13" does not vouch for a file id `13`.
-        let dates = if trusted {
-            date_parts(text)
-        } else {
-            Vec::new()
-        };
         for word in folded.words() {
-            if echoed.iter().any(|e| e.contains(word)) || dates.iter().any(|d| d == word) {
-                continue;
-            }
             self.words.entry(word_key(word)).or_insert(index);
         }
-        // The folded text less what the call echoed of its arguments.
-        for piece in cut(&folded.compact, &echoed) {
-            for gram in piece.as_bytes().windows(GRAM) {
-                self.grams.insert(gram_key(gram));
-            }
-            if !piece.is_empty() {
-                self.folded.push((index, piece.to_owned()));
-            }
+        for gram in folded.compact.as_bytes().windows(GRAM) {
+            self.grams.insert(gram_key(gram));
+        }
+        if !folded.compact.is_empty() {
+            self.folded.push((index, folded.compact));
         }
     }
 
@@ -433,16 +404,110 @@ fn date_parts(text: &str) -> Vec<String> {
     parts
 }
 
-/// `text` split around every occurrence of the `echoed` values.
-fn cut<'a>(text: &'a str, echoed: &[&str]) -> Vec<&'a str> {
-    let mut pieces = vec![text];
-    for value in echoed {
-        pieces = pieces
-            .into_iter()
-            .flat_map(|piece| piece.split(value))
-            .collect();
+/// The trusted side of the index: text kept with a space between words,
+/// so a value is vouched for only where it stands as whole words (a
+/// landlord's name does not vouch for `to@mylandlordanna.de`).
+#[derive(Clone, Default)]
+struct TrustedSide {
+    /// Whole words and joined digit groups.
+    words: HashSet<u64, Fast>,
+    /// Every 6-byte window of the spaced text.
+    grams: HashSet<u64, Fast>,
+    /// The spaced text, in pieces.
+    pieces: Vec<String>,
+}
+
+impl TrustedSide {
+    /// Adds trusted text, less what it echoes of `echoed` (the call's own
+    /// argument values: every 6-byte window and every word they share)
+    /// and less the numbers of its dates ("June 13" does not vouch for a
+    /// file id `13`).
+    fn add(&mut self, text: &str, echoed: &[String]) {
+        let folded = fold(text);
+        let dates = date_parts(text);
+        let mut echo_words: HashSet<&str> = HashSet::new();
+        let mut echo_grams: HashSet<u64, Fast> = HashSet::default();
+        let echoed: Vec<Folded> = echoed.iter().map(|e| fold(e)).collect();
+        for value in &echoed {
+            echo_words.extend(value.words().filter(|w| !w.is_empty()));
+            for gram in value.spaced().as_bytes().windows(GRAM) {
+                echo_grams.insert(gram_key(gram));
+            }
+        }
+        let excluded = |word: &str| echo_words.contains(word) || dates.iter().any(|d| d == word);
+        for word in folded.words().filter(|w| !excluded(w)) {
+            self.words.insert(word_key(word));
+        }
+        // The spaced text with the excluded words and echoed windows cut
+        // out; joined digit groups as pieces of their own.
+        let spaced = folded.spaced();
+        let bytes = spaced.as_bytes();
+        let mut cut = vec![false; bytes.len()];
+        let mut at = 1;
+        for word in folded.atoms.iter().map(|&(a, b)| &folded.compact[a..b]) {
+            if excluded(word) {
+                cut[at..at + word.len()].iter_mut().for_each(|c| *c = true);
+            }
+            at += word.len() + 1;
+        }
+        if !echo_grams.is_empty() {
+            for (i, gram) in bytes.windows(GRAM).enumerate() {
+                if echo_grams.contains(&gram_key(gram)) {
+                    cut[i..i + GRAM].iter_mut().for_each(|c| *c = true);
+                }
+            }
+        }
+        let mut start = None;
+        for i in 0..=bytes.len() {
+            match (i < bytes.len() && !cut[i], start) {
+                (true, None) => start = Some(i),
+                (false, Some(from)) => {
+                    self.piece(&spaced[from..i]);
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        for group in folded.groups().filter(|g| !excluded(g)) {
+            self.piece(&format!(" {group} "));
+        }
     }
-    pieces
+
+    fn piece(&mut self, piece: &str) {
+        if piece.trim().is_empty() {
+            return;
+        }
+        for gram in piece.as_bytes().windows(GRAM) {
+            self.grams.insert(gram_key(gram));
+        }
+        self.pieces.push(piece.to_owned());
+    }
+
+    /// Whether the value stands here as whole words: one word (or joined
+    /// digit group) looked up, several as a phrase.
+    fn holds(&self, value: &Folded) -> bool {
+        if value.compact.is_empty() {
+            return false;
+        }
+        if self.words.contains(&word_key(&value.compact)) {
+            return true;
+        }
+        if value.atoms.len() < 2 {
+            return false;
+        }
+        let phrase = value.spaced();
+        let bytes = phrase.as_bytes();
+        if bytes.len() >= GRAM
+            && !bytes
+                .windows(GRAM)
+                .all(|gram| self.grams.contains(&gram_key(gram)))
+        {
+            return false;
+        }
+        self.pieces
+            .iter()
+            .any(|piece| piece.contains(phrase.as_str()))
+    }
 }
 
 /// Text folded for comparison.
@@ -450,28 +515,42 @@ fn cut<'a>(text: &'a str, echoed: &[&str]) -> Vec<&'a str> {
 pub(crate) struct Folded {
     /// The letters and digits, lower case, in order.
     pub(crate) compact: String,
-    /// The words (maximal runs of letters and digits), and digit groups
-    /// written with separators ("US13 3000 0001", "10,000") joined: ranges
-    /// of `compact`.
-    words: Vec<(usize, usize)>,
-    /// Those joined digit groups alone.
+    /// The words (maximal runs of letters and digits): ranges of `compact`.
+    atoms: Vec<(usize, usize)>,
+    /// Digit groups written with separators ("US13 3000 0001", "10,000"),
+    /// joined: ranges of `compact`.
     groups: Vec<(usize, usize)>,
 }
 
 impl Folded {
-    /// The words, joined digit groups among them.
+    /// The words, then the joined digit groups.
     pub(crate) fn words(&self) -> impl Iterator<Item = &str> + Clone {
-        self.words.iter().map(|&(a, b)| &self.compact[a..b])
+        self.atoms
+            .iter()
+            .chain(&self.groups)
+            .map(|&(a, b)| &self.compact[a..b])
     }
 
-    /// How many words (joined digit groups among them).
+    /// How many words and joined digit groups.
     pub(crate) fn word_count(&self) -> usize {
-        self.words.len()
+        self.atoms.len() + self.groups.len()
     }
 
     /// The joined digit groups.
     pub(crate) fn groups(&self) -> impl Iterator<Item = &str> + Clone {
         self.groups.iter().map(|&(a, b)| &self.compact[a..b])
+    }
+
+    /// The words with one space between them and around them: a value
+    /// matches a trusted text only at word boundaries.
+    fn spaced(&self) -> String {
+        let mut out = String::with_capacity(self.compact.len() + self.atoms.len() + 1);
+        out.push(' ');
+        for &(a, b) in &self.atoms {
+            out.push_str(&self.compact[a..b]);
+            out.push(' ');
+        }
+        out
     }
 }
 
@@ -495,11 +574,13 @@ pub(crate) fn fold(text: &str) -> Folded {
             take(c.to_ascii_lowercase(), &mut out);
         }
     } else {
-        for c in decoded.nfkc() {
-            if is_ignorable(c) {
+        // Compatibility decomposition, then accents and other combining
+        // marks dropped (`ḿ`, `m` + U+0301 and `m` fold alike).
+        for c in decoded.nfkd() {
+            if is_ignorable(c) || unicode_normalization::char::is_combining_mark(c) {
                 continue;
             }
-            for c in c.to_lowercase() {
+            for c in latin_look_alike(c).to_lowercase() {
                 take(latin_look_alike(c), &mut out);
             }
         }
@@ -546,7 +627,7 @@ impl Words {
                 self.group_words = 1;
             }
         }
-        out.words.push((start, end));
+        out.atoms.push((start, end));
         self.gap = 0;
         self.gap_joins = true;
     }
@@ -554,7 +635,6 @@ impl Words {
     fn flush(&mut self, out: &mut Folded) {
         if self.group_words > 1 {
             out.groups.push(self.group);
-            out.words.push(self.group);
         }
         self.group_words = 0;
     }
@@ -645,13 +725,29 @@ fn is_ignorable(c: char) -> bool {
         '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
         | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
-        | '\u{FFA0}' | '\u{E0000}'..='\u{E007F}')
+        | '\u{FFA0}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
 /// Lower-case Cyrillic and Greek letters that look like Latin ones, as the
 /// Latin letter.
 fn latin_look_alike(c: char) -> char {
     match c {
+        // Capitals whose lower case looks like another Latin letter.
+        'Η' | 'Н' => 'h',
+        'Ν' => 'n',
+        'Μ' | 'М' => 'm',
+        'Ζ' => 'z',
+        'Υ' => 'y',
+        'Ρ' | 'Р' => 'p',
+        'Β' | 'В' => 'b',
+        'Κ' | 'К' => 'k',
+        'Τ' | 'Т' => 't',
+        'Χ' | 'Х' => 'x',
+        'Ι' | 'І' | 'ı' => 'i',
+        'ɑ' => 'a',
+        'ɡ' => 'g',
+        'օ' => 'o',
+        'ս' => 'u',
         'а' | 'α' => 'a',
         'в' | 'β' => 'b',
         'с' | 'ϲ' => 'c',
@@ -697,6 +793,17 @@ fn gram_key(gram: &[u8]) -> u64 {
     key
 }
 
+/// A random key for this process.
+fn seed() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    })
+}
+
 /// A hasher for keys that are already hashes or packed bytes: one
 /// multiply.
 #[derive(Default)]
@@ -712,6 +819,8 @@ impl Hasher for MixHasher {
         }
     }
     fn write_u64(&mut self, value: u64) {
+        // Keyed per process, so text cannot be written to collide.
+        let value = value ^ seed();
         self.0 = (value ^ (value >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
@@ -731,6 +840,10 @@ mod tests {
             "fred9246&#64;gmail&#x2E;com",
             "%2566red9246@gmail.com",
             "frеd9246@gmail.com", // Cyrillic е
+            "FRЕD9246@GMAIL.COM", // Cyrillic Е
+            "fréd9246@gmail.com",
+            "fre\u{301}d9246@gmail.com",
+            "fred9246@gmaıl.com", // dotless ı
         ] {
             assert_eq!(fold(variant).compact, plain.compact, "{variant}");
         }

@@ -69,7 +69,7 @@
 use serde_json::Value;
 
 use crate::data::output::{ToolError, ToolErrorKind};
-use crate::data::provenance::{GRAM, Provenance, Seen, Trust, fold};
+use crate::data::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 use crate::data::spec::ToolAnnotations;
 
 /// How the defence treats acting calls.
@@ -253,9 +253,8 @@ impl Defence {
             let value: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
             let mut echoed = Vec::new();
             leaves(&value, &mut String::new(), &mut |_, text, _| {
-                let compact = fold(text).compact;
-                if compact.len() >= 2 {
-                    echoed.push(compact);
+                if !text.trim().is_empty() {
+                    echoed.push(text.to_owned());
                 }
             });
             seen.echoed = echoed;
@@ -279,6 +278,13 @@ impl Defence {
             return;
         }
         let fresh = ledger.seen().is_empty();
+        if ledger.input_from_model() {
+            // A sub-agent or team member: its task, and its system prompt
+            // when a model wrote that too (a member's role), are not the
+            // user's.
+            ledger.set_input_from_model(false);
+            return;
+        }
         if !system_prompt.trim().is_empty()
             && !ledger
                 .seen()
@@ -286,10 +292,6 @@ impl Defence {
                 .any(|s| s.source == "system" && s.text == system_prompt)
         {
             ledger.record(Seen::new(Trust::Trusted, "system", system_prompt));
-        }
-        if ledger.input_from_model() {
-            ledger.set_input_from_model(false);
-            return;
         }
         let start = if fresh {
             0
@@ -305,7 +307,7 @@ impl Defence {
                     let text = message.text();
                     // A compaction's summary (written by the model from
                     // everything it read) is not the user's.
-                    let own = match text.split_once("[End of the summary]") {
+                    let own = match text.rsplit_once("[End of the summary]") {
                         Some((_, own)) => own.to_owned(),
                         None if text.starts_with("[Summary of the earlier conversation") => {
                             String::new()
@@ -413,7 +415,7 @@ fn provenance_rule(
         let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
         if short {
             joined.push(&folded.compact);
-            if let Some(f) = flag(ledger, path, text, &folded.compact, folded.words()) {
+            if let Some(f) = flag(ledger, path, text, &folded) {
                 // Asked only now: the schema costs more than the check.
                 if listed(text) {
                     return;
@@ -425,17 +427,16 @@ fn provenance_rule(
         // Identifier tokens, and their hosts.
         for token in text.split_whitespace() {
             let token = token.trim_matches(|c: char| !c.is_alphanumeric());
-            if token.is_empty()
-                || (short && token == text.trim())
-                || !identifier(token)
-                || small_number(token)
-                || date_or_time(token)
+            if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token)
             {
                 continue;
             }
-            for candidate in std::iter::once(token).chain(hosts(token)) {
+            // A short value's whole token was compared above; its host not.
+            let whole = short && token == text.trim();
+            let token_itself = (!whole).then_some(token);
+            for candidate in token_itself.into_iter().chain(hosts(token)) {
                 let folded = fold(candidate);
-                if let Some(f) = flag(ledger, path, candidate, &folded.compact, folded.words()) {
+                if let Some(f) = flag(ledger, path, candidate, &folded) {
                     found = Some(f);
                     return;
                 }
@@ -445,7 +446,7 @@ fn provenance_rule(
         if !short {
             for group in folded.groups() {
                 if !small_number(group)
-                    && let Some(f) = flag(ledger, path, group, group, std::iter::once(group))
+                    && let Some(f) = flag(ledger, path, group, &fold(group))
                 {
                     found = Some(f);
                     return;
@@ -526,7 +527,7 @@ fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
             }
             for candidate in std::iter::once(token).chain(hosts(token)) {
                 let folded = fold(candidate);
-                if let Some(f) = flag(ledger, path, candidate, &folded.compact, folded.words()) {
+                if let Some(f) = flag(ledger, path, candidate, &folded) {
                     found = Some(f);
                     return;
                 }
@@ -548,10 +549,14 @@ fn destination(token: &str) -> bool {
     if token.contains("://") || token.starts_with("www.") {
         return true;
     }
-    let host = token
+    let authority = token
+        .split(['/', '?', '#', '\\'])
+        .next()
+        .unwrap_or_default();
+    let host = authority
         .rsplit_once('@')
-        .map_or(token, |(_, host)| host)
-        .split(['/', '?', '#', ':'])
+        .map_or(authority, |(_, host)| host)
+        .split(':')
         .next()
         .unwrap_or_default();
     let mut labels = host.split('.');
@@ -569,15 +574,9 @@ fn destination(token: &str) -> bool {
 }
 
 /// A value that appears in untrusted text and nowhere trusted.
-fn flag<'a>(
-    ledger: &Provenance,
-    path: &str,
-    shown: &str,
-    compact: &str,
-    words: impl Iterator<Item = &'a str> + Clone,
-) -> Option<Finding> {
-    let index = ledger.untrusted_index(compact, words.clone())?;
-    if ledger.trusted_holds(compact, words) {
+fn flag(ledger: &Provenance, path: &str, shown: &str, value: &Folded) -> Option<Finding> {
+    let index = ledger.untrusted_index(&value.compact, value.words())?;
+    if ledger.trusted_holds(value) {
         return None;
     }
     Some(Finding {
@@ -615,7 +614,7 @@ fn joined_run(joined: &Joined, ledger: &Provenance) -> Option<Finding> {
         if run_end - start >= JOINED_RUN
             && joined.spans_values(start, run_end)
             && let Some(run) = joined.text.get(start..run_end)
-            && let Some(f) = flag(ledger, "(several arguments)", run, run, std::iter::empty())
+            && let Some(f) = flag(ledger, "(several arguments)", run, &fold(run))
         {
             return Some(f);
         }
@@ -644,9 +643,9 @@ fn small_number(text: &str) -> bool {
 }
 
 /// `2024-05-19`, `19/05/2024`, `10:30`, `2024-05-19 10:30:00`,
-/// `2024-05-19T10:30:00Z`: digit groups split by date and time separators,
-/// a four-digit year first or last and every other group of two digits
-/// at most (so phone numbers and account numbers are not dates).
+/// `2024-05-19T10:30:00Z`: a date (year 1900-2100, month, day, in either
+/// order) and/or a time (hours, minutes, seconds), every group in range,
+/// so phone numbers, account numbers and addresses are not dates.
 fn date_or_time(text: &str) -> bool {
     let text = text.trim();
     if text.is_empty()
@@ -656,20 +655,30 @@ fn date_or_time(text: &str) -> bool {
     {
         return false;
     }
-    let groups: Vec<usize> = text
+    let groups: Vec<&str> = text
         .split(|c: char| !c.is_ascii_digit())
         .filter(|g| !g.is_empty())
-        .map(str::len)
         .collect();
-    if groups.len() < 2 || groups.len() > 8 {
-        return false;
-    }
-    let small = |g: &[usize]| g.iter().all(|&n| n <= 2);
-    match groups.as_slice() {
-        [4, rest @ ..] => small(rest),
-        [first @ .., 4] if first.len() == 2 => small(first),
-        // Times, and a date with a time after it.
-        all if small(&all[..2]) => all.iter().all(|&n| n <= 2 || n == 4),
+    let number = |g: &str| g.parse::<u32>().unwrap_or(u32::MAX);
+    let year = |g: &str| g.len() == 4 && (1900..=2100).contains(&number(g));
+    let upto = |g: &str, max: u32| g.len() <= 2 && number(g) <= max;
+    let date = |g: &[&str]| match g {
+        [y, m, d] if year(y) => upto(m, 12) && upto(d, 31) && number(m) > 0 && number(d) > 0,
+        [d, m, y] if year(y) => upto(m, 12) && upto(d, 31) && number(m) > 0 && number(d) > 0,
+        _ => false,
+    };
+    let time = |g: &[&str]| {
+        matches!(g.len(), 2 | 3)
+            && upto(g[0], 23)
+            && g[1..]
+                .iter()
+                .all(|part| part.len() == 2 && number(part) <= 59)
+    };
+    match groups.len() {
+        2 => time(&groups) && text.contains(':'),
+        3 => date(&groups) || (time(&groups) && text.contains(':')),
+        // A date with a time, and perhaps a zone offset.
+        5..=8 => date(&groups[..3]) && time(&groups[3..groups.len().min(6)]),
         _ => false,
     }
 }
@@ -684,22 +693,32 @@ fn identifier(token: &str) -> bool {
 }
 
 /// The host of a URL, address or domain, with and without `www.`, and its
-/// last two labels.
+/// last two labels. The authority is cut out first (up to `/ ? # \\`),
+/// then user info and port inside it, so `evil.com/?d=x@y` is `evil.com`.
 fn hosts(token: &str) -> Vec<&str> {
-    let rest = token.split_once("://").map_or(token, |(_, rest)| rest);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
-    let host = rest
-        .split(['/', '?', '#', ':', '\\'])
-        .next()
-        .unwrap_or_default();
-    if !host.contains('.') || host == token {
-        // A bare domain is compared whole already; its parts below.
-        if host.contains('.') {
-            return registrable(host).into_iter().collect();
-        }
+    let (scheme, rest) = match token.split_once("://") {
+        Some((_, rest)) => (true, rest),
+        None => (false, token),
+    };
+    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
+    let at = authority.rsplit_once('@');
+    let host = at.map_or(authority, |(_, host)| host);
+    let host = if host.starts_with('[') {
+        // An IPv6 literal: up to its closing bracket.
+        host.split_once(']')
+            .map_or(host, |(inside, _)| inside.trim_start_matches('['))
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() || (host == token && !host.contains('.')) {
         return Vec::new();
     }
-    let mut out = vec![host];
+    let mut out = Vec::new();
+    // A bare domain is compared whole already; a host inside a URL or an
+    // address is compared on its own, dotted or not (`http://3627734734/`).
+    if host != token && (scheme || at.is_some() || host.contains('.')) {
+        out.push(host);
+    }
     if let Some(bare) = host.strip_prefix("www.") {
         out.push(bare);
     }

@@ -240,7 +240,17 @@ fn dates_and_times_are_exempt_but_phone_numbers_are_not() {
     ] {
         assert!(date_or_time(date), "{date}");
     }
-    for other in ["555-123-4567", "US13 3000", "13", "1234-5678-9012-3456"] {
+    for other in [
+        "555-123-4567",
+        "US13 3000",
+        "13",
+        "1234-5678-9012-3456",
+        "+33 6 12 34 56 78",
+        "0170 12 34 56",
+        "10.10.10.10",
+        "2024-13-45",
+        "99:99",
+    ] {
         assert!(!date_or_time(other), "{other}");
     }
 }
@@ -412,4 +422,30 @@ mod properties {
             prop_assert!(passed.is_none());
         }
     }
+}
+
+#[test]
+fn a_short_url_value_has_its_host_checked_and_user_info_does_not_hide_it() {
+    for url in [
+        "https://secure-systems-252.com/hunter2",
+        "https://www.secure-systems-252.com/?d=SECRET@x",
+        "secure-systems-252.com/?d=S@x",
+        "http://user@secure-systems-252.com:8080/p",
+    ] {
+        assert!(
+            flagged(serde_json::json!({ "url": url })).is_some(),
+            "{url}"
+        );
+        let read = Defence::new().check(
+            &serde_json::json!({ "url": url }).to_string(),
+            false,
+            true,
+            &ledger(INJECTION),
+            &no_schema,
+        );
+        assert!(read.is_some(), "read {url}");
+    }
+    assert_eq!(hosts("https://evil.com/?d=SECRET@x"), ["evil.com"]);
+    assert_eq!(hosts("http://3627734734/x"), ["3627734734"]);
+    assert_eq!(hosts("http://[::1]:80/"), ["::1"]);
 }
