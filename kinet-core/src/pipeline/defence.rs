@@ -433,13 +433,9 @@ fn provenance_rule(
             }
             // A short value's whole token was compared above; its host not.
             let whole = short && token == text.trim();
-            let token_itself = (!whole).then_some(token);
-            for candidate in token_itself.into_iter().chain(hosts(token)) {
-                let folded = fold(candidate);
-                if let Some(f) = flag(ledger, path, candidate, &folded) {
-                    found = Some(f);
-                    return;
-                }
+            if let Some(f) = flag_token(ledger, path, token, !whole) {
+                found = Some(f);
+                return;
             }
         }
         // Digit groups written with separators inside long values.
@@ -525,12 +521,9 @@ fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
             if found.is_some() || !destination(token) {
                 continue;
             }
-            for candidate in std::iter::once(token).chain(hosts(token)) {
-                let folded = fold(candidate);
-                if let Some(f) = flag(ledger, path, candidate, &folded) {
-                    found = Some(f);
-                    return;
-                }
+            if let Some(f) = flag_token(ledger, path, token, true) {
+                found = Some(f);
+                return;
             }
         }
     });
@@ -571,6 +564,15 @@ fn destination(token: &str) -> bool {
         && (2..=24).contains(&last.len())
         && last.chars().all(|c| c.is_ascii_alphabetic())
         && !FILES.contains(&last.to_ascii_lowercase().as_str())
+}
+
+/// [`flag`] for a token (unless `itself` is false) and then for its hosts.
+fn flag_token(ledger: &Provenance, path: &str, token: &str, itself: bool) -> Option<Finding> {
+    itself
+        .then_some(token)
+        .into_iter()
+        .chain(hosts(token))
+        .find_map(|candidate| flag(ledger, path, candidate, &fold(candidate)))
 }
 
 /// A value that appears in untrusted text and nowhere trusted.
