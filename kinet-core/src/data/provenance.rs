@@ -7,10 +7,13 @@
 //! input, and the injection defence (`pipeline::defence`) asks it whether
 //! a value in an acting call's arguments came from untrusted text.
 //!
-//! Text is compared after folding: Unicode NFKC, lower case, Cyrillic and
+//! Text is compared after folding: Unicode compatibility decomposition
+//! (NFKD) with accents and other combining marks dropped, lower case, Cyrillic and
 //! Greek look-alikes mapped to Latin, zero-width characters dropped,
 //! percent-escapes and numeric HTML entities decoded; then only letters and
 //! digits count ("US13 3000-0001" and "us1330000001" are the same value).
+//! Untrusted text holds a value wherever its letters and digits occur in a
+//! row; trusted text vouches for it only where it stands as whole words.
 //! A ledger keeps an index of what it holds (6-byte windows and whole
 //! words), so a question costs the same however much text it holds.
 
@@ -569,7 +572,7 @@ pub(crate) fn fold(text: &str) -> Folded {
         }
     };
     if decoded.is_ascii() {
-        // ASCII is its own NFKC form and has no look-alikes to map.
+        // ASCII is its own NFKD form and has no marks or look-alikes.
         for c in decoded.chars() {
             take(c.to_ascii_lowercase(), &mut out);
         }
