@@ -39,6 +39,7 @@ pub enum Trust {
 
 /// One piece of text the model read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Seen {
     /// Whether its author is trusted.
     pub trust: Trust,
