@@ -55,9 +55,10 @@
 //! - Free text in long values (a message body, a file's content) is
 //!   compared only by its identifier tokens: an attacker's prose copied
 //!   into an e-mail body is not flagged, an address or link in it is.
-//! - Small numbers (under seven digits: amounts, counts) and dates and
-//!   times are not compared; an injected amount sent to a recipient the
-//!   user named passes.
+//! - Small numbers (under seven digits) given as JSON numbers or inside
+//!   longer text (amounts, counts), and dates and times, are not compared;
+//!   an injected amount sent to a recipient the user named passes. The
+//!   same digits as a whole string value (an id such as `"13"`) are.
 //! - Object keys are not compared, only values; booleans are not.
 //! - A value of one or two letters or digits is compared as a whole word
 //!   (`13` is found in "file 13", not in "2130"); the user saying it in a
