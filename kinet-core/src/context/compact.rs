@@ -172,11 +172,16 @@ pub(crate) async fn compact(
     Ok(Some(done))
 }
 
+/// How the text that replaces summarised turns opens, and how it ends (the
+/// user's message goes on after it).
+pub(crate) const SUMMARY_OPENS: &str = "[Summary of the earlier conversation";
+pub(crate) const SUMMARY_ENDS: &str = "[End of the summary]";
+
 /// The text that replaces the summarised turns: the summary, then the
 /// user's own words verbatim as far as they fit in a tenth of the window.
 fn summary_text(head: &[Message], summary: &str, window: u64) -> String {
     let mut text = format!(
-        "[Summary of the earlier conversation, written to save context]\n{}",
+        "{SUMMARY_OPENS}, written to save context]\n{}",
         summary.trim()
     );
     let budget = (window as usize * 4) / 10;
@@ -187,7 +192,7 @@ fn summary_text(head: &[Message], summary: &str, window: u64) -> String {
                 let text = text_of(content);
                 // A message that opens with an earlier summary: its own
                 // words follow the summary's end.
-                match text.split_once("[End of the summary]") {
+                match text.split_once(SUMMARY_ENDS) {
                     Some((_, own)) => Some(own.trim().to_owned()).filter(|t| !t.is_empty()),
                     None => Some(text),
                 }
@@ -212,7 +217,9 @@ fn summary_text(head: &[Message], summary: &str, window: u64) -> String {
             text.push_str(said);
         }
     }
-    text.push_str("\n[End of the summary]\n\n");
+    text.push('\n');
+    text.push_str(SUMMARY_ENDS);
+    text.push_str("\n\n");
     text
 }
 

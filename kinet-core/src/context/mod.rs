@@ -28,7 +28,7 @@ use crate::data::message::{ContentPart, Message};
 use crate::data::spec::ToolSpec;
 
 pub use compact::Compaction;
-pub(crate) use compact::{Model, Request, compact};
+pub(crate) use compact::{Model, Request, SUMMARY_ENDS, SUMMARY_OPENS, compact};
 
 /// Writes the summary that replaces older turns.
 #[async_trait]

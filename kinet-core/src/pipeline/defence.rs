@@ -69,6 +69,7 @@
 
 use serde_json::Value;
 
+use crate::context::{SUMMARY_ENDS, SUMMARY_OPENS};
 use crate::data::output::{ToolError, ToolErrorKind};
 use crate::data::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 use crate::data::spec::ToolAnnotations;
@@ -308,11 +309,9 @@ impl Defence {
                     let text = message.text();
                     // A compaction's summary (written by the model from
                     // everything it read) is not the user's.
-                    let own = match text.rsplit_once("[End of the summary]") {
+                    let own = match text.rsplit_once(SUMMARY_ENDS) {
                         Some((_, own)) => own.to_owned(),
-                        None if text.starts_with("[Summary of the earlier conversation") => {
-                            String::new()
-                        }
+                        None if text.starts_with(SUMMARY_OPENS) => String::new(),
                         None => text,
                     };
                     if !own.trim().is_empty() {
@@ -543,24 +542,13 @@ fn destination(token: &str) -> bool {
     if token.contains("://") || token.starts_with("www.") {
         return true;
     }
-    let authority = token
-        .split(['/', '?', '#', '\\'])
-        .next()
-        .unwrap_or_default();
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host)
-        .split(':')
-        .next()
-        .unwrap_or_default();
-    let mut labels = host.split('.');
-    let Some(last) = labels.next_back() else {
+    let (_, _, host) = host_part(token);
+    let Some((_, last)) = host.rsplit_once('.') else {
         return false;
     };
-    let dotted = host.contains('.')
-        && host
-            .split('.')
-            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
+    let dotted = host
+        .split('.')
+        .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
     dotted
         && (2..=24).contains(&last.len())
         && last.chars().all(|c| c.is_ascii_alphabetic())
@@ -699,6 +687,28 @@ fn identifier(token: &str) -> bool {
 /// last two labels. The authority is cut out first (up to `/ ? # \\`),
 /// then user info and port inside it, so `evil.com/?d=x@y` is `evil.com`.
 fn hosts(token: &str) -> Vec<&str> {
+    let (scheme, user, host) = host_part(token);
+    if host.is_empty() || (host == token && !host.contains('.')) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    // A bare domain is compared whole already; a host inside a URL or an
+    // address is compared on its own, dotted or not (`http://3627734734/`).
+    if host != token && (scheme || user || host.contains('.')) {
+        out.push(host);
+    }
+    if let Some(bare) = host.strip_prefix("www.") {
+        out.push(bare);
+    }
+    out.extend(registrable(host));
+    out
+}
+
+/// The host in a URL, address or domain: after the scheme, before the
+/// path, query or fragment, after any user info, without the port (an IPv6
+/// literal without its brackets); with whether there was a scheme and user
+/// info.
+fn host_part(token: &str) -> (bool, bool, &str) {
     let (scheme, rest) = match token.split_once("://") {
         Some((_, rest)) => (true, rest),
         None => (false, token),
@@ -707,26 +717,12 @@ fn hosts(token: &str) -> Vec<&str> {
     let at = authority.rsplit_once('@');
     let host = at.map_or(authority, |(_, host)| host);
     let host = if host.starts_with('[') {
-        // An IPv6 literal: up to its closing bracket.
         host.split_once(']')
             .map_or(host, |(inside, _)| inside.trim_start_matches('['))
     } else {
         host.split(':').next().unwrap_or_default()
     };
-    if host.is_empty() || (host == token && !host.contains('.')) {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    // A bare domain is compared whole already; a host inside a URL or an
-    // address is compared on its own, dotted or not (`http://3627734734/`).
-    if host != token && (scheme || at.is_some() || host.contains('.')) {
-        out.push(host);
-    }
-    if let Some(bare) = host.strip_prefix("www.") {
-        out.push(bare);
-    }
-    out.extend(registrable(host));
-    out
+    (scheme, at.is_some(), host)
 }
 
 fn registrable(host: &str) -> Option<&str> {
