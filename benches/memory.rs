@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use kinet::memory::embed::EmbedError;
 use kinet::memory::model::{NewRecord, RecallMode};
-use kinet::memory::{Embedder, MemoryConfig, MemoryStore, RecallQuery, SharedMemory};
+use kinet::memory::{Embedder, MemoryConfig, MemoryStore, RecallQuery, Scope, SharedMemory};
 
 const DIMS: usize = 384;
 const QUERIES: usize = 200;
@@ -222,7 +222,7 @@ fn measure(
                 .map(|i| {
                     let q = RecallQuery::new(query(i)).limit(K);
                     let start = Instant::now();
-                    let recall = rt.block_on(store.recall(&q)).unwrap();
+                    let recall = rt.block_on(store.recall(&Scope::EMPTY, &q)).unwrap();
                     let elapsed = start.elapsed().as_secs_f64() * 1e3;
                     assert_eq!(recall.mode == RecallMode::Hybrid, hybrid, "{label}");
                     assert!(!recall.hits.is_empty(), "{label}: {}", q.text);
@@ -238,7 +238,7 @@ fn measure(
     let found: Vec<Vec<i64>> = (0..EXACT_QUERIES)
         .map(|q| {
             let recall = rt
-                .block_on(store.recall(&RecallQuery::new(vector_query(q)).limit(K)))
+                .block_on(store.recall(&Scope::EMPTY, &RecallQuery::new(vector_query(q)).limit(K)))
                 .unwrap();
             recall.hits.iter().map(|h| h.id).collect()
         })
@@ -256,7 +256,7 @@ fn insert(rt: &tokio::runtime::Runtime, name: &str, store: &SharedMemory, record
             let batch: Vec<NewRecord> = (batch * 1000..((batch + 1) * 1000).min(records))
                 .map(|i| NewRecord::new("bench", "user", text(i)))
                 .collect();
-            store.add_records(&batch).await.unwrap();
+            store.add_records(&Scope::EMPTY, &batch).await.unwrap();
         }
     });
     let elapsed = start.elapsed().as_secs_f64();
@@ -378,7 +378,8 @@ fn main() {
         let store = open(Some(Arc::new(SeededEmbedder)));
         insert(&rt, "kinet SQLite", &store, records);
         let start = Instant::now();
-        rt.block_on(store.recall(&RecallQuery::new("x"))).unwrap();
+        rt.block_on(store.recall(&Scope::EMPTY, &RecallQuery::new("x")))
+            .unwrap();
         println!(
             "kinet SQLite vector index load (first recall): {:.1} s",
             start.elapsed().as_secs_f64()

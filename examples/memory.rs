@@ -19,6 +19,7 @@ use kinet::core::provider::from_env;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::memory::{
     BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    Scope,
 };
 use kinet::{Agent, AgentEvent};
 use serde_json::json;
@@ -36,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
         },
     )
     .await?;
-    let first_run = store.record_count().await? == 0;
+    let first_run = store.record_count(&Scope::EMPTY).await? == 0;
     println!(
         "memory file: {} ({})",
         path.display(),

@@ -15,7 +15,7 @@ use kinet::mcp::oauth::{
 use kinet::mcp::{Discovery, HubSettings, McpHub, ServerState};
 use kinet::memory::{
     BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
-    SqliteSessionStore,
+    Scope, SqliteSessionStore,
 };
 use kinet::tools::LocalPack;
 use kinet::tools::shell::ShellTool;
@@ -113,7 +113,7 @@ pub async fn open(
     out.line(&format!(
         "memory   {} ({} records)",
         db.display(),
-        memory.record_count().await.unwrap_or(0)
+        memory.record_count(&Scope::EMPTY).await.unwrap_or(0)
     ));
 
     // Sessions: a journal written as the run goes, resumable by id.

@@ -10,6 +10,7 @@ use kinet::Agent;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::memory::{
     BlockSpec, BlocksHook, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Model2VecEmbedder,
+    Scope,
 };
 use serde_json::json;
 
@@ -46,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
         .await;
     println!("{}", outcome.final_text().unwrap_or_default());
     // A later process (another agent, another day) sees the block:
-    for block in store.blocks().await? {
+    for block in store.blocks(&Scope::EMPTY).await? {
         println!("[{}] {}", block.label, block.value);
     }
     Ok(())

@@ -12,20 +12,26 @@ use crate::model::{
     Block, BlockEdit, BlockSpec, Hit, NewRecord, NewTriple, Recall, RecallMode, RecallQuery,
     Triple, TripleQuery,
 };
+use crate::scope::Scope;
 
 /// Where an agent's memory lives: session facts, labelled blocks, history
-/// records with recall, and knowledge-graph triples.
+/// records with recall, and knowledge-graph triples, each belonging to a
+/// [`Scope`].
 ///
 /// The tools ([`MemoryPack`](crate::MemoryPack)) and hooks
 /// ([`BlocksHook`](crate::BlocksHook), [`HistoryHook`](crate::HistoryHook))
 /// take any backend as an `Arc<dyn MemoryBackend>` (a backend converts
-/// with `.into()`). Two ship with the crate: [`MemoryStore`](crate::MemoryStore),
-/// one embedded SQLite file (the default), and, with the `postgres`
-/// feature, [`PostgresMemory`](crate::postgres::PostgresMemory) for many
-/// processes and machines on one database. Both pass the same conformance
-/// suite (`kinet-memory/tests/conformance`).
+/// with `.into()`) and the scope the host gives them. Two ship with the
+/// crate: [`MemoryStore`](crate::MemoryStore), one embedded SQLite file
+/// (the default), and, with the `postgres` feature,
+/// [`PostgresMemory`](crate::postgres::PostgresMemory) for many processes
+/// and machines on one database. Both pass the same conformance suite
+/// (`kinet-memory/tests/conformance`).
 ///
 /// What every implementation must do:
+/// - every method reads and writes only what its `scope` may see (see
+///   [`Scope`]), filtering inside the store's own queries, so no ranking,
+///   limit or id lookup can reach another scope's rows;
 /// - writes are durable once the call returns, and concurrent writers
 ///   (tasks, processes) lose nothing: a block edit reads and writes in one
 ///   transaction;
@@ -40,67 +46,123 @@ pub trait MemoryBackend: Send + Sync + std::fmt::Debug {
     fn embedder(&self) -> Option<&Arc<dyn Embedder>>;
 
     /// Sets a session fact.
-    async fn set_fact(&self, session: &str, key: &str, value: &str) -> Result<(), MemoryError>;
+    async fn set_fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), MemoryError>;
     /// A session fact.
-    async fn fact(&self, session: &str, key: &str) -> Result<Option<String>, MemoryError>;
+    async fn fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+    ) -> Result<Option<String>, MemoryError>;
     /// All facts of a session, by key.
-    async fn facts(&self, session: &str) -> Result<Vec<(String, String)>, MemoryError>;
+    async fn facts(
+        &self,
+        scope: &Scope,
+        session: &str,
+    ) -> Result<Vec<(String, String)>, MemoryError>;
 
-    /// Creates a block if it does not exist (an existing block keeps its
-    /// content; its limit, flag and description are updated).
-    async fn define_block(&self, spec: BlockSpec) -> Result<(), MemoryError>;
-    /// Every block, by label.
-    async fn blocks(&self) -> Result<Vec<Block>, MemoryError>;
-    /// Applies `edit` to a block in one transaction and returns the block
-    /// as written.
-    async fn edit_block(&self, label: &str, edit: BlockEdit) -> Result<Block, MemoryError>;
+    /// Creates a block in `scope` if it does not exist there (an existing
+    /// block keeps its content; its limit, flags and description are
+    /// updated). A [shared](BlockSpec::shared) block is seen by every scope
+    /// inside `scope`.
+    async fn define_block(&self, scope: &Scope, spec: BlockSpec) -> Result<(), MemoryError>;
+    /// Every block `scope` sees, by label: its own, shared ones of wider
+    /// scopes, and the store's templates.
+    async fn blocks(&self, scope: &Scope) -> Result<Vec<Block>, MemoryError>;
+    /// Applies `edit` to the block `scope` sees under `label`, in one
+    /// transaction, and returns the block as written. A template's block
+    /// is written into `scope` on its first edit; a shared block is
+    /// edited where it was defined.
+    async fn edit_block(
+        &self,
+        scope: &Scope,
+        label: &str,
+        edit: BlockEdit,
+    ) -> Result<Block, MemoryError>;
 
     /// Stores records in one transaction, embedding them in one batch first
     /// (an embedder failure stores them without vectors: full-text recall
     /// still finds them). Returns their ids, in order.
-    async fn add_records(&self, records: &[NewRecord]) -> Result<Vec<i64>, MemoryError>;
-    /// How many records are stored.
-    async fn record_count(&self) -> Result<i64, MemoryError>;
-    /// Ranks records for the query, and current triples that mention its
-    /// words.
-    async fn recall(&self, query: &RecallQuery) -> Result<Recall, MemoryError>;
+    async fn add_records(
+        &self,
+        scope: &Scope,
+        records: &[NewRecord],
+    ) -> Result<Vec<i64>, MemoryError>;
+    /// How many records `scope` holds.
+    async fn record_count(&self, scope: &Scope) -> Result<i64, MemoryError>;
+    /// Ranks `scope`'s records for the query, and its current triples that
+    /// mention the query's words.
+    async fn recall(&self, scope: &Scope, query: &RecallQuery) -> Result<Recall, MemoryError>;
 
     /// Adds a triple and returns it with the objects it superseded (their
     /// `valid_to` is set; nothing is deleted). Adding a triple that is
-    /// already current changes nothing but the supersession.
-    async fn add_triple(&self, triple: NewTriple) -> Result<(Triple, Vec<String>), MemoryError>;
-    /// Ends a triple; returns whether it was current.
-    async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError>;
-    /// Triples matching every given field (case-insensitive), current ones
-    /// first, newest first, at most 200.
-    async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError>;
+    /// already current changes nothing but the supersession. Supersession
+    /// stays inside `scope`.
+    async fn add_triple(
+        &self,
+        scope: &Scope,
+        triple: NewTriple,
+    ) -> Result<(Triple, Vec<String>), MemoryError>;
+    /// Ends a triple of `scope`; returns whether it was current (a triple
+    /// of another scope is not found).
+    async fn invalidate_triple(&self, scope: &Scope, id: i64) -> Result<bool, MemoryError>;
+    /// `scope`'s triples matching every given field (case-insensitive),
+    /// current ones first, newest first, at most 200.
+    async fn query_triples(
+        &self,
+        scope: &Scope,
+        query: TripleQuery,
+    ) -> Result<Vec<Triple>, MemoryError>;
 
     /// Records one message or tool result outside any turn.
-    async fn add_record(&self, session: &str, role: &str, text: &str) -> Result<i64, MemoryError> {
+    async fn add_record(
+        &self,
+        scope: &Scope,
+        session: &str,
+        role: &str,
+        text: &str,
+    ) -> Result<i64, MemoryError> {
         let ids = self
-            .add_records(&[NewRecord::new(session, role, text)])
+            .add_records(scope, &[NewRecord::new(session, role, text)])
             .await?;
         ids.into_iter().next().ok_or(MemoryError::Closed)
     }
 
     /// Replaces the one occurrence of `old` in a block with `new`.
-    async fn block_replace(&self, label: &str, old: &str, new: &str) -> Result<Block, MemoryError> {
+    async fn block_replace(
+        &self,
+        scope: &Scope,
+        label: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<Block, MemoryError> {
         let edit = BlockEdit::Replace {
             old: old.to_owned(),
             new: new.to_owned(),
         };
-        self.edit_block(label, edit).await
+        self.edit_block(scope, label, edit).await
     }
 
     /// Appends text (on a new line) to a block.
-    async fn block_append(&self, label: &str, text: &str) -> Result<Block, MemoryError> {
-        self.edit_block(label, BlockEdit::Append(text.to_owned()))
+    async fn block_append(
+        &self,
+        scope: &Scope,
+        label: &str,
+        text: &str,
+    ) -> Result<Block, MemoryError> {
+        self.edit_block(scope, label, BlockEdit::Append(text.to_owned()))
             .await
     }
 
     /// Sets a block's whole content (host use; ignores the read-only flag).
-    async fn set_block(&self, label: &str, value: &str) -> Result<(), MemoryError> {
-        self.edit_block(label, BlockEdit::Set(value.to_owned()))
+    async fn set_block(&self, scope: &Scope, label: &str, value: &str) -> Result<(), MemoryError> {
+        self.edit_block(scope, label, BlockEdit::Set(value.to_owned()))
             .await
             .map(|_| ())
     }

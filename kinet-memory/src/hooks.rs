@@ -13,6 +13,7 @@ use kinet_core::{Message, ToolError, ToolOutput};
 
 use crate::backend::SharedMemory;
 use crate::model::NewRecord;
+use crate::scope::Scope;
 
 /// Renders the memory blocks into each model request, at the front of the
 /// latest user message (in the request only; the history is not changed).
@@ -23,14 +24,22 @@ use crate::model::NewRecord;
 #[derive(Debug, Clone)]
 pub struct BlocksHook {
     store: SharedMemory,
+    scope: Scope,
 }
 
 impl BlocksHook {
-    /// A hook reading blocks from a backend.
+    /// A hook reading the blocks of the empty scope from a backend.
     pub fn new(memory: impl Into<SharedMemory>) -> Self {
         Self {
             store: memory.into(),
+            scope: Scope::default(),
         }
+    }
+
+    /// The same hook, rendering the blocks `scope` sees.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
     }
 }
 
@@ -39,7 +48,7 @@ impl Hook for BlocksHook {
     async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
         let blocks = self
             .store
-            .blocks()
+            .blocks(&self.scope)
             .await
             .map_err(|e| HookError(e.to_string()))?;
         if blocks.is_empty() {
@@ -134,6 +143,7 @@ impl TurnMark {
 pub struct HistoryHook {
     store: SharedMemory,
     session: String,
+    scope: Scope,
     seen: Mutex<HashSet<u64>>,
     turn: Arc<TurnMark>,
 }
@@ -148,9 +158,16 @@ impl HistoryHook {
         Self {
             store,
             session,
+            scope: Scope::default(),
             seen: Mutex::new(HashSet::new()),
             turn,
         }
+    }
+
+    /// The same hook, recording into `scope` (the empty scope by default).
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// The id of the turn in progress, as its records carry it (for a
@@ -222,7 +239,7 @@ impl Hook for HistoryHook {
         if new.is_empty() {
             return Ok(());
         }
-        match self.store.add_records(&new).await {
+        match self.store.add_records(&self.scope, &new).await {
             // Marked only once stored: a failed write is retried next turn.
             Ok(_) => {
                 if let Ok(mut seen) = self.seen.lock() {
@@ -254,7 +271,7 @@ impl Hook for HistoryHook {
             format!("{}({}) -> {text}", call.name, call.arguments),
         );
         record.turn = self.turn.current();
-        if let Err(error) = self.store.add_records(&[record]).await {
+        if let Err(error) = self.store.add_records(&self.scope, &[record]).await {
             tracing::warn!(%error, "could not record a tool result");
         }
     }

@@ -28,6 +28,14 @@
 //! Both pass one conformance suite (`tests/conformance`); a new backend
 //! should too.
 //!
+//! Everything belongs to a [`Scope`] (user, agent, conversation; set by the
+//! host on the [`MemoryPack`] and hooks, never by the model), and both
+//! backends filter by it inside their SQL: facts, records (full-text,
+//! vector and hybrid recall) and triples are seen only by the scope that
+//! wrote them; blocks too, except those defined as shared, which every
+//! scope inside theirs sees (an agent's persona for all its users). Stores
+//! written before scopes existed keep their data in the empty scope.
+//!
 //! Embedders: the bundled offline model [`Model2VecEmbedder`] (feature
 //! `model2vec`, off by default as it needs a C++ compiler; on in the
 //! `kinet` facade's `memory` feature), [`HashEmbedder`] (no weights, lexical only), and
@@ -36,7 +44,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use kinet_memory::{BlockSpec, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore};
+//! use kinet_memory::{BlockSpec, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Scope};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! let store = MemoryStore::open(
@@ -45,8 +53,9 @@
 //! )
 //! .await
 //! .unwrap();
-//! store.block_append("user_profile", "Prefers short answers.").await.unwrap();
-//! let pack = MemoryPack::new(store.clone(), "session-1");
+//! let alice = Scope::user("alice").with_agent("assistant");
+//! store.block_append(&alice, "user_profile", "Prefers short answers.").await.unwrap();
+//! let pack = MemoryPack::new(store.clone(), "session-1").scope(alice);
 //! let tools = pack.toolset(); // for the agent's toolset
 //! let history = pack.history_hook(); // for its hooks
 //! assert!(tools.static_tools().get("recall_memory").is_some());
@@ -60,6 +69,7 @@ mod hooks;
 pub mod model;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod scope;
 pub mod sessions;
 mod sqlite;
 mod tools;
@@ -73,6 +83,7 @@ pub use embed::{Embedder, HashEmbedder};
 pub use hooks::{BlocksHook, HistoryHook};
 pub use kinet_core;
 pub use model::{BlockSpec, Hit, MemoryConfig, Recall, RecallQuery};
+pub use scope::Scope;
 pub use sessions::SqliteSessionStore;
 pub use sqlite::MemoryStore;
 pub use tools::MemoryPack;

@@ -37,6 +37,14 @@ pub struct BlockSpec {
     pub description: String,
     /// Initial content.
     pub initial: String,
+    /// Seen by every scope inside the one it is defined in (an agent's
+    /// persona for all its users), instead of by that scope alone. In
+    /// [`MemoryConfig::blocks`] a shared block is defined for the empty
+    /// scope, so every scope sees it; an unshared one is a template each
+    /// scope gets its own copy of. A shared block the model may edit is a
+    /// channel between the scopes that see it: make it read-only unless
+    /// that is the point.
+    pub shared: bool,
 }
 
 impl BlockSpec {
@@ -48,7 +56,27 @@ impl BlockSpec {
             read_only: false,
             description: description.into(),
             initial: String::new(),
+            shared: false,
         }
+    }
+
+    /// The same block, read-only for the model.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// The same block, with initial content.
+    pub fn initial(mut self, text: impl Into<String>) -> Self {
+        self.initial = text.into();
+        self
+    }
+
+    /// The same block, shared by every scope inside the one it is
+    /// defined in (see the `shared` field).
+    pub fn shared(mut self) -> Self {
+        self.shared = true;
+        self
     }
 
     /// The default blocks: `user_profile` (2000 chars), `project_context`
@@ -374,6 +402,9 @@ impl NewTriple {
 pub struct MemoryConfig {
     /// The embedder for recall; `None`: full-text recall only.
     pub embedder: Option<Arc<dyn Embedder>>,
-    /// Blocks created when missing.
+    /// Blocks every scope has: an unshared one is a template (each scope
+    /// gets its own copy, with the initial content until first edited, and
+    /// the template's limit, flag and description always apply); a shared
+    /// one is created once for the empty scope if missing, and seen by all.
     pub blocks: Vec<BlockSpec>,
 }

@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use crate::MemoryError;
 use crate::backend::SharedMemory;
-use crate::hooks::{HistoryHook, TurnMark};
+use crate::hooks::{BlocksHook, HistoryHook, TurnMark};
 use crate::model::{NewTriple, RecallMode, RecallQuery, Triple, TripleQuery};
+use crate::scope::Scope;
 
 fn tool_error(error: MemoryError) -> ToolError {
     match error {
@@ -27,11 +28,17 @@ fn tool_error(error: MemoryError) -> ToolError {
 ///
 /// Install [`history_hook`](Self::history_hook) beside the tools to record
 /// the conversation for `recall_memory`; recall then leaves out the turn in
-/// progress.
+/// progress. [`blocks_hook`](Self::blocks_hook) renders the blocks the
+/// pack's scope sees.
+///
+/// Everything the tools and hooks read and write is in the pack's
+/// [`Scope`] (default: the empty scope), which the host sets with
+/// [`scope`](Self::scope); the model cannot name another one.
 #[derive(Debug, Clone)]
 pub struct MemoryPack {
     store: SharedMemory,
     session: String,
+    scope: Scope,
     turn: Arc<TurnMark>,
 }
 
@@ -43,8 +50,22 @@ impl MemoryPack {
         Self {
             store: memory.into(),
             session: session.into(),
+            scope: Scope::default(),
             turn: Arc::default(),
         }
+    }
+
+    /// The same pack reading and writing only `scope`'s memory (and the
+    /// shared blocks of scopes containing it). Set it before making the
+    /// toolset and hooks: they take the scope with them.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// A [`BlocksHook`] rendering the blocks this pack's scope sees.
+    pub fn blocks_hook(&self) -> BlocksHook {
+        BlocksHook::new(Arc::clone(&self.store)).scope(self.scope.clone())
     }
 
     /// A [`HistoryHook`] recording into the same backend and session that
@@ -55,6 +76,7 @@ impl MemoryPack {
             self.session.clone(),
             Arc::clone(&self.turn),
         )
+        .scope(self.scope.clone())
     }
 
     /// All seven tools.
@@ -269,7 +291,7 @@ impl Run<RememberFactArgs> for MemoryPack {
             return Err(ToolError::invalid_arguments("the key is empty"));
         }
         self.store
-            .set_fact(&self.session, &args.key, &args.value)
+            .set_fact(&self.scope, &self.session, &args.key, &args.value)
             .await
             .map_err(tool_error)?;
         Ok(ToolOutput::text(format!("Remembered `{}`.", args.key)))
@@ -281,7 +303,7 @@ impl Run<RecallFactArgs> for MemoryPack {
         match args.key {
             Some(key) => match self
                 .store
-                .fact(&self.session, &key)
+                .fact(&self.scope, &self.session, &key)
                 .await
                 .map_err(tool_error)?
             {
@@ -289,7 +311,7 @@ impl Run<RecallFactArgs> for MemoryPack {
                 None => {
                     let keys: Vec<String> = self
                         .store
-                        .facts(&self.session)
+                        .facts(&self.scope, &self.session)
                         .await
                         .map_err(tool_error)?
                         .into_iter()
@@ -306,7 +328,11 @@ impl Run<RecallFactArgs> for MemoryPack {
                 }
             },
             None => {
-                let facts = self.store.facts(&self.session).await.map_err(tool_error)?;
+                let facts = self
+                    .store
+                    .facts(&self.scope, &self.session)
+                    .await
+                    .map_err(tool_error)?;
                 Ok(ToolOutput::text(if facts.is_empty() {
                     "No facts stored in this session.".to_owned()
                 } else {
@@ -325,7 +351,7 @@ impl Run<MemoryReplaceArgs> for MemoryPack {
     async fn run(&self, args: MemoryReplaceArgs) -> Result<ToolOutput, ToolError> {
         let block = self
             .store
-            .block_replace(&args.label, &args.old, &args.new)
+            .block_replace(&self.scope, &args.label, &args.old, &args.new)
             .await
             .map_err(tool_error)?;
         Ok(ToolOutput::text(format!(
@@ -341,7 +367,7 @@ impl Run<MemoryAppendArgs> for MemoryPack {
     async fn run(&self, args: MemoryAppendArgs) -> Result<ToolOutput, ToolError> {
         let block = self
             .store
-            .block_append(&args.label, &args.text)
+            .block_append(&self.scope, &args.label, &args.text)
             .await
             .map_err(tool_error)?;
         Ok(ToolOutput::text(format!(
@@ -444,7 +470,11 @@ impl Run<RecallMemoryArgs> for MemoryPack {
             .limit(args.k.unwrap_or(5).min(50))
             .since(since)
             .exclude_turn(self.turn.current());
-        let recall = self.store.recall(&query).await.map_err(tool_error)?;
+        let recall = self
+            .store
+            .recall(&self.scope, &query)
+            .await
+            .map_err(tool_error)?;
         let mut text = String::new();
         if let RecallMode::FullTextOnly { reason } = &recall.mode {
             text.push_str(&format!(
@@ -490,13 +520,16 @@ impl Run<KgAddArgs> for MemoryPack {
         }
         let (triple, superseded) = self
             .store
-            .add_triple(NewTriple {
-                subject: args.subject,
-                predicate: args.predicate,
-                object: args.object,
-                source: args.source.unwrap_or_default(),
-                supersede: !args.keep_existing,
-            })
+            .add_triple(
+                &self.scope,
+                NewTriple {
+                    subject: args.subject,
+                    predicate: args.predicate,
+                    object: args.object,
+                    source: args.source.unwrap_or_default(),
+                    supersede: !args.keep_existing,
+                },
+            )
             .await
             .map_err(tool_error)?;
         let mut text = format!("Recorded {}.", format_triple(&triple));
@@ -516,12 +549,15 @@ impl Run<KgQueryArgs> for MemoryPack {
         }
         let triples = self
             .store
-            .query_triples(TripleQuery {
-                subject: args.subject,
-                predicate: args.predicate,
-                object: args.object,
-                include_history: args.include_history,
-            })
+            .query_triples(
+                &self.scope,
+                TripleQuery {
+                    subject: args.subject,
+                    predicate: args.predicate,
+                    object: args.object,
+                    include_history: args.include_history,
+                },
+            )
             .await
             .map_err(tool_error)?;
         Ok(ToolOutput::text(if triples.is_empty() {

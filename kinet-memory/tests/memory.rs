@@ -15,7 +15,7 @@ use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_memory::model::NewTriple;
 use kinet_memory::{
     BlockSpec, Embedder, HashEmbedder, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore,
-    RecallQuery, SharedMemory,
+    RecallQuery, Scope, SharedMemory,
 };
 use serde_json::json;
 
@@ -70,10 +70,16 @@ async fn the_bundled_model_recalls_paraphrases() {
         "The train to Berlin leaves at nine.",
         "Please water the tomato plants.",
     ] {
-        store.add_record("s", "user", text).await.unwrap();
+        store
+            .add_record(&Scope::EMPTY, "s", "user", text)
+            .await
+            .unwrap();
     }
     let recall = store
-        .recall(&RecallQuery::new("a young cat napping on the sofa").limit(1))
+        .recall(
+            &Scope::EMPTY,
+            &RecallQuery::new("a young cat napping on the sofa").limit(1),
+        )
         .await
         .unwrap();
     assert_eq!(recall.mode, kinet_memory::model::RecallMode::Hybrid);
@@ -97,11 +103,14 @@ async fn child_writer() {
         .unwrap();
     for i in 0..count {
         store
-            .add_record(&tag, "user", &format!("{tag} record {i}"))
+            .add_record(&Scope::EMPTY, &tag, "user", &format!("{tag} record {i}"))
             .await
             .unwrap();
         if i % 10 == 0 {
-            store.set_fact(&tag, &format!("k{i}"), "v").await.unwrap();
+            store
+                .set_fact(&Scope::EMPTY, &tag, &format!("k{i}"), "v")
+                .await
+                .unwrap();
         }
     }
 }
@@ -131,9 +140,9 @@ async fn two_processes_writing_one_file_lose_nothing() {
     let store = MemoryStore::open(&path, MemoryConfig::default())
         .await
         .unwrap();
-    assert_eq!(store.record_count().await.unwrap(), 800);
-    assert_eq!(store.facts("a").await.unwrap().len(), 40);
-    assert_eq!(store.facts("b").await.unwrap().len(), 40);
+    assert_eq!(store.record_count(&Scope::EMPTY).await.unwrap(), 800);
+    assert_eq!(store.facts(&Scope::EMPTY, "a").await.unwrap().len(), 40);
+    assert_eq!(store.facts(&Scope::EMPTY, "b").await.unwrap().len(), 40);
     assert_eq!(integrity(&path), "ok");
 }
 
@@ -170,15 +179,15 @@ async fn a_writer_killed_with_sigkill_leaves_a_sound_database() {
     let store = MemoryStore::open(&path, MemoryConfig::default())
         .await
         .unwrap();
-    let count = store.record_count().await.unwrap();
+    let count = store.record_count(&Scope::EMPTY).await.unwrap();
     assert!(count > 200, "{count}");
     store
-        .add_record("after", "user", "still writable")
+        .add_record(&Scope::EMPTY, "after", "user", "still writable")
         .await
         .unwrap();
     assert_eq!(
         store
-            .recall(&RecallQuery::new("writable"))
+            .recall(&Scope::EMPTY, &RecallQuery::new("writable"))
             .await
             .unwrap()
             .hits
@@ -209,19 +218,35 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version as usize, previous);
+        conn.execute(
+            "INSERT INTO blocks(label, value, char_limit, read_only, description, updated_at)
+             VALUES ('user_profile', 'likes tea', 100, 0, 'who', 1)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO triples(subject, predicate, object, valid_from, created_at)
+             VALUES ('api', 'runs_on', 'ec2', 1, 1)",
+            [],
+        )
+        .unwrap();
         assert!(
-            conn.prepare("SELECT holder FROM session_claims").is_err(),
-            "session claims arrive in the new version"
+            conn.prepare("SELECT scope_user FROM records").is_err(),
+            "scopes arrive in the new version"
         );
     }
     let store = open(&path, Some(Arc::new(HashEmbedder::new(64)))).await;
     assert_eq!(
-        store.fact("s", "db").await.unwrap().as_deref(),
+        store
+            .fact(&Scope::EMPTY, "s", "db")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("postgres")
     );
     assert_eq!(
         store
-            .recall(&RecallQuery::new("invoices"))
+            .recall(&Scope::EMPTY, &RecallQuery::new("invoices"))
             .await
             .unwrap()
             .hits
@@ -229,7 +254,7 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
         1
     );
     store
-        .add_triple(NewTriple::new("billing", "uses", "stripe"))
+        .add_triple(&Scope::EMPTY, NewTriple::new("billing", "uses", "stripe"))
         .await
         .unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
@@ -237,7 +262,44 @@ async fn a_file_from_the_previous_schema_version_is_migrated() {
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version as usize, kinet_memory::testing::SCHEMA_VERSION);
-    assert!(conn.prepare("SELECT holder FROM session_claims").is_ok());
+    assert!(conn.prepare("SELECT scope_user FROM records").is_ok());
+    drop(conn);
+    // What was written before scopes is the empty scope's, and only its.
+    let blocks = store.blocks(&Scope::EMPTY).await.unwrap();
+    let profile = blocks.iter().find(|b| b.label == "user_profile").unwrap();
+    assert_eq!(profile.value, "likes tea");
+    assert_eq!(
+        store
+            .query_triples(
+                &Scope::EMPTY,
+                kinet_memory::model::TripleQuery {
+                    subject: Some("api".into()),
+                    ..Default::default()
+                }
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let alice = Scope::user("alice");
+    assert!(
+        store
+            .blocks(&alice)
+            .await
+            .unwrap()
+            .iter()
+            .all(|b| b.value.is_empty())
+    );
+    assert!(store.fact(&alice, "s", "db").await.unwrap().is_none());
+    assert!(
+        store
+            .recall(&alice, &RecallQuery::new("invoices"))
+            .await
+            .unwrap()
+            .hits
+            .is_empty()
+    );
 }
 
 /// Records when each call enters and leaves the tool, holding it 50 ms so
@@ -268,7 +330,10 @@ impl kinet_core::layer::ToolLayer for Spans {
 async fn two_memory_replace_calls_in_one_turn_never_overlap() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir.path().join("agent.db"), None).await;
-    store.set_block("user_profile", "stage one").await.unwrap();
+    store
+        .set_block(&Scope::EMPTY, "user_profile", "stage one")
+        .await
+        .unwrap();
     let replace = |old: &str, new: &str| json!({"label": "user_profile", "old": old, "new": new});
     let provider = ScriptedProvider::new([
         ScriptedTurn::new()
@@ -284,7 +349,7 @@ async fn two_memory_replace_calls_in_one_turn_never_overlap() {
     let outcome = agent.run_to_completion("update").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
     // Both ran, without approval, in call order.
-    let blocks = store.blocks().await.unwrap();
+    let blocks = store.blocks(&Scope::EMPTY).await.unwrap();
     let profile = blocks.iter().find(|b| b.label == "user_profile").unwrap();
     assert_eq!(profile.value, "stage three");
     let spans = spans.0.lock().unwrap().clone();

@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use kinet_memory::model::NewRecord;
 use kinet_memory::postgres::PostgresMemory;
-use kinet_memory::{BlockSpec, Embedder, MemoryBackend, MemoryConfig, MemoryError, SharedMemory};
+use kinet_memory::{
+    BlockSpec, Embedder, MemoryBackend, MemoryConfig, MemoryError, Scope, SharedMemory,
+};
 
 /// Databases on the process-wide test cluster.
 struct Databases(&'static pg_server::PgServer);
@@ -61,17 +63,23 @@ async fn child_writer() {
         .unwrap();
     for i in 0..300 {
         memory
-            .add_records(&[NewRecord::new(
-                tag.as_str(),
-                "user",
-                format!("{tag} record {i}"),
-            )])
+            .add_records(
+                &Scope::EMPTY,
+                &[NewRecord::new(
+                    tag.as_str(),
+                    "user",
+                    format!("{tag} record {i}"),
+                )],
+            )
             .await
             .unwrap();
         if i % 10 == 0 {
-            memory.set_fact(&tag, &format!("k{i}"), "v").await.unwrap();
             memory
-                .block_append("log", &format!("{tag}-{i}"))
+                .set_fact(&Scope::EMPTY, &tag, &format!("k{i}"), "v")
+                .await
+                .unwrap();
+            memory
+                .block_append(&Scope::EMPTY, "log", &format!("{tag}-{i}"))
                 .await
                 .unwrap();
         }
@@ -98,24 +106,22 @@ async fn two_processes_writing_one_database_lose_nothing() {
     // The block must exist before the children append to it; defining it
     // also creates the schema, so one child races the other on nothing
     // but writes... and a third connection races them on migration.
-    let memory = PostgresMemory::connect(
-        &url,
-        MemoryConfig {
-            embedder: None,
-            blocks: vec![memory_block],
-        },
-    )
-    .await
-    .unwrap();
+    let memory = PostgresMemory::connect(&url, MemoryConfig::default())
+        .await
+        .unwrap();
+    memory
+        .define_block(&Scope::EMPTY, memory_block)
+        .await
+        .unwrap();
     let (mut a, mut b) = (spawn("a"), spawn("b"));
     let (a, b) = tokio::task::spawn_blocking(move || (a.wait().unwrap(), b.wait().unwrap()))
         .await
         .unwrap();
     assert!(a.success() && b.success());
-    assert_eq!(memory.record_count().await.unwrap(), 600);
-    assert_eq!(memory.facts("a").await.unwrap().len(), 30);
-    assert_eq!(memory.facts("b").await.unwrap().len(), 30);
-    let blocks = memory.blocks().await.unwrap();
+    assert_eq!(memory.record_count(&Scope::EMPTY).await.unwrap(), 600);
+    assert_eq!(memory.facts(&Scope::EMPTY, "a").await.unwrap().len(), 30);
+    assert_eq!(memory.facts(&Scope::EMPTY, "b").await.unwrap().len(), 30);
+    let blocks = memory.blocks(&Scope::EMPTY).await.unwrap();
     let log = blocks.iter().find(|b| b.label == "log").unwrap();
     assert_eq!(log.value.lines().count(), 60, "lost block appends");
 }
@@ -184,4 +190,69 @@ async fn a_server_that_is_not_there_is_named_without_the_password() {
     );
     assert!(!message.contains("s3cret"), "{message}");
     assert!(message.contains("check that the server runs"), "{message}");
+}
+
+#[tokio::test]
+async fn a_database_from_before_scopes_keeps_its_rows_in_the_empty_scope() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let url = server.url(&pg_server::fresh_database(server).await);
+    drop(
+        kinet_memory::postgres::testing::connect_at_version(&url, 1)
+            .await
+            .unwrap(),
+    );
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "INSERT INTO kinet_facts(session, key, value, updated_at) VALUES ('s', 'db', 'postgres', 1);
+             INSERT INTO kinet_records(session, role, text, created_at) VALUES ('s', 'user', 'old note about invoices', 1);
+             INSERT INTO kinet_blocks(label, value, char_limit, description, updated_at)
+                 VALUES ('user_profile', 'likes tea', 100, 'who', 1);
+             INSERT INTO kinet_triples(subject, predicate, object, valid_from, created_at)
+                 VALUES ('api', 'runs_on', 'ec2', 1, 1);",
+        )
+        .await
+        .unwrap();
+    let memory = PostgresMemory::connect(
+        &url,
+        MemoryConfig {
+            embedder: None,
+            blocks: BlockSpec::defaults(),
+        },
+    )
+    .await
+    .unwrap();
+    let empty = &Scope::EMPTY;
+    assert_eq!(
+        memory.fact(empty, "s", "db").await.unwrap().as_deref(),
+        Some("postgres")
+    );
+    let recall = memory
+        .recall(empty, &kinet_memory::RecallQuery::new("invoices api"))
+        .await
+        .unwrap();
+    assert_eq!((recall.hits.len(), recall.triples.len()), (1, 1));
+    let blocks = memory.blocks(empty).await.unwrap();
+    let profile = blocks.iter().find(|b| b.label == "user_profile").unwrap();
+    assert_eq!(profile.value, "likes tea");
+    let alice = Scope::user("alice");
+    assert!(memory.fact(&alice, "s", "db").await.unwrap().is_none());
+    let recall = memory
+        .recall(&alice, &kinet_memory::RecallQuery::new("invoices api"))
+        .await
+        .unwrap();
+    assert!(recall.hits.is_empty() && recall.triples.is_empty());
+    assert!(
+        memory
+            .blocks(&alice)
+            .await
+            .unwrap()
+            .iter()
+            .all(|b| b.value.is_empty())
+    );
 }

@@ -22,14 +22,16 @@
 //! ```no_run
 //! # async fn run() -> Result<(), kinet_memory::MemoryError> {
 //! use kinet_memory::postgres::PostgresMemory;
-//! use kinet_memory::{MemoryConfig, MemoryPack};
+//! use kinet_memory::{MemoryConfig, MemoryPack, Scope};
 //!
 //! let memory = PostgresMemory::connect(
 //!     "postgres://agent@127.0.0.1:5432/agents",
 //!     MemoryConfig::default(),
 //! )
 //! .await?;
-//! let tools = MemoryPack::new(memory, "customer-42").toolset();
+//! let tools = MemoryPack::new(memory, "conversation-42")
+//!     .scope(Scope::user("customer-42").with_agent("support"))
+//!     .toolset();
 //! # Ok(()) }
 //! ```
 
@@ -50,6 +52,7 @@ use crate::model::{
     Block, BlockEdit, BlockSpec, MemoryConfig, NewRecord, NewTriple, Recall, RecallQuery, Triple,
     TripleQuery, no_such_block,
 };
+use crate::scope::{Scope, StoredBlock, visible_blocks};
 
 /// Connections the pool keeps at most.
 const POOL_SIZE: usize = 8;
@@ -69,6 +72,8 @@ struct Inner {
     vectors: Option<(String, String)>,
     /// Where it connects, without a password.
     target: String,
+    /// The unshared blocks of [`MemoryConfig::blocks`]: every scope's own.
+    templates: Vec<BlockSpec>,
 }
 
 impl std::fmt::Debug for PostgresMemory {
@@ -164,16 +169,19 @@ impl PostgresMemory {
             None => None,
         };
         drop(client);
+        let (shared, templates): (Vec<BlockSpec>, Vec<BlockSpec>) =
+            config.blocks.into_iter().partition(|spec| spec.shared);
         let memory = Self {
             inner: Arc::new(Inner {
                 pool,
                 embedder: config.embedder,
                 vectors,
                 target,
+                templates,
             }),
         };
-        for spec in config.blocks {
-            memory.define_block(spec).await?;
+        for spec in shared {
+            memory.define_block(&Scope::default(), spec).await?;
         }
         Ok(memory)
     }
@@ -217,118 +225,167 @@ pub(crate) fn triple_from_row(row: &tokio_postgres::Row) -> Triple {
 
 const TRIPLE_COLUMNS: &str = "id, subject, predicate, object, source, valid_from, valid_to";
 
+/// The predicate of a scope's rows, on parameters `$1`, `$2`, `$3`.
+pub(crate) const SCOPED: &str = "scope_user = $1 AND scope_agent = $2 AND scope_conv = $3";
+
 #[async_trait]
 impl MemoryBackend for PostgresMemory {
     fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
         self.inner.embedder.as_ref()
     }
 
-    async fn set_fact(&self, session: &str, key: &str, value: &str) -> Result<(), MemoryError> {
+    async fn set_fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), MemoryError> {
+        let [su, sa, sc] = scope.columns();
         self.client()
             .await?
             .execute(
-                "INSERT INTO kinet_facts(session, key, value, updated_at) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (session, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                &[&session, &key, &value, &now()],
+                "INSERT INTO kinet_facts(scope_user, scope_agent, scope_conv, session, key, value, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (scope_user, scope_agent, scope_conv, session, key)
+                 DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                &[&su, &sa, &sc, &session, &key, &value, &now()],
             )
             .await
             .map_err(pg)?;
         Ok(())
     }
 
-    async fn fact(&self, session: &str, key: &str) -> Result<Option<String>, MemoryError> {
+    async fn fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let row = self
             .client()
             .await?
             .query_opt(
-                "SELECT value FROM kinet_facts WHERE session = $1 AND key = $2",
-                &[&session, &key],
+                &format!(
+                    "SELECT value FROM kinet_facts WHERE {SCOPED} AND session = $4 AND key = $5"
+                ),
+                &[&su, &sa, &sc, &session, &key],
             )
             .await
             .map_err(pg)?;
         Ok(row.map(|r| r.get(0)))
     }
 
-    async fn facts(&self, session: &str) -> Result<Vec<(String, String)>, MemoryError> {
+    async fn facts(
+        &self,
+        scope: &Scope,
+        session: &str,
+    ) -> Result<Vec<(String, String)>, MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let rows = self
             .client()
             .await?
             .query(
-                "SELECT key, value FROM kinet_facts WHERE session = $1 ORDER BY key",
-                &[&session],
+                &format!("SELECT key, value FROM kinet_facts WHERE {SCOPED} AND session = $4 ORDER BY key"),
+                &[&su, &sa, &sc, &session],
             )
             .await
             .map_err(pg)?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    async fn define_block(&self, spec: BlockSpec) -> Result<(), MemoryError> {
+    async fn define_block(&self, scope: &Scope, spec: BlockSpec) -> Result<(), MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let limit = i64::try_from(spec.limit).unwrap_or(i64::MAX);
         self.client()
             .await?
             .execute(
-                "INSERT INTO kinet_blocks(label, value, char_limit, read_only, description, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (label) DO UPDATE SET char_limit = excluded.char_limit,
-                    read_only = excluded.read_only, description = excluded.description",
-                &[&spec.label, &spec.initial, &limit, &spec.read_only, &spec.description, &now()],
+                "INSERT INTO kinet_blocks(scope_user, scope_agent, scope_conv, label, value, char_limit,
+                                          read_only, description, shared, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                 ON CONFLICT (scope_user, scope_agent, scope_conv, label) DO UPDATE SET
+                    char_limit = excluded.char_limit, read_only = excluded.read_only,
+                    description = excluded.description, shared = excluded.shared",
+                &[&su, &sa, &sc, &spec.label, &spec.initial, &limit, &spec.read_only,
+                  &spec.description, &spec.shared, &now()],
             )
             .await
             .map_err(pg)?;
         Ok(())
     }
 
-    async fn blocks(&self) -> Result<Vec<Block>, MemoryError> {
-        let rows = self
-            .client()
-            .await?
-            .query(
-                "SELECT label, value, char_limit, read_only, description FROM kinet_blocks ORDER BY label",
-                &[],
-            )
-            .await
-            .map_err(pg)?;
-        Ok(rows.iter().map(block_from_row).collect())
+    async fn blocks(&self, scope: &Scope) -> Result<Vec<Block>, MemoryError> {
+        let client = self.client().await?;
+        let rows = visible_rows(&client, scope, None, false).await?;
+        Ok(visible_blocks(scope, rows, &self.inner.templates)
+            .into_iter()
+            .map(|stored| stored.block)
+            .collect())
     }
 
-    async fn edit_block(&self, label: &str, edit: BlockEdit) -> Result<Block, MemoryError> {
+    async fn edit_block(
+        &self,
+        scope: &Scope,
+        label: &str,
+        edit: BlockEdit,
+    ) -> Result<Block, MemoryError> {
+        let templates = &self.inner.templates;
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg)?;
-        let row = tx
-            .query_opt(
-                "SELECT label, value, char_limit, read_only, description FROM kinet_blocks
-                 WHERE label = $1 FOR UPDATE",
-                &[&label],
+        // A template's row is written first, so the edit below locks it
+        // like any other (two first edits in two processes: one waits).
+        if let Some(template) = templates.iter().find(|t| t.label == label) {
+            let [su, sa, sc] = scope.columns();
+            let limit = i64::try_from(template.limit).unwrap_or(i64::MAX);
+            tx.execute(
+                "INSERT INTO kinet_blocks(scope_user, scope_agent, scope_conv, label, value, char_limit,
+                                          read_only, description, shared, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, false, $9)
+                 ON CONFLICT (scope_user, scope_agent, scope_conv, label) DO NOTHING",
+                &[&su, &sa, &sc, &template.label, &template.initial, &limit,
+                  &template.read_only, &template.description, &now()],
             )
             .await
             .map_err(pg)?;
-        let Some(row) = row else {
-            let known: Vec<String> = tx
-                .query("SELECT label FROM kinet_blocks ORDER BY label", &[])
-                .await
-                .map_err(pg)?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+        }
+        let rows = visible_rows(&tx, scope, Some(label), true).await?;
+        let visible = visible_blocks(scope, rows, templates);
+        let Some(mut stored) = visible.into_iter().find(|b| b.block.label == label) else {
+            let known: Vec<String> = visible_blocks(
+                scope,
+                visible_rows(&tx, scope, None, false).await?,
+                templates,
+            )
+            .into_iter()
+            .map(|b| b.block.label)
+            .collect();
             return Err(no_such_block(label, &known));
         };
-        let mut block = block_from_row(&row);
-        let value = edit.apply(&block)?;
+        let value = edit.apply(&stored.block)?;
+        let [su, sa, sc] = stored.scope.columns();
         tx.execute(
-            "UPDATE kinet_blocks SET value = $2, updated_at = $3 WHERE label = $1",
-            &[&label, &value, &now()],
+            &format!(
+                "UPDATE kinet_blocks SET value = $5, updated_at = $6 WHERE {SCOPED} AND label = $4"
+            ),
+            &[&su, &sa, &sc, &label, &value, &now()],
         )
         .await
         .map_err(pg)?;
         tx.commit().await.map_err(pg)?;
-        block.value = value;
-        Ok(block)
+        stored.block.value = value;
+        Ok(stored.block)
     }
 
-    async fn add_records(&self, records: &[NewRecord]) -> Result<Vec<i64>, MemoryError> {
+    async fn add_records(
+        &self,
+        scope: &Scope,
+        records: &[NewRecord],
+    ) -> Result<Vec<i64>, MemoryError> {
         if records.is_empty() {
             return Ok(Vec::new());
         }
+        let [su, sa, sc] = scope.columns();
         let texts: Vec<String> = records.iter().map(|r| r.text.clone()).collect();
         let embedded = embed_records(self.inner.embedder.as_ref(), &texts).await;
         let sessions: Vec<&str> = records.iter().map(|r| r.session.as_str()).collect();
@@ -353,13 +410,14 @@ impl MemoryBackend for PostgresMemory {
             .client()
             .await?
             .query(
-                "INSERT INTO kinet_records(session, role, text, turn, created_at, embedder, embedding)
-                 SELECT s, r, t, u, $5, $6, e
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $7::vector[])
+                "INSERT INTO kinet_records(scope_user, scope_agent, scope_conv, session, role, text, turn,
+                                           created_at, embedder, embedding)
+                 SELECT $1, $2, $3, s, r, t, u, $8, $9, e
+                 FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $10::vector[])
                       WITH ORDINALITY AS x(s, r, t, u, e, n)
                  ORDER BY n
                  RETURNING id",
-                &[&sessions, &roles, &texts, &turns, &now(), &embedder, &vectors],
+                &[&su, &sa, &sc, &sessions, &roles, &texts, &turns, &now(), &embedder, &vectors],
             )
             .await
             .map_err(pg)?;
@@ -369,27 +427,38 @@ impl MemoryBackend for PostgresMemory {
         Ok(ids)
     }
 
-    async fn record_count(&self) -> Result<i64, MemoryError> {
+    async fn record_count(&self, scope: &Scope) -> Result<i64, MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let row = self
             .client()
             .await?
-            .query_one("SELECT count(*) FROM kinet_records", &[])
+            .query_one(
+                &format!("SELECT count(*) FROM kinet_records WHERE {SCOPED}"),
+                &[&su, &sa, &sc],
+            )
             .await
             .map_err(pg)?;
         Ok(row.get(0))
     }
 
-    async fn recall(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
-        self.recall_records(query).await
+    async fn recall(&self, scope: &Scope, query: &RecallQuery) -> Result<Recall, MemoryError> {
+        self.recall_records(scope, query).await
     }
 
-    async fn add_triple(&self, triple: NewTriple) -> Result<(Triple, Vec<String>), MemoryError> {
+    async fn add_triple(
+        &self,
+        scope: &Scope,
+        triple: NewTriple,
+    ) -> Result<(Triple, Vec<String>), MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(pg)?;
-        // One writer per subject and predicate at a time, in any process.
+        // One writer per scope, subject and predicate at a time, in any
+        // process.
         tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(lower($1) || chr(31) || lower($2), 0))",
-            &[&triple.subject, &triple.predicate],
+            "SELECT pg_advisory_xact_lock(hashtextextended(
+                 $1 || chr(31) || $2 || chr(31) || $3 || chr(31) || lower($4) || chr(31) || lower($5), 0))",
+            &[&su, &sa, &sc, &triple.subject, &triple.predicate],
         )
         .await
         .map_err(pg)?;
@@ -398,11 +467,13 @@ impl MemoryBackend for PostgresMemory {
         if triple.supersede {
             superseded = tx
                 .query(
-                    "UPDATE kinet_triples SET valid_to = $4
-                     WHERE lower(subject) = lower($1) AND lower(predicate) = lower($2)
-                       AND lower(object) <> lower($3) AND valid_to IS NULL
-                     RETURNING object",
-                    &[&triple.subject, &triple.predicate, &triple.object, &at],
+                    &format!(
+                        "UPDATE kinet_triples SET valid_to = $7
+                         WHERE {SCOPED} AND lower(subject) = lower($4) AND lower(predicate) = lower($5)
+                           AND lower(object) <> lower($6) AND valid_to IS NULL
+                         RETURNING object"
+                    ),
+                    &[&su, &sa, &sc, &triple.subject, &triple.predicate, &triple.object, &at],
                 )
                 .await
                 .map_err(pg)?
@@ -414,10 +485,17 @@ impl MemoryBackend for PostgresMemory {
             .query_opt(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
-                     WHERE lower(subject) = lower($1) AND lower(predicate) = lower($2)
-                       AND lower(object) = lower($3) AND valid_to IS NULL LIMIT 1"
+                     WHERE {SCOPED} AND lower(subject) = lower($4) AND lower(predicate) = lower($5)
+                       AND lower(object) = lower($6) AND valid_to IS NULL LIMIT 1"
                 ),
-                &[&triple.subject, &triple.predicate, &triple.object],
+                &[
+                    &su,
+                    &sa,
+                    &sc,
+                    &triple.subject,
+                    &triple.predicate,
+                    &triple.object,
+                ],
             )
             .await
             .map_err(pg)?;
@@ -427,10 +505,12 @@ impl MemoryBackend for PostgresMemory {
                 let row = tx
                     .query_one(
                         &format!(
-                            "INSERT INTO kinet_triples(subject, predicate, object, source, valid_from, created_at)
-                             VALUES ($1, $2, $3, $4, $5, $5) RETURNING {TRIPLE_COLUMNS}"
+                            "INSERT INTO kinet_triples(scope_user, scope_agent, scope_conv, subject, predicate,
+                                                       object, source, valid_from, created_at)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING {TRIPLE_COLUMNS}"
                         ),
-                        &[&triple.subject, &triple.predicate, &triple.object, &triple.source, &at],
+                        &[&su, &sa, &sc, &triple.subject, &triple.predicate, &triple.object,
+                          &triple.source, &at],
                     )
                     .await
                     .map_err(pg)?;
@@ -441,33 +521,45 @@ impl MemoryBackend for PostgresMemory {
         Ok((stored, superseded))
     }
 
-    async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError> {
+    async fn invalidate_triple(&self, scope: &Scope, id: i64) -> Result<bool, MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let changed = self
             .client()
             .await?
             .execute(
-                "UPDATE kinet_triples SET valid_to = $2 WHERE id = $1 AND valid_to IS NULL",
-                &[&id, &now()],
+                &format!(
+                    "UPDATE kinet_triples SET valid_to = $5 WHERE {SCOPED} AND id = $4 AND valid_to IS NULL"
+                ),
+                &[&su, &sa, &sc, &id, &now()],
             )
             .await
             .map_err(pg)?;
         Ok(changed > 0)
     }
 
-    async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
+    async fn query_triples(
+        &self,
+        scope: &Scope,
+        query: TripleQuery,
+    ) -> Result<Vec<Triple>, MemoryError> {
+        let [su, sa, sc] = scope.columns();
         let rows = self
             .client()
             .await?
             .query(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
-                     WHERE ($1::text IS NULL OR lower(subject) = lower($1))
-                       AND ($2::text IS NULL OR lower(predicate) = lower($2))
-                       AND ($3::text IS NULL OR lower(object) = lower($3))
-                       AND ($4 OR valid_to IS NULL)
+                     WHERE {SCOPED}
+                       AND ($4::text IS NULL OR lower(subject) = lower($4))
+                       AND ($5::text IS NULL OR lower(predicate) = lower($5))
+                       AND ($6::text IS NULL OR lower(object) = lower($6))
+                       AND ($7 OR valid_to IS NULL)
                      ORDER BY valid_to IS NOT NULL, valid_from DESC, id DESC LIMIT 200"
                 ),
                 &[
+                    &su,
+                    &sa,
+                    &sc,
                     &query.subject,
                     &query.predicate,
                     &query.object,
@@ -478,6 +570,41 @@ impl MemoryBackend for PostgresMemory {
             .map_err(pg)?;
         Ok(rows.iter().map(triple_from_row).collect())
     }
+}
+
+/// The block rows `reader` may see (its own and shared ones of scopes
+/// containing it), of one label or all; `lock` takes their row locks.
+async fn visible_rows(
+    client: &impl deadpool_postgres::GenericClient,
+    reader: &Scope,
+    label: Option<&str>,
+    lock: bool,
+) -> Result<Vec<StoredBlock>, MemoryError> {
+    let [su, sa, sc] = reader.columns();
+    let rows = client
+        .query(
+            &format!(
+                "SELECT label, value, char_limit, read_only, description, shared, scope_user, scope_agent, scope_conv
+                 FROM kinet_blocks
+                 WHERE ($4::text IS NULL OR label = $4)
+                   AND (({SCOPED})
+                        OR (shared AND scope_user IN ('', $1) AND scope_agent IN ('', $2)
+                            AND scope_conv IN ('', $3)))
+                 ORDER BY label{}",
+                if lock { " FOR UPDATE" } else { "" }
+            ),
+            &[&su, &sa, &sc, &label],
+        )
+        .await
+        .map_err(pg)?;
+    Ok(rows
+        .iter()
+        .map(|row| StoredBlock {
+            block: block_from_row(row),
+            shared: row.get(5),
+            scope: Scope::from_columns(row.get(6), row.get(7), row.get(8)),
+        })
+        .collect())
 }
 
 #[doc(hidden)]

@@ -3,34 +3,42 @@
 
 use std::collections::HashMap;
 
-use super::{PostgresMemory, TRIPLE_COLUMNS, pg, triple_from_row};
+use super::{PostgresMemory, SCOPED, TRIPLE_COLUMNS, pg, triple_from_row};
 use crate::MemoryError;
 use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
 use crate::model::{Recall, RecallMode, RecallQuery, Triple};
+use crate::scope::Scope;
 
 /// A word matching more records than this is frequent (as on SQLite).
 const FREQUENT: i64 = 5_000;
 
 impl PostgresMemory {
-    pub(super) async fn recall_records(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
+    pub(super) async fn recall_records(
+        &self,
+        scope: &Scope,
+        query: &RecallQuery,
+    ) -> Result<Recall, MemoryError> {
         let (k, depth) = query.sizes();
         let terms = query_terms(&query.text);
         let since = query.since.unwrap_or(i64::MIN);
         let exclude = query.exclude_turn.as_deref();
         let (vector, text) = tokio::join!(
-            self.vector_candidates(&query.text, depth, since, exclude),
-            self.text_candidates(&query.text, depth, since, exclude)
+            self.vector_candidates(scope, &query.text, depth, since, exclude),
+            self.text_candidates(scope, &query.text, depth, since, exclude)
         );
         let (vector, mode) = vector?;
         let mut ranked = fuse(&vector, &text?);
         ranked.truncate(k);
         let ids: Vec<i64> = ranked.iter().map(|f| f.id).collect();
         let client = self.client().await?;
+        let [su, sa, sc] = scope.columns();
         let rows = client
             .query(
-                "SELECT id, session, role, text, created_at FROM kinet_records
-                 WHERE id = ANY($1) AND ($2::text IS NULL OR turn IS DISTINCT FROM $2)",
-                &[&ids, &exclude],
+                &format!(
+                    "SELECT id, session, role, text, created_at FROM kinet_records
+                     WHERE {SCOPED} AND id = ANY($4) AND ($5::text IS NULL OR turn IS DISTINCT FROM $5)"
+                ),
+                &[&su, &sa, &sc, &ids, &exclude],
             )
             .await
             .map_err(pg)?;
@@ -43,7 +51,7 @@ impl PostgresMemory {
                 Some(fused.hit(row.get(1), row.get(2), row.get(3), row.get(4)))
             })
             .collect();
-        let triples = self.triples_mentioning(&client, &terms).await?;
+        let triples = self.triples_mentioning(&client, scope, &terms).await?;
         Ok(Recall {
             hits,
             triples,
@@ -51,9 +59,14 @@ impl PostgresMemory {
         })
     }
 
-    /// The `depth` nearest records by HNSW (cosine), best first.
+    /// The `depth` nearest records of the scope by HNSW (cosine), best
+    /// first. pgvector (0.6) filters after its index search, which keeps
+    /// `ef_search` candidates of every scope: when fewer than `depth` of
+    /// them are the scope's (a small scope in a large table, or one with
+    /// fewer records than that), the scope's rows are scanned exactly.
     async fn vector_candidates(
         &self,
+        scope: &Scope,
         query: &str,
         depth: usize,
         since: i64,
@@ -77,17 +90,39 @@ impl PostgresMemory {
         .await
         .map_err(pg)?;
         let limit = i64::try_from(depth).unwrap_or(i64::MAX);
-        let rows = tx
+        let [su, sa, sc] = scope.columns();
+        let filter = format!(
+            "{SCOPED} AND embedder = {embedder} AND created_at >= $5 \
+             AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)"
+        );
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&su, &sa, &sc, &vector, &since, &exclude, &limit];
+        let mut rows = tx
             .query(
                 &format!(
-                    "SELECT id, (1 - ({expression} <=> $1))::real FROM kinet_records
-                     WHERE embedder = {embedder} AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
-                     ORDER BY {expression} <=> $1 LIMIT $4"
+                    "SELECT id, (1 - ({expression} <=> $4))::real FROM kinet_records
+                     WHERE {filter} ORDER BY {expression} <=> $4 LIMIT $7"
                 ),
-                &[&vector, &since, &exclude, &limit],
+                &params,
             )
             .await
             .map_err(pg)?;
+        if rows.len() < depth {
+            // Exact: the distance is computed in a materialised step, so
+            // the planner cannot answer from the HNSW index again.
+            rows = tx
+                .query(
+                    &format!(
+                        "WITH scoped AS MATERIALIZED (
+                             SELECT id, ({expression} <=> $4) AS distance FROM kinet_records WHERE {filter}
+                         )
+                         SELECT id, (1 - distance)::real FROM scoped ORDER BY distance, id DESC LIMIT $7"
+                    ),
+                    &params,
+                )
+                .await
+                .map_err(pg)?;
+        }
         tx.commit().await.map_err(pg)?;
         let found = rows
             .iter()
@@ -100,6 +135,7 @@ impl PostgresMemory {
     /// The `depth` best records by `ts_rank_cd`, frequent words bounded.
     async fn text_candidates(
         &self,
+        scope: &Scope,
         query: &str,
         depth: usize,
         since: i64,
@@ -114,14 +150,17 @@ impl PostgresMemory {
             return Ok(Vec::new());
         }
         let client = self.client().await?;
+        let [su, sa, sc] = scope.columns();
         let mut rare = Vec::new();
         for word in &words {
             let row = client
                 .query_one(
-                    "SELECT numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
-                       WHERE tsv @@ q LIMIT $2) m)
-                     FROM websearch_to_tsquery('english', $1) q",
-                    &[word, &(FREQUENT + 1)],
+                    &format!(
+                        "SELECT numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
+                           WHERE {SCOPED} AND tsv @@ q LIMIT $5) m)
+                         FROM websearch_to_tsquery('english', $4) q"
+                    ),
+                    &[&su, &sa, &sc, word, &(FREQUENT + 1)],
                 )
                 .await
                 .map_err(pg)?;
@@ -135,21 +174,27 @@ impl PostgresMemory {
         let rows = if !rare.is_empty() {
             client
                 .query(
-                    "SELECT id FROM kinet_records, websearch_to_tsquery('english', $1) q
-                     WHERE tsv @@ q AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
-                     ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
-                    &[&rare.join(" or "), &since, &exclude, &limit],
+                    &format!(
+                        "SELECT id FROM kinet_records, websearch_to_tsquery('english', $4) q
+                         WHERE {SCOPED} AND tsv @@ q AND created_at >= $5
+                           AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)
+                         ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $7"
+                    ),
+                    &[&su, &sa, &sc, &rare.join(" or "), &since, &exclude, &limit],
                 )
                 .await
         } else {
             client
                 .query(
-                    "SELECT id FROM (
-                        SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $1) q
-                        WHERE tsv @@ q AND created_at >= $2 AND ($3::text IS NULL OR turn IS DISTINCT FROM $3)
-                        ORDER BY id DESC LIMIT $5
-                     ) newest ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $4",
-                    &[&words.join(" or "), &since, &exclude, &limit, &FREQUENT],
+                    &format!(
+                        "SELECT id FROM (
+                            SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $4) q
+                            WHERE {SCOPED} AND tsv @@ q AND created_at >= $5
+                              AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)
+                            ORDER BY id DESC LIMIT $8
+                         ) newest ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $7"
+                    ),
+                    &[&su, &sa, &sc, &words.join(" or "), &since, &exclude, &limit, &FREQUENT],
                 )
                 .await
         };
@@ -160,6 +205,7 @@ impl PostgresMemory {
     async fn triples_mentioning(
         &self,
         client: &tokio_postgres::Client,
+        scope: &Scope,
         terms: &[String],
     ) -> Result<Vec<Triple>, MemoryError> {
         let patterns: Vec<String> = terms
@@ -176,15 +222,16 @@ impl PostgresMemory {
         if patterns.is_empty() {
             return Ok(Vec::new());
         }
+        let [su, sa, sc] = scope.columns();
         let rows = client
             .query(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
-                     WHERE valid_to IS NULL
-                       AND (subject ILIKE ANY($1) OR object ILIKE ANY($1))
+                     WHERE {SCOPED} AND valid_to IS NULL
+                       AND (subject ILIKE ANY($4) OR object ILIKE ANY($4))
                      ORDER BY valid_from DESC, id DESC LIMIT 10"
                 ),
-                &[&patterns],
+                &[&su, &sa, &sc, &patterns],
             )
             .await
             .map_err(pg)?;

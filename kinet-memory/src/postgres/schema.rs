@@ -51,6 +51,38 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX kinet_triples_subject ON kinet_triples (lower(subject), lower(predicate));
     CREATE INDEX kinet_triples_object ON kinet_triples (lower(object));
     ",
+    // 2: scopes (user, agent, conversation; '' when unset) on every row;
+    // rows written before stay in the empty scope.
+    "
+    ALTER TABLE kinet_facts
+        ADD COLUMN scope_user text NOT NULL DEFAULT '',
+        ADD COLUMN scope_agent text NOT NULL DEFAULT '',
+        ADD COLUMN scope_conv text NOT NULL DEFAULT '';
+    ALTER TABLE kinet_facts DROP CONSTRAINT kinet_facts_pkey;
+    ALTER TABLE kinet_facts ADD PRIMARY KEY (scope_user, scope_agent, scope_conv, session, key);
+    ALTER TABLE kinet_blocks
+        ADD COLUMN scope_user text NOT NULL DEFAULT '',
+        ADD COLUMN scope_agent text NOT NULL DEFAULT '',
+        ADD COLUMN scope_conv text NOT NULL DEFAULT '',
+        ADD COLUMN shared boolean NOT NULL DEFAULT false;
+    ALTER TABLE kinet_blocks DROP CONSTRAINT kinet_blocks_pkey;
+    ALTER TABLE kinet_blocks ADD PRIMARY KEY (scope_user, scope_agent, scope_conv, label);
+    CREATE INDEX kinet_blocks_label ON kinet_blocks (label);
+    ALTER TABLE kinet_records
+        ADD COLUMN scope_user text NOT NULL DEFAULT '',
+        ADD COLUMN scope_agent text NOT NULL DEFAULT '',
+        ADD COLUMN scope_conv text NOT NULL DEFAULT '';
+    CREATE INDEX kinet_records_scope ON kinet_records (scope_user, scope_agent, scope_conv, id);
+    ALTER TABLE kinet_triples
+        ADD COLUMN scope_user text NOT NULL DEFAULT '',
+        ADD COLUMN scope_agent text NOT NULL DEFAULT '',
+        ADD COLUMN scope_conv text NOT NULL DEFAULT '';
+    DROP INDEX kinet_triples_subject;
+    DROP INDEX kinet_triples_object;
+    CREATE INDEX kinet_triples_subject
+        ON kinet_triples (scope_user, scope_agent, scope_conv, lower(subject), lower(predicate));
+    CREATE INDEX kinet_triples_object ON kinet_triples (scope_user, scope_agent, scope_conv, lower(object));
+    ",
 ];
 
 /// The schema version this build writes.

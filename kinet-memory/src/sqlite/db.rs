@@ -95,6 +95,73 @@ const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );
     ",
+    // 6: scopes (user, agent, conversation; '' when unset) on facts,
+    // blocks, records and triples: rows written before stay in the empty
+    // scope. Records carry their scope's key as a second full-text column,
+    // so a scoped full-text query is one FTS5 intersection; the full-text
+    // index is rebuilt with it.
+    "
+    CREATE TABLE facts_scoped (
+        scope_user TEXT NOT NULL DEFAULT '',
+        scope_agent TEXT NOT NULL DEFAULT '',
+        scope_conv TEXT NOT NULL DEFAULT '',
+        session TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (scope_user, scope_agent, scope_conv, session, key)
+    );
+    INSERT INTO facts_scoped(session, key, value, updated_at)
+        SELECT session, key, value, updated_at FROM facts;
+    DROP TABLE facts;
+    ALTER TABLE facts_scoped RENAME TO facts;
+    CREATE TABLE blocks_scoped (
+        scope_user TEXT NOT NULL DEFAULT '',
+        scope_agent TEXT NOT NULL DEFAULT '',
+        scope_conv TEXT NOT NULL DEFAULT '',
+        label TEXT NOT NULL,
+        value TEXT NOT NULL,
+        char_limit INTEGER NOT NULL,
+        read_only INTEGER NOT NULL DEFAULT 0,
+        description TEXT NOT NULL DEFAULT '',
+        shared INTEGER NOT NULL DEFAULT 0,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (scope_user, scope_agent, scope_conv, label)
+    );
+    INSERT INTO blocks_scoped(label, value, char_limit, read_only, description, updated_at)
+        SELECT label, value, char_limit, read_only, description, updated_at FROM blocks;
+    DROP TABLE blocks;
+    ALTER TABLE blocks_scoped RENAME TO blocks;
+    CREATE INDEX blocks_label ON blocks(label);
+    ALTER TABLE records ADD COLUMN scope_user TEXT NOT NULL DEFAULT '';
+    ALTER TABLE records ADD COLUMN scope_agent TEXT NOT NULL DEFAULT '';
+    ALTER TABLE records ADD COLUMN scope_conv TEXT NOT NULL DEFAULT '';
+    ALTER TABLE records ADD COLUMN scope_key TEXT NOT NULL DEFAULT 'k0';
+    CREATE INDEX records_scope ON records(scope_key, id);
+    DROP TRIGGER records_ai;
+    DROP TRIGGER records_ad;
+    DROP TABLE records_vocab;
+    DROP TABLE records_fts;
+    CREATE VIRTUAL TABLE records_fts USING fts5(
+        text, scope_key, content='records', content_rowid='id',
+        tokenize='unicode61 remove_diacritics 2'
+    );
+    CREATE TRIGGER records_ai AFTER INSERT ON records BEGIN
+        INSERT INTO records_fts(rowid, text, scope_key) VALUES (new.id, new.text, new.scope_key);
+    END;
+    CREATE TRIGGER records_ad AFTER DELETE ON records BEGIN
+        INSERT INTO records_fts(records_fts, rowid, text, scope_key)
+            VALUES ('delete', old.id, old.text, old.scope_key);
+    END;
+    INSERT INTO records_fts(records_fts) VALUES ('rebuild');
+    ALTER TABLE triples ADD COLUMN scope_user TEXT NOT NULL DEFAULT '';
+    ALTER TABLE triples ADD COLUMN scope_agent TEXT NOT NULL DEFAULT '';
+    ALTER TABLE triples ADD COLUMN scope_conv TEXT NOT NULL DEFAULT '';
+    DROP INDEX triples_subject;
+    DROP INDEX triples_object;
+    CREATE INDEX triples_subject ON triples(scope_user, scope_agent, scope_conv, subject, predicate);
+    CREATE INDEX triples_object ON triples(scope_user, scope_agent, scope_conv, object);
+    ",
 ];
 
 /// The schema version this build writes.

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, named_params, params};
 
 use crate::MemoryError;
 use crate::backend::now;
@@ -24,13 +24,17 @@ use crate::model::{
     Block, BlockEdit, BlockSpec, MemoryConfig, NewRecord, NewTriple, Recall, RecallQuery, Triple,
     TripleQuery, no_such_block,
 };
+use crate::scope::{Scope, StoredBlock, visible_blocks};
 use db::Db;
+use triples::SCOPED;
 use vector::VectorIndex;
 
 pub(crate) struct Inner {
     pub(crate) db: Arc<Db>,
     pub(crate) embedder: Option<Arc<dyn Embedder>>,
     pub(crate) index: RwLock<VectorIndex>,
+    /// The unshared blocks of [`MemoryConfig::blocks`]: every scope's own.
+    pub(crate) templates: Vec<BlockSpec>,
 }
 
 /// The embedded memory backend: one SQLite file (WAL, busy timeout), safe
@@ -40,13 +44,16 @@ pub(crate) struct Inner {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use kinet_memory::{MemoryBackend, MemoryConfig, MemoryStore, RecallQuery};
+/// use kinet_memory::{MemoryBackend, MemoryConfig, MemoryStore, RecallQuery, Scope};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let store = MemoryStore::open(dir.path().join("memory.db"), MemoryConfig::default()).await.unwrap();
-/// store.add_record("s1", "user", "We deploy the API with blue-green releases.").await.unwrap();
-/// let recall = store.recall(&RecallQuery::new("deployment")).await.unwrap();
+/// let alice = Scope::user("alice");
+/// store.add_record(&alice, "s1", "user", "We deploy the API with blue-green releases.").await.unwrap();
+/// let recall = store.recall(&alice, &RecallQuery::new("deployment")).await.unwrap();
 /// assert_eq!(recall.hits.len(), 1);
+/// let bob = store.recall(&Scope::user("bob"), &RecallQuery::new("deployment")).await.unwrap();
+/// assert!(bob.hits.is_empty());
 /// # }
 /// ```
 #[derive(Clone)]
@@ -78,6 +85,8 @@ impl MemoryStore {
             .await
             .map_err(|e| MemoryError::Io(e.to_string()))??;
         let dims = config.embedder.as_ref().map_or(0, |e| e.dims());
+        let (shared, templates): (Vec<BlockSpec>, Vec<BlockSpec>) =
+            config.blocks.into_iter().partition(|spec| spec.shared);
         let name = config
             .embedder
             .as_ref()
@@ -88,10 +97,11 @@ impl MemoryStore {
                 db,
                 embedder: config.embedder,
                 index: RwLock::new(VectorIndex::new(name, dims)),
+                templates,
             }),
         };
-        for spec in config.blocks {
-            store.define_block(spec).await?;
+        for spec in shared {
+            store.define_block(&Scope::default(), spec).await?;
         }
         Ok(store)
     }
@@ -108,15 +118,25 @@ impl MemoryBackend for MemoryStore {
         self.inner.embedder.as_ref()
     }
 
-    async fn set_fact(&self, session: &str, key: &str, value: &str) -> Result<(), MemoryError> {
+    async fn set_fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<(), MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         let (session, key, value) = (session.to_owned(), key.to_owned(), value.to_owned());
         self.inner
             .db
             .write(move |conn| {
                 conn.execute(
-                    "INSERT INTO facts(session, key, value, updated_at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT(session, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                    params![session, key, value, now()],
+                    "INSERT INTO facts(scope_user, scope_agent, scope_conv, session, key, value, updated_at)
+                     VALUES (:su, :sa, :sc, :session, :key, :value, :at)
+                     ON CONFLICT(scope_user, scope_agent, scope_conv, session, key)
+                     DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+                    named_params! {":su": su, ":sa": sa, ":sc": sc, ":session": session, ":key": key,
+                                   ":value": value, ":at": now()},
                 )
                 .map_err(sql)?;
                 Ok(())
@@ -124,14 +144,20 @@ impl MemoryBackend for MemoryStore {
             .await
     }
 
-    async fn fact(&self, session: &str, key: &str) -> Result<Option<String>, MemoryError> {
+    async fn fact(
+        &self,
+        scope: &Scope,
+        session: &str,
+        key: &str,
+    ) -> Result<Option<String>, MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         let (session, key) = (session.to_owned(), key.to_owned());
         self.inner
             .db
             .read(move |conn| {
                 conn.query_row(
-                    "SELECT value FROM facts WHERE session = ?1 AND key = ?2",
-                    params![session, key],
+                    &format!("SELECT value FROM facts WHERE {SCOPED} AND session = :session AND key = :key"),
+                    named_params! {":su": su, ":sa": sa, ":sc": sc, ":session": session, ":key": key},
                     |row| row.get(0),
                 )
                 .optional()
@@ -140,32 +166,47 @@ impl MemoryBackend for MemoryStore {
             .await
     }
 
-    async fn facts(&self, session: &str) -> Result<Vec<(String, String)>, MemoryError> {
+    async fn facts(
+        &self,
+        scope: &Scope,
+        session: &str,
+    ) -> Result<Vec<(String, String)>, MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         let session = session.to_owned();
         self.inner
             .db
             .read(move |conn| {
                 let mut statement = conn
-                    .prepare("SELECT key, value FROM facts WHERE session = ?1 ORDER BY key")
+                    .prepare(&format!(
+                        "SELECT key, value FROM facts WHERE {SCOPED} AND session = :session ORDER BY key"
+                    ))
                     .map_err(sql)?;
                 let rows = statement
-                    .query_map(params![session], |row| Ok((row.get(0)?, row.get(1)?)))
+                    .query_map(
+                        named_params! {":su": su, ":sa": sa, ":sc": sc, ":session": session},
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
                     .map_err(sql)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(sql)
             })
             .await
     }
 
-    async fn define_block(&self, spec: BlockSpec) -> Result<(), MemoryError> {
+    async fn define_block(&self, scope: &Scope, spec: BlockSpec) -> Result<(), MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         self.inner
             .db
             .write(move |conn| {
                 conn.execute(
-                    "INSERT INTO blocks(label, value, char_limit, read_only, description, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                     ON CONFLICT(label) DO UPDATE SET char_limit = excluded.char_limit,
-                        read_only = excluded.read_only, description = excluded.description",
-                    params![spec.label, spec.initial, spec.limit as i64, spec.read_only, spec.description, now()],
+                    "INSERT INTO blocks(scope_user, scope_agent, scope_conv, label, value, char_limit, read_only,
+                                        description, shared, updated_at)
+                     VALUES (:su, :sa, :sc, :label, :value, :limit, :ro, :description, :shared, :at)
+                     ON CONFLICT(scope_user, scope_agent, scope_conv, label) DO UPDATE SET
+                        char_limit = excluded.char_limit, read_only = excluded.read_only,
+                        description = excluded.description, shared = excluded.shared",
+                    named_params! {":su": su, ":sa": sa, ":sc": sc, ":label": spec.label, ":value": spec.initial,
+                                   ":limit": i64::try_from(spec.limit).unwrap_or(i64::MAX), ":ro": spec.read_only,
+                                   ":description": spec.description, ":shared": spec.shared, ":at": now()},
                 )
                 .map_err(sql)?;
                 Ok(())
@@ -173,62 +214,76 @@ impl MemoryBackend for MemoryStore {
             .await
     }
 
-    async fn blocks(&self) -> Result<Vec<Block>, MemoryError> {
-        self.inner
+    async fn blocks(&self, scope: &Scope) -> Result<Vec<Block>, MemoryError> {
+        let reader = scope.clone();
+        let rows = self
+            .inner
             .db
-            .read(|conn| {
-                let mut statement = conn
-                    .prepare("SELECT label, value, char_limit, read_only, description FROM blocks ORDER BY label")
-                    .map_err(sql)?;
-                let rows = statement
-                    .query_map([], block_from_row)
-                    .map_err(sql)?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(sql)
-            })
-            .await
+            .read(move |conn| visible_rows(conn, &reader, None))
+            .await?;
+        Ok(visible_blocks(scope, rows, &self.inner.templates)
+            .into_iter()
+            .map(|stored| stored.block)
+            .collect())
     }
 
-    async fn edit_block(&self, label: &str, edit: BlockEdit) -> Result<Block, MemoryError> {
+    async fn edit_block(
+        &self,
+        scope: &Scope,
+        label: &str,
+        edit: BlockEdit,
+    ) -> Result<Block, MemoryError> {
         let label = label.to_owned();
+        let reader = scope.clone();
+        let templates = self.inner.templates.clone();
         self.inner
             .db
             .write(move |conn| {
                 let tx = conn
                     .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                     .map_err(sql)?;
-                let block = tx
-                    .query_row(
-                        "SELECT label, value, char_limit, read_only, description FROM blocks WHERE label = ?1",
-                        params![label],
-                        block_from_row,
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                let Some(mut block) = block else {
-                    let known: Vec<String> = tx
-                        .prepare("SELECT label FROM blocks ORDER BY label")
-                        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-                        .unwrap_or_default();
+                let rows = visible_rows(&tx, &reader, Some(&label))?;
+                let visible = visible_blocks(&reader, rows, &templates);
+                let Some(mut stored) = visible.into_iter().find(|b| b.block.label == label) else {
+                    let known: Vec<String> = visible_blocks(&reader, visible_rows(&tx, &reader, None)?, &templates)
+                        .into_iter()
+                        .map(|b| b.block.label)
+                        .collect();
                     return Err(no_such_block(&label, &known));
                 };
-                let value = edit.apply(&block)?;
+                let value = edit.apply(&stored.block)?;
+                let [su, sa, sc] = stored.scope.columns().map(str::to_owned);
+                let block = &stored.block;
+                // The row of a template's first edit is written here.
                 tx.execute(
-                    "UPDATE blocks SET value = ?2, updated_at = ?3 WHERE label = ?1",
-                    params![label, value, now()],
+                    "INSERT INTO blocks(scope_user, scope_agent, scope_conv, label, value, char_limit, read_only,
+                                        description, shared, updated_at)
+                     VALUES (:su, :sa, :sc, :label, :value, :limit, :ro, :description, :shared, :at)
+                     ON CONFLICT(scope_user, scope_agent, scope_conv, label) DO UPDATE SET
+                        value = excluded.value, updated_at = excluded.updated_at",
+                    named_params! {":su": su, ":sa": sa, ":sc": sc, ":label": block.label, ":value": value,
+                                   ":limit": i64::try_from(block.limit).unwrap_or(i64::MAX), ":ro": block.read_only,
+                                   ":description": block.description, ":shared": stored.shared, ":at": now()},
                 )
                 .map_err(sql)?;
                 tx.commit().map_err(sql)?;
-                block.value = value;
-                Ok(block)
+                stored.block.value = value;
+                Ok(stored.block)
             })
             .await
     }
 
-    async fn add_records(&self, records: &[NewRecord]) -> Result<Vec<i64>, MemoryError> {
+    async fn add_records(
+        &self,
+        scope: &Scope,
+        records: &[NewRecord],
+    ) -> Result<Vec<i64>, MemoryError> {
         let texts: Vec<String> = records.iter().map(|r| r.text.clone()).collect();
         let embedded = embed_records(self.inner.embedder.as_ref(), &texts).await;
         let records = records.to_vec();
         let created = now();
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
+        let key = scope.key();
         self.inner
             .db
             .write(move |conn| {
@@ -237,8 +292,9 @@ impl MemoryBackend for MemoryStore {
                 {
                     let mut insert = tx
                         .prepare_cached(
-                            "INSERT INTO records(session, role, text, created_at, embedding, embedder, turn)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                            "INSERT INTO records(session, role, text, created_at, embedding, embedder, turn,
+                                                 scope_user, scope_agent, scope_conv, scope_key)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                         )
                         .map_err(sql)?;
                     for (index, record) in records.iter().enumerate() {
@@ -250,7 +306,8 @@ impl MemoryBackend for MemoryStore {
                             None => (None, None),
                         };
                         insert
-                            .execute(params![record.session, record.role, record.text, created, blob, embedder, record.turn])
+                            .execute(params![record.session, record.role, record.text, created, blob, embedder,
+                                             record.turn, su, sa, sc, key])
                             .map_err(sql)?;
                         ids.push(tx.last_insert_rowid());
                     }
@@ -261,31 +318,78 @@ impl MemoryBackend for MemoryStore {
             .await
     }
 
-    async fn record_count(&self) -> Result<i64, MemoryError> {
+    async fn record_count(&self, scope: &Scope) -> Result<i64, MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
+        let key = scope.key();
         self.inner
             .db
-            .read(|conn| {
-                conn.query_row("SELECT count(*) FROM records", [], |r| r.get(0))
-                    .map_err(sql)
+            .read(move |conn| {
+                conn.query_row(
+                    &format!("SELECT count(*) FROM records WHERE scope_key = :key AND {SCOPED}"),
+                    named_params! {":key": key, ":su": su, ":sa": sa, ":sc": sc},
+                    |r| r.get(0),
+                )
+                .map_err(sql)
             })
             .await
     }
 
-    async fn recall(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
-        self.recall_records(query).await
+    async fn recall(&self, scope: &Scope, query: &RecallQuery) -> Result<Recall, MemoryError> {
+        self.recall_records(scope, query).await
     }
 
-    async fn add_triple(&self, triple: NewTriple) -> Result<(Triple, Vec<String>), MemoryError> {
-        self.insert_triple(triple).await
+    async fn add_triple(
+        &self,
+        scope: &Scope,
+        triple: NewTriple,
+    ) -> Result<(Triple, Vec<String>), MemoryError> {
+        self.insert_triple(scope, triple).await
     }
 
-    async fn invalidate_triple(&self, id: i64) -> Result<bool, MemoryError> {
-        self.end_triple(id).await
+    async fn invalidate_triple(&self, scope: &Scope, id: i64) -> Result<bool, MemoryError> {
+        self.end_triple(scope, id).await
     }
 
-    async fn query_triples(&self, query: TripleQuery) -> Result<Vec<Triple>, MemoryError> {
-        self.select_triples(query).await
+    async fn query_triples(
+        &self,
+        scope: &Scope,
+        query: TripleQuery,
+    ) -> Result<Vec<Triple>, MemoryError> {
+        self.select_triples(scope, query).await
     }
+}
+
+/// The block rows `reader` may see (its own and shared ones of scopes
+/// containing it), of one label or all.
+fn visible_rows(
+    conn: &rusqlite::Connection,
+    reader: &Scope,
+    label: Option<&str>,
+) -> Result<Vec<StoredBlock>, MemoryError> {
+    let [su, sa, sc] = reader.columns();
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT label, value, char_limit, read_only, description, shared, scope_user, scope_agent, scope_conv
+             FROM blocks
+             WHERE (:label IS NULL OR label = :label)
+               AND ((scope_user = :su AND scope_agent = :sa AND scope_conv = :sc)
+                    OR (shared AND scope_user IN ('', :su) AND scope_agent IN ('', :sa)
+                        AND scope_conv IN ('', :sc)))",
+        )
+        .map_err(sql)?;
+    let rows = statement
+        .query_map(
+            named_params! {":label": label, ":su": su, ":sa": sa, ":sc": sc},
+            |row| {
+                Ok(StoredBlock {
+                    block: block_from_row(row)?,
+                    shared: row.get(5)?,
+                    scope: Scope::from_columns(row.get(6)?, row.get(7)?, row.get(8)?),
+                })
+            },
+        )
+        .map_err(sql)?;
+    rows.collect::<Result<Vec<_>, _>>().map_err(sql)
 }
 
 pub(crate) fn row_to_triple(row: &rusqlite::Row<'_>) -> rusqlite::Result<Triple> {

@@ -3,13 +3,15 @@
 
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, named_params, params};
 
-use super::vector::{dot, floats};
+use super::triples::SCOPED;
+use super::vector::{Filter, dot, floats};
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
 use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
 use crate::model::{Recall, RecallMode, RecallQuery, Triple};
+use crate::scope::Scope;
 
 /// A term matching more records than this is "frequent": it is left out of
 /// the full-text query while rarer terms remain, and when every term is
@@ -20,34 +22,39 @@ use crate::model::{Recall, RecallMode, RecallQuery, Triple};
 const FREQUENT: usize = 5_000;
 
 impl MemoryStore {
-    pub(super) async fn recall_records(&self, query: &RecallQuery) -> Result<Recall, MemoryError> {
+    pub(super) async fn recall_records(
+        &self,
+        scope: &Scope,
+        query: &RecallQuery,
+    ) -> Result<Recall, MemoryError> {
         let (k, depth) = query.sizes();
         let terms = query_terms(&query.text);
         // The vector scan and the full-text query run at the same time.
         let (vector, text) = tokio::join!(
-            self.vector_candidates(&query.text, k, depth, query.since),
-            self.text_candidates(&query.text, depth, query.since)
+            self.vector_candidates(scope, &query.text, k, depth, query.since),
+            self.text_candidates(scope, &query.text, depth, query.since)
         );
         let (vector, mode) = vector?;
         let ranked = fuse(&vector, &text?);
         let exclude = query.exclude_turn.clone();
         let since = query.since;
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         let (hits, triples) = self
             .inner
             .db
             .read(move |conn| {
                 let mut hits = Vec::with_capacity(k);
                 let mut fetch = conn
-                    .prepare_cached(
-                        "SELECT session, role, text, created_at, turn FROM records WHERE id = ?1",
-                    )
+                    .prepare_cached(&format!(
+                        "SELECT session, role, text, created_at, turn FROM records WHERE id = :id AND {SCOPED}"
+                    ))
                     .map_err(sql)?;
                 for fused in ranked {
                     if hits.len() == k {
                         break;
                     }
                     let row = fetch
-                        .query_row(params![fused.id], |r| {
+                        .query_row(named_params! {":id": fused.id, ":su": su, ":sa": sa, ":sc": sc}, |r| {
                             Ok((
                                 r.get::<_, String>(0)?,
                                 r.get::<_, String>(1)?,
@@ -58,7 +65,8 @@ impl MemoryStore {
                         })
                         .optional()
                         .map_err(sql)?;
-                    // Deleted since the search: skip it.
+                    // Deleted since the search, or another scope's (the
+                    // indexes hold scope hashes, which can collide): skip it.
                     let Some((session, role, text, created_at, turn)) = row else {
                         continue;
                     };
@@ -69,7 +77,7 @@ impl MemoryStore {
                     }
                     hits.push(fused.hit(session, role, text, created_at));
                 }
-                let triples = triples_mentioning(conn, &terms)?;
+                let triples = triples_mentioning(conn, [&su, &sa, &sc], &terms)?;
                 Ok((hits, triples))
             })
             .await?;
@@ -84,6 +92,7 @@ impl MemoryStore {
     /// and how recall answers.
     async fn vector_candidates(
         &self,
+        scope: &Scope,
         query: &str,
         k: usize,
         depth: usize,
@@ -96,13 +105,17 @@ impl MemoryStore {
         self.sync_index().await?;
         let inner = Arc::clone(&self.inner);
         let query = vector.clone();
+        let filter = Filter {
+            since,
+            scope: scope.hash(),
+        };
         // A scan is CPU work: keep it off the async threads. Twice the depth
         // is taken from the quantised scan and rescored exactly.
         let approximate = tokio::task::spawn_blocking(move || {
             inner
                 .index
                 .read()
-                .map(|index| index.search(&query, depth * 2, k, since))
+                .map(|index| index.search(&query, depth * 2, k, filter))
                 .map_err(|_| MemoryError::Closed)
         })
         .await
@@ -150,6 +163,7 @@ impl MemoryStore {
     /// hold.
     async fn text_candidates(
         &self,
+        scope: &Scope,
         query: &str,
         depth: usize,
         since: Option<i64>,
@@ -158,6 +172,10 @@ impl MemoryStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
+        // Every match is inside the scope: its key is a second column of
+        // the full-text index, and the terms are matched in the text only.
+        let key = scope.key();
+        let within = move |terms: &str| format!("scope_key : \"{key}\" AND text : ({terms})");
         self.inner
             .db
             .read(move |conn| {
@@ -192,7 +210,7 @@ impl MemoryStore {
                     .map_err(sql)?;
                 let mut matches = |phrase: &str| -> Result<i64, MemoryError> {
                     count
-                        .query_row(params![phrase, first, FREQUENT as i64 + 1], |r| r.get(0))
+                        .query_row(params![within(phrase), first, FREQUENT as i64 + 1], |r| r.get(0))
                         .map_err(sql)
                 };
                 let frequent_count = FREQUENT as i64;
@@ -234,7 +252,7 @@ impl MemoryStore {
                         )
                         .map_err(sql)?;
                     return statement
-                        .query_map(params![rare.join(" OR "), first, depth as i64], |r| r.get(0))
+                        .query_map(params![within(&rare.join(" OR ")), first, depth as i64], |r| r.get(0))
                         .map_err(sql)?
                         .collect::<Result<Vec<i64>, _>>()
                         .map_err(sql);
@@ -250,7 +268,7 @@ impl MemoryStore {
                     )
                     .map_err(sql)?;
                 let newest: Vec<i64> = rows
-                    .query_map(params![frequent.join(" OR "), first, FREQUENT as i64], |r| r.get(0))
+                    .query_map(params![within(&frequent.join(" OR ")), first, FREQUENT as i64], |r| r.get(0))
                     .map_err(sql)?
                     .collect::<Result<_, _>>()
                     .map_err(sql)?;
@@ -261,7 +279,7 @@ impl MemoryStore {
                     newest.iter().map(|id| (*id, 0)).collect();
                 for term in &frequent {
                     let ids = rows
-                        .query_map(params![term, oldest, FREQUENT as i64], |r| r.get::<_, i64>(0))
+                        .query_map(params![within(term), oldest, FREQUENT as i64], |r| r.get::<_, i64>(0))
                         .map_err(sql)?;
                     for id in ids {
                         if let Some(count) = held.get_mut(&id.map_err(sql)?) {
@@ -289,7 +307,7 @@ impl MemoryStore {
             .read(move |conn| {
                 let mut statement = conn
                     .prepare_cached(
-                        "SELECT id, created_at, embedding FROM records
+                        "SELECT id, created_at, embedding, scope_key FROM records
                          WHERE id > ?1 AND embedder = ?2 AND embedding IS NOT NULL ORDER BY id",
                     )
                     .map_err(sql)?;
@@ -299,6 +317,7 @@ impl MemoryStore {
                             r.get::<_, i64>(0)?,
                             r.get::<_, i64>(1)?,
                             r.get::<_, Vec<u8>>(2)?,
+                            r.get::<_, String>(3)?,
                         ))
                     })
                     .map_err(sql)?;
@@ -311,7 +330,7 @@ impl MemoryStore {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let mut index = inner.index.write().map_err(|_| MemoryError::Closed)?;
-            for (id, created_at, blob) in rows {
+            for (id, created_at, blob, key) in rows {
                 if id <= index.max_id() {
                     continue;
                 }
@@ -321,7 +340,9 @@ impl MemoryStore {
                     index.skip_to(id);
                     continue;
                 }
-                index.push(id, created_at, &blob);
+                // A malformed key (never written by kinet) matches no scope.
+                let scope = Scope::hash_of_key(&key).unwrap_or(u64::MAX);
+                index.push(id, created_at, scope, &blob);
             }
             index.settle();
             Ok(())
@@ -339,15 +360,17 @@ fn phrase(term: &str) -> String {
 /// Current triples whose subject or object contains one of the terms.
 fn triples_mentioning(
     conn: &rusqlite::Connection,
+    [su, sa, sc]: [&str; 3],
     terms: &[String],
 ) -> Result<Vec<Triple>, MemoryError> {
     let mut out: Vec<Triple> = Vec::new();
     let mut statement = conn
-        .prepare_cached(
+        .prepare_cached(&format!(
             "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
-             WHERE valid_to IS NULL AND (subject LIKE ?1 ESCAPE '\\' OR object LIKE ?1 ESCAPE '\\')
-             ORDER BY valid_from DESC LIMIT 10",
-        )
+             WHERE {SCOPED} AND valid_to IS NULL
+               AND (subject LIKE :pattern ESCAPE '\\' OR object LIKE :pattern ESCAPE '\\')
+             ORDER BY valid_from DESC LIMIT 10"
+        ))
         .map_err(sql)?;
     for term in terms.iter().filter(|t| t.chars().count() >= 3) {
         let escaped = term
@@ -355,7 +378,10 @@ fn triples_mentioning(
             .replace('%', "\\%")
             .replace('_', "\\_");
         let rows = statement
-            .query_map(params![format!("%{escaped}%")], row_to_triple)
+            .query_map(
+                named_params! {":su": su, ":sa": sa, ":sc": sc, ":pattern": format!("%{escaped}%")},
+                row_to_triple,
+            )
             .map_err(sql)?;
         for triple in rows {
             let triple = triple.map_err(sql)?;

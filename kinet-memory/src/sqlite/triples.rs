@@ -1,15 +1,20 @@
-//! Knowledge-graph triples of the store.
+//! Knowledge-graph triples of the store, each of one scope.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, named_params};
 
 use super::{MemoryStore, row_to_triple, sql};
 use crate::MemoryError;
 use crate::backend::now;
 use crate::model::{NewTriple, Triple, TripleQuery};
+use crate::scope::Scope;
+
+/// The predicate of a scope's rows, on `:su`, `:sa`, `:sc`.
+pub(crate) const SCOPED: &str = "scope_user = :su AND scope_agent = :sa AND scope_conv = :sc";
 
 impl MemoryStore {
     pub(super) async fn insert_triple(
         &self,
+        scope: &Scope,
         triple: NewTriple,
     ) -> Result<(Triple, Vec<String>), MemoryError> {
         let NewTriple {
@@ -19,6 +24,7 @@ impl MemoryStore {
             source,
             supersede,
         } = triple;
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         self.inner
             .db
             .write(move |conn| {
@@ -29,25 +35,30 @@ impl MemoryStore {
                 let mut superseded = Vec::new();
                 if supersede {
                     let mut update = tx
-                        .prepare(
-                            "UPDATE triples SET valid_to = ?4
-                             WHERE subject = ?1 COLLATE NOCASE AND predicate = ?2 COLLATE NOCASE
-                               AND object <> ?3 COLLATE NOCASE AND valid_to IS NULL
-                             RETURNING object",
-                        )
+                        .prepare(&format!(
+                            "UPDATE triples SET valid_to = :at
+                             WHERE {SCOPED} AND subject = :s COLLATE NOCASE AND predicate = :p COLLATE NOCASE
+                               AND object <> :o COLLATE NOCASE AND valid_to IS NULL
+                             RETURNING object"
+                        ))
                         .map_err(sql)?;
                     superseded = update
-                        .query_map(params![subject, predicate, object, at], |r| r.get(0))
+                        .query_map(
+                            named_params! {":su": su, ":sa": sa, ":sc": sc, ":s": subject, ":p": predicate, ":o": object, ":at": at},
+                            |r| r.get(0),
+                        )
                         .map_err(sql)?
                         .collect::<Result<Vec<String>, _>>()
                         .map_err(sql)?;
                 }
                 let existing: Option<Triple> = tx
                     .query_row(
-                        "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
-                         WHERE subject = ?1 COLLATE NOCASE AND predicate = ?2 COLLATE NOCASE
-                           AND object = ?3 COLLATE NOCASE AND valid_to IS NULL",
-                        params![subject, predicate, object],
+                        &format!(
+                            "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
+                             WHERE {SCOPED} AND subject = :s COLLATE NOCASE AND predicate = :p COLLATE NOCASE
+                               AND object = :o COLLATE NOCASE AND valid_to IS NULL"
+                        ),
+                        named_params! {":su": su, ":sa": sa, ":sc": sc, ":s": subject, ":p": predicate, ":o": object},
                         row_to_triple,
                     )
                     .optional()
@@ -56,9 +67,11 @@ impl MemoryStore {
                     Some(existing) => existing,
                     None => {
                         tx.execute(
-                            "INSERT INTO triples(subject, predicate, object, source, valid_from, created_at)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                            params![subject, predicate, object, source, at],
+                            "INSERT INTO triples(scope_user, scope_agent, scope_conv, subject, predicate, object,
+                                                 source, valid_from, created_at)
+                             VALUES (:su, :sa, :sc, :s, :p, :o, :source, :at, :at)",
+                            named_params! {":su": su, ":sa": sa, ":sc": sc, ":s": subject, ":p": predicate,
+                                           ":o": object, ":source": source, ":at": at},
                         )
                         .map_err(sql)?;
                         Triple {
@@ -78,13 +91,16 @@ impl MemoryStore {
             .await
     }
 
-    pub(super) async fn end_triple(&self, id: i64) -> Result<bool, MemoryError> {
+    pub(super) async fn end_triple(&self, scope: &Scope, id: i64) -> Result<bool, MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         self.inner
             .db
             .write(move |conn| {
                 conn.execute(
-                    "UPDATE triples SET valid_to = ?2 WHERE id = ?1 AND valid_to IS NULL",
-                    params![id, now()],
+                    &format!(
+                        "UPDATE triples SET valid_to = :at WHERE id = :id AND {SCOPED} AND valid_to IS NULL"
+                    ),
+                    named_params! {":su": su, ":sa": sa, ":sc": sc, ":id": id, ":at": now()},
                 )
                 .map(|n| n > 0)
                 .map_err(sql)
@@ -94,24 +110,28 @@ impl MemoryStore {
 
     pub(super) async fn select_triples(
         &self,
+        scope: &Scope,
         query: TripleQuery,
     ) -> Result<Vec<Triple>, MemoryError> {
+        let [su, sa, sc] = scope.columns().map(str::to_owned);
         self.inner
             .db
             .read(move |conn| {
                 let mut statement = conn
-                    .prepare_cached(
+                    .prepare_cached(&format!(
                         "SELECT id, subject, predicate, object, source, valid_from, valid_to FROM triples
-                         WHERE (?1 IS NULL OR subject = ?1 COLLATE NOCASE)
-                           AND (?2 IS NULL OR predicate = ?2 COLLATE NOCASE)
-                           AND (?3 IS NULL OR object = ?3 COLLATE NOCASE)
-                           AND (?4 OR valid_to IS NULL)
-                         ORDER BY valid_to IS NOT NULL, valid_from DESC, id DESC LIMIT 200",
-                    )
+                         WHERE {SCOPED}
+                           AND (:s IS NULL OR subject = :s COLLATE NOCASE)
+                           AND (:p IS NULL OR predicate = :p COLLATE NOCASE)
+                           AND (:o IS NULL OR object = :o COLLATE NOCASE)
+                           AND (:history OR valid_to IS NULL)
+                         ORDER BY valid_to IS NOT NULL, valid_from DESC, id DESC LIMIT 200"
+                    ))
                     .map_err(sql)?;
                 let rows = statement
                     .query_map(
-                        params![query.subject, query.predicate, query.object, query.include_history],
+                        named_params! {":su": su, ":sa": sa, ":sc": sc, ":s": query.subject,
+                                       ":p": query.predicate, ":o": query.object, ":history": query.include_history},
                         row_to_triple,
                     )
                     .map_err(sql)?;

@@ -18,6 +18,8 @@ pub(crate) struct VectorIndex {
     dims: usize,
     ids: Vec<i64>,
     created: Vec<i64>,
+    /// Each row's scope hash ([`Scope::hash`](crate::Scope)).
+    scopes: Vec<u64>,
     /// `dims` int8 codes per row.
     codes: Vec<i8>,
     /// The factor turning a row's codes back into its vector.
@@ -33,6 +35,16 @@ pub(crate) struct VectorIndex {
     /// Row extremes around the centre, for the distance bound.
     stats: CentreStats,
     skipped_to: i64,
+}
+
+/// Which rows a search may return: those of one scope (by its hash), from
+/// a time on.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Filter {
+    /// Leave out rows created before this.
+    pub(crate) since: Option<i64>,
+    /// Only rows of this scope hash.
+    pub(crate) scope: u64,
 }
 
 /// Dot product in eight independent lanes (no loop-carried dependency, so
@@ -151,10 +163,11 @@ impl VectorIndex {
     }
 
     /// Adds a row from its stored little-endian f32 blob.
-    pub(crate) fn push(&mut self, id: i64, created_at: i64, blob: &[u8]) {
+    pub(crate) fn push(&mut self, id: i64, created_at: i64, scope: u64, blob: &[u8]) {
         let vector = floats(blob);
         self.ids.push(id);
         self.created.push(created_at);
+        self.scopes.push(scope);
         let scale = quantise(&vector, &mut self.codes);
         self.scales.push(scale);
         if self.centred_at > 0 {
@@ -200,8 +213,8 @@ impl VectorIndex {
     }
 
     /// The `k` rows most similar to the unit vector `query` by the
-    /// quantised vectors, best first, skipping rows older than `since`:
-    /// (id, approximate cosine). Rescore them exactly before trusting the
+    /// quantised vectors, best first, among the rows `filter` keeps (one
+    /// scope, not older than its `since`): (id, approximate cosine). Rescore them exactly before trusting the
     /// order.
     ///
     /// On a large index every row's sign bits are compared with the
@@ -217,12 +230,14 @@ impl VectorIndex {
         query: &[f32],
         k: usize,
         sure: usize,
-        since: Option<i64>,
+        filter: Filter,
     ) -> Vec<(i64, f32)> {
         if self.dims == 0 || query.len() != self.dims || self.ids.is_empty() || k == 0 {
             return Vec::new();
         }
-        let keep = |row: usize| since.is_none_or(|s| self.created[row] >= s);
+        let keep = |row: usize| {
+            self.scopes[row] == filter.scope && filter.since.is_none_or(|s| self.created[row] >= s)
+        };
         let mut query_codes = Vec::with_capacity(self.dims);
         let query_scale = quantise(query, &mut query_codes);
         let score = |row: usize| {
@@ -321,7 +336,7 @@ impl VectorIndex {
         let mut bound = worst.map_or(self.dims, |w| self.distance_bound(w, qc, qn));
         for (row, distance) in distances.iter().enumerate() {
             let distance = usize::from(*distance);
-            // Rows left out by `since` are at u16::MAX, past any bound.
+            // Rows the filter leaves out are at u16::MAX, past any bound.
             if distance >= cut && distance <= bound {
                 let now = consider(row, &mut scored);
                 if now != worst
@@ -437,12 +452,50 @@ mod tests {
             (2, [0.0, 1.0]),
             (3, [std::f32::consts::FRAC_1_SQRT_2; 2]),
         ] {
-            index.push(id, id * 10, &blob(&v));
+            index.push(id, id * 10, 0, &blob(&v));
         }
-        let hits = index.search(&[1.0, 0.0], 2, 2, None);
+        let hits = index.search(&[1.0, 0.0], 2, 2, Filter::default());
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 3]);
-        let recent = index.search(&[1.0, 0.0], 3, 3, Some(20));
+        let recent = index.search(
+            &[1.0, 0.0],
+            3,
+            3,
+            Filter {
+                since: Some(20),
+                scope: 0,
+            },
+        );
         assert_eq!(recent.iter().map(|h| h.0).collect::<Vec<_>>(), [3, 2]);
+    }
+
+    #[test]
+    fn only_the_scope_asked_for_is_returned_in_both_tiers() {
+        // Large enough for the sign-bit tier; scopes alternate by row.
+        let mut index = VectorIndex::new("t".into(), 16);
+        for i in 0..(BINARY_FROM as i64 + 2_000) {
+            let v = unit(noise(i as u64, 16));
+            index.push(i + 1, 0, (i % 3) as u64, &blob(&v));
+        }
+        for settle in [false, true] {
+            if settle {
+                index.settle();
+                assert!(!index.bits.is_empty());
+            }
+            let query = unit(noise(7, 16));
+            let filter = Filter {
+                since: None,
+                scope: 2,
+            };
+            let hits = index.search(&query, 200, 10, filter);
+            assert!(!hits.is_empty());
+            assert!(hits.iter().all(|(id, _)| (id - 1) % 3 == 2), "{hits:?}");
+            // A scope with no rows gets nothing.
+            let none = Filter {
+                since: None,
+                scope: 9,
+            };
+            assert!(index.search(&query, 200, 10, none).is_empty());
+        }
     }
 
     #[test]
@@ -466,10 +519,10 @@ mod tests {
     #[test]
     fn zero_and_non_finite_vectors_do_not_poison_the_index() {
         let mut index = VectorIndex::new("t".into(), 3);
-        index.push(1, 0, &blob(&[0.0, 0.0, 0.0]));
-        index.push(2, 0, &blob(&[f32::NAN, 1.0, 0.0]));
-        index.push(3, 0, &blob(&[1.0, 0.0, 0.0]));
-        let hits = index.search(&[1.0, 0.0, 0.0], 3, 3, None);
+        index.push(1, 0, 0, &blob(&[0.0, 0.0, 0.0]));
+        index.push(2, 0, 0, &blob(&[f32::NAN, 1.0, 0.0]));
+        index.push(3, 0, 0, &blob(&[1.0, 0.0, 0.0]));
+        let hits = index.search(&[1.0, 0.0, 0.0], 3, 3, Filter::default());
         assert_eq!(hits[0].0, 3);
         assert!(hits.iter().all(|h| h.1.is_finite()));
     }
@@ -499,7 +552,7 @@ mod tests {
         let dims = vectors[0].len();
         let mut index = VectorIndex::new("t".into(), dims);
         for (i, v) in vectors.iter().enumerate() {
-            index.push(i as i64 + 1, 0, &blob(v));
+            index.push(i as i64 + 1, 0, 0, &blob(v));
         }
         index.settle();
         assert!(!index.bits.is_empty(), "the sign-bit tier is exercised");
@@ -513,7 +566,7 @@ mod tests {
             exact.sort_by(|a, b| b.0.total_cmp(&a.0));
             let truth: Vec<i64> = exact[..10].iter().map(|e| e.1).collect();
             let mut approximate: Vec<(f32, i64)> = index
-                .search(query, 20, 10, None)
+                .search(query, 20, 10, Filter::default())
                 .into_iter()
                 .map(|(id, _)| (dot(query, &vectors[id as usize - 1]), id))
                 .collect();

@@ -18,10 +18,13 @@ use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_memory::embed::EmbedError;
 use kinet_memory::model::{NewRecord, NewTriple, RecallMode, TripleQuery};
 use kinet_memory::{
-    BlockSpec, BlocksHook, Embedder, HashEmbedder, MemoryError, MemoryPack, RecallQuery,
+    BlockSpec, BlocksHook, Embedder, HashEmbedder, MemoryError, MemoryPack, RecallQuery, Scope,
     SharedMemory,
 };
 use serde_json::json;
+
+mod scopes;
+pub(crate) use scopes::*;
 
 /// Opens handles on stores of one backend.
 #[async_trait::async_trait]
@@ -51,6 +54,10 @@ macro_rules! conformance_suite {
             concurrent_writers_lose_nothing,
             hostile_text_is_stored_and_searched_as_text,
             frequent_words_stay_cheap_and_still_rank_the_best_matches,
+            scopes_keep_facts_records_triples_and_blocks_apart,
+            shared_blocks_reach_the_scopes_inside_theirs,
+            scoped_packs_give_each_user_only_their_memory,
+            random_interleavings_never_cross_scopes,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -68,19 +75,19 @@ macro_rules! conformance_suite {
 pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl Fixture) {
     let store = f.open(&f.fresh().await, None).await;
     store
-        .define_block(BlockSpec {
-            label: "tiny".into(),
-            limit: 20,
-            read_only: false,
-            description: "a small block".into(),
-            initial: "likes tea".into(),
-        })
+        .define_block(
+            &Scope::EMPTY,
+            BlockSpec::new("tiny", 20, "a small block").initial("likes tea"),
+        )
         .await
         .unwrap();
-    let block = store.block_append("tiny", "and cake").await.unwrap();
+    let block = store
+        .block_append(&Scope::EMPTY, "tiny", "and cake")
+        .await
+        .unwrap();
     assert_eq!(block.value, "likes tea\nand cake");
     let error = store
-        .block_append("tiny", "and biscuits")
+        .block_append(&Scope::EMPTY, "tiny", "and biscuits")
         .await
         .unwrap_err();
     let message = error.to_string();
@@ -94,25 +101,37 @@ pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl
     );
     assert!(matches!(error, MemoryError::Invalid(_)));
 
-    store.block_append("tiny", "a").await.unwrap();
-    let error = store.block_replace("tiny", "a", "x").await.unwrap_err();
+    store
+        .block_append(&Scope::EMPTY, "tiny", "a")
+        .await
+        .unwrap();
+    let error = store
+        .block_replace(&Scope::EMPTY, "tiny", "a", "x")
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("occurs 4 times"), "{error}");
     let error = store
-        .block_replace("tiny", "coffee", "x")
+        .block_replace(&Scope::EMPTY, "tiny", "coffee", "x")
         .await
         .unwrap_err();
     assert!(error.to_string().contains("does not occur"), "{error}");
     let error = store
-        .block_replace("tiny", "tea", "coffee")
+        .block_replace(&Scope::EMPTY, "tiny", "tea", "coffee")
         .await
         .unwrap_err();
     assert!(
         error.to_string().contains("0 characters of room are left"),
         "{error}"
     );
-    let block = store.block_replace("tiny", "tea", "gin").await.unwrap();
+    let block = store
+        .block_replace(&Scope::EMPTY, "tiny", "tea", "gin")
+        .await
+        .unwrap();
     assert_eq!(block.value, "likes gin\nand cake\na");
-    let error = store.block_append("nope", "x").await.unwrap_err();
+    let error = store
+        .block_append(&Scope::EMPTY, "nope", "x")
+        .await
+        .unwrap_err();
     assert!(
         error
             .to_string()
@@ -121,25 +140,28 @@ pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl
     );
 
     store
-        .define_block(BlockSpec {
-            read_only: true,
-            ..BlockSpec::new("policy", 100, "rules")
-        })
+        .define_block(
+            &Scope::EMPTY,
+            BlockSpec::new("policy", 100, "rules").read_only(),
+        )
         .await
         .unwrap();
-    let error = store.block_append("policy", "x").await.unwrap_err();
+    let error = store
+        .block_append(&Scope::EMPTY, "policy", "x")
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("read-only"), "{error}");
     // The host may still set it.
     store
-        .set_block("policy", "no deploys on Friday")
+        .set_block(&Scope::EMPTY, "policy", "no deploys on Friday")
         .await
         .unwrap();
     // Re-defining keeps the content.
     store
-        .define_block(BlockSpec::new("tiny", 40, "bigger"))
+        .define_block(&Scope::EMPTY, BlockSpec::new("tiny", 40, "bigger"))
         .await
         .unwrap();
-    let blocks = store.blocks().await.unwrap();
+    let blocks = store.blocks(&Scope::EMPTY).await.unwrap();
     let tiny = blocks.iter().find(|b| b.label == "tiny").unwrap();
     assert_eq!(
         (tiny.limit, tiny.value.as_str()),
@@ -152,21 +174,41 @@ pub(crate) async fn blocks_enforce_limits_and_exact_single_replacements(f: &impl
 
 pub(crate) async fn facts_are_per_session_and_overwritten(f: &impl Fixture) {
     let store = f.open(&f.fresh().await, None).await;
-    store.set_fact("s1", "db", "sqlite").await.unwrap();
-    store.set_fact("s1", "db", "postgres").await.unwrap();
-    store.set_fact("s1", "ci", "github").await.unwrap();
-    store.set_fact("s2", "db", "mysql").await.unwrap();
+    store
+        .set_fact(&Scope::EMPTY, "s1", "db", "sqlite")
+        .await
+        .unwrap();
+    store
+        .set_fact(&Scope::EMPTY, "s1", "db", "postgres")
+        .await
+        .unwrap();
+    store
+        .set_fact(&Scope::EMPTY, "s1", "ci", "github")
+        .await
+        .unwrap();
+    store
+        .set_fact(&Scope::EMPTY, "s2", "db", "mysql")
+        .await
+        .unwrap();
     assert_eq!(
-        store.fact("s1", "db").await.unwrap().as_deref(),
+        store
+            .fact(&Scope::EMPTY, "s1", "db")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("postgres")
     );
     assert_eq!(
-        store.fact("s2", "db").await.unwrap().as_deref(),
+        store
+            .fact(&Scope::EMPTY, "s2", "db")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("mysql")
     );
-    assert_eq!(store.fact("s3", "db").await.unwrap(), None);
+    assert_eq!(store.fact(&Scope::EMPTY, "s3", "db").await.unwrap(), None);
     assert_eq!(
-        store.facts("s1").await.unwrap(),
+        store.facts(&Scope::EMPTY, "s1").await.unwrap(),
         [
             ("ci".to_owned(), "github".to_owned()),
             ("db".to_owned(), "postgres".to_owned())
@@ -180,6 +222,7 @@ pub(crate) async fn full_text_recall_without_an_embedder_says_so_and_finds_word_
     let store = f.open(&f.fresh().await, None).await;
     store
         .add_record(
+            &Scope::EMPTY,
             "s1",
             "user",
             "Our deployment uses blue-green releases on Kubernetes.",
@@ -187,15 +230,20 @@ pub(crate) async fn full_text_recall_without_an_embedder_says_so_and_finds_word_
         .await
         .unwrap();
     store
-        .add_record("s1", "assistant", "The database is PostgreSQL 16.")
+        .add_record(
+            &Scope::EMPTY,
+            "s1",
+            "assistant",
+            "The database is PostgreSQL 16.",
+        )
         .await
         .unwrap();
     store
-        .add_record("s2", "user", "Lunch is at noon.")
+        .add_record(&Scope::EMPTY, "s2", "user", "Lunch is at noon.")
         .await
         .unwrap();
     let recall = store
-        .recall(&RecallQuery::new("how do we deploy?"))
+        .recall(&Scope::EMPTY, &RecallQuery::new("how do we deploy?"))
         .await
         .unwrap();
     assert_eq!(
@@ -209,15 +257,21 @@ pub(crate) async fn full_text_recall_without_an_embedder_says_so_and_finds_word_
     assert!(recall.hits[0].full_text && recall.hits[0].similarity.is_none());
     assert_eq!(recall.hits[0].session, "s1");
     assert_eq!(recall.hits[0].role, "user");
-    let none = store.recall(&RecallQuery::new("zebra")).await.unwrap();
+    let none = store
+        .recall(&Scope::EMPTY, &RecallQuery::new("zebra"))
+        .await
+        .unwrap();
     assert!(none.hits.is_empty());
     // `since` filters by time.
     let future = store
-        .recall(&RecallQuery::new("deployment").since(Some(i64::MAX / 2)))
+        .recall(
+            &Scope::EMPTY,
+            &RecallQuery::new("deployment").since(Some(i64::MAX / 2)),
+        )
         .await
         .unwrap();
     assert!(future.hits.is_empty());
-    assert_eq!(store.record_count().await.unwrap(), 3);
+    assert_eq!(store.record_count(&Scope::EMPTY).await.unwrap(), 3);
 }
 
 /// Maps words of one concept to one direction: "car" and "automobile" are
@@ -278,10 +332,13 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
         "The kitten knocked over a glass.",
         "Expect drizzle tomorrow.",
     ] {
-        store.add_record("s", "user", text).await.unwrap();
+        store
+            .add_record(&Scope::EMPTY, "s", "user", text)
+            .await
+            .unwrap();
     }
     let recall = store
-        .recall(&RecallQuery::new("automobile").limit(2))
+        .recall(&Scope::EMPTY, &RecallQuery::new("automobile").limit(2))
         .await
         .unwrap();
     assert_eq!(recall.mode, RecallMode::Hybrid);
@@ -292,11 +349,11 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
     // Another handle's (process's) writes are seen by this one.
     let other = f.open(&at, Some(Arc::new(ConceptEmbedder))).await;
     other
-        .add_record("s", "user", "Heavy rain all week.")
+        .add_record(&Scope::EMPTY, "s", "user", "Heavy rain all week.")
         .await
         .unwrap();
     let recall = store
-        .recall(&RecallQuery::new("drizzle").limit(2))
+        .recall(&Scope::EMPTY, &RecallQuery::new("drizzle").limit(2))
         .await
         .unwrap();
     assert_eq!(recall.hits.len(), 2, "{:?}", recall.hits);
@@ -305,11 +362,11 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
         .open(&f.fresh().await, Some(Arc::new(BrokenEmbedder)))
         .await;
     broken
-        .add_record("s", "user", "The car is blue.")
+        .add_record(&Scope::EMPTY, "s", "user", "The car is blue.")
         .await
         .unwrap();
     let recall = broken
-        .recall(&RecallQuery::new("car").limit(3))
+        .recall(&Scope::EMPTY, &RecallQuery::new("car").limit(3))
         .await
         .unwrap();
     assert_eq!(
@@ -324,73 +381,107 @@ pub(crate) async fn hybrid_recall_finds_meaning_sees_other_handles_and_falls_bac
 pub(crate) async fn newer_triples_supersede_older_ones_and_history_stays(f: &impl Fixture) {
     let store = f.open(&f.fresh().await, None).await;
     store
-        .add_triple(NewTriple::new("api", "deployed_on", "ec2").source("ops wiki"))
+        .add_triple(
+            &Scope::EMPTY,
+            NewTriple::new("api", "deployed_on", "ec2").source("ops wiki"),
+        )
         .await
         .unwrap();
     store
-        .add_triple(NewTriple::new("api", "owned_by", "team-a"))
+        .add_triple(&Scope::EMPTY, NewTriple::new("api", "owned_by", "team-a"))
         .await
         .unwrap();
     store
-        .add_triple(NewTriple::new("user", "likes", "tea").keep_existing())
+        .add_triple(
+            &Scope::EMPTY,
+            NewTriple::new("user", "likes", "tea").keep_existing(),
+        )
         .await
         .unwrap();
     store
-        .add_triple(NewTriple::new("user", "likes", "cake").keep_existing())
+        .add_triple(
+            &Scope::EMPTY,
+            NewTriple::new("user", "likes", "cake").keep_existing(),
+        )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
     let (triple, superseded) = store
-        .add_triple(NewTriple::new("API", "deployed_on", "kubernetes").source("migration notes"))
+        .add_triple(
+            &Scope::EMPTY,
+            NewTriple::new("API", "deployed_on", "kubernetes").source("migration notes"),
+        )
         .await
         .unwrap();
     assert_eq!(superseded, ["ec2"], "matched case-insensitively");
     assert_eq!(triple.source, "migration notes");
     // Adding a current triple again adds nothing.
     let (again, superseded) = store
-        .add_triple(NewTriple::new("api", "DEPLOYED_ON", "Kubernetes"))
+        .add_triple(
+            &Scope::EMPTY,
+            NewTriple::new("api", "DEPLOYED_ON", "Kubernetes"),
+        )
         .await
         .unwrap();
     assert_eq!((again.id, superseded.len()), (triple.id, 0));
     let current = store
-        .query_triples(TripleQuery {
-            subject: Some("API".into()),
-            predicate: Some("deployed_on".into()),
-            ..TripleQuery::default()
-        })
+        .query_triples(
+            &Scope::EMPTY,
+            TripleQuery {
+                subject: Some("API".into()),
+                predicate: Some("deployed_on".into()),
+                ..TripleQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(current.len(), 1);
     assert_eq!(current[0].object, "kubernetes");
     let history = store
-        .query_triples(TripleQuery {
-            subject: Some("api".into()),
-            predicate: Some("deployed_on".into()),
-            include_history: true,
-            ..TripleQuery::default()
-        })
+        .query_triples(
+            &Scope::EMPTY,
+            TripleQuery {
+                subject: Some("api".into()),
+                predicate: Some("deployed_on".into()),
+                include_history: true,
+                ..TripleQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(history.len(), 2);
     assert_eq!(history[1].object, "ec2");
     assert!(history[1].valid_to.is_some());
     let likes = store
-        .query_triples(TripleQuery {
-            predicate: Some("likes".into()),
-            ..TripleQuery::default()
-        })
+        .query_triples(
+            &Scope::EMPTY,
+            TripleQuery {
+                predicate: Some("likes".into()),
+                ..TripleQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(likes.len(), 2, "many-valued relations keep every object");
-    assert!(store.invalidate_triple(likes[0].id).await.unwrap());
-    assert!(!store.invalidate_triple(likes[0].id).await.unwrap());
+    assert!(
+        store
+            .invalidate_triple(&Scope::EMPTY, likes[0].id)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .invalidate_triple(&Scope::EMPTY, likes[0].id)
+            .await
+            .unwrap()
+    );
     // Recall returns current triples that mention the query.
     store
-        .add_record("s", "user", "the api has been flaky")
+        .add_record(&Scope::EMPTY, "s", "user", "the api has been flaky")
         .await
         .unwrap();
     let recall = store
-        .recall(&RecallQuery::new("api outage").limit(3))
+        .recall(&Scope::EMPTY, &RecallQuery::new("api outage").limit(3))
         .await
         .unwrap();
     let objects: Vec<&str> = recall.triples.iter().map(|t| t.object.as_str()).collect();
@@ -405,19 +496,26 @@ pub(crate) async fn recall_leaves_out_the_turn_in_progress(f: &impl Fixture) {
         .open(&f.fresh().await, Some(Arc::new(HashEmbedder::new(256))))
         .await;
     store
-        .add_records(&[
-            NewRecord::new("s", "user", "When do we ship the payments service?").in_turn("t1"),
-            NewRecord::new("s", "assistant", "The payments service ships on Friday.").in_turn("t1"),
-            NewRecord::new("s", "user", "When do we ship the payments service?").in_turn("t2"),
-            NewRecord::new("s", "tool:grep", "payments service: ship checklist").in_turn("t2"),
-        ])
+        .add_records(
+            &Scope::EMPTY,
+            &[
+                NewRecord::new("s", "user", "When do we ship the payments service?").in_turn("t1"),
+                NewRecord::new("s", "assistant", "The payments service ships on Friday.")
+                    .in_turn("t1"),
+                NewRecord::new("s", "user", "When do we ship the payments service?").in_turn("t2"),
+                NewRecord::new("s", "tool:grep", "payments service: ship checklist").in_turn("t2"),
+            ],
+        )
         .await
         .unwrap();
     let query = RecallQuery::new("When do we ship the payments service?").limit(10);
-    let all = store.recall(&query).await.unwrap();
+    let all = store.recall(&Scope::EMPTY, &query).await.unwrap();
     assert_eq!(all.hits.len(), 4, "{:?}", all.hits);
     let recall = store
-        .recall(&query.clone().exclude_turn(Some("t2".into())))
+        .recall(
+            &Scope::EMPTY,
+            &query.clone().exclude_turn(Some("t2".into())),
+        )
         .await
         .unwrap();
     let texts: Vec<&str> = recall.hits.iter().map(|h| h.text.as_str()).collect();
@@ -534,7 +632,11 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
     let recalled = outcome.conversation.messages[2].text();
     assert!(recalled.contains("(ada, works_on, kinet)"), "{recalled}");
     assert_eq!(
-        store.fact("run-1", "build").await.unwrap().as_deref(),
+        store
+            .fact(&Scope::EMPTY, "run-1", "build")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("cargo build --release")
     );
 }
@@ -543,7 +645,10 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
     let at = f.fresh().await;
     let store = f.open(&at, None).await;
     store
-        .define_block(BlockSpec::new("log", 100_000, "every writer appends"))
+        .define_block(
+            &Scope::EMPTY,
+            BlockSpec::new("log", 100_000, "every writer appends"),
+        )
         .await
         .unwrap();
     let mut tasks = Vec::new();
@@ -553,23 +658,34 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
         tasks.push(tokio::spawn(async move {
             for i in 0..15 {
                 handle
-                    .block_append("log", &format!("w{writer}-{i}"))
+                    .block_append(&Scope::EMPTY, "log", &format!("w{writer}-{i}"))
                     .await
                     .unwrap();
                 handle
-                    .add_records(&[NewRecord::new(
-                        format!("w{writer}"),
-                        "user",
-                        format!("note {i}"),
-                    )])
+                    .add_records(
+                        &Scope::EMPTY,
+                        &[NewRecord::new(
+                            format!("w{writer}"),
+                            "user",
+                            format!("note {i}"),
+                        )],
+                    )
                     .await
                     .unwrap();
                 handle
-                    .set_fact("shared", &format!("w{writer}"), &i.to_string())
+                    .set_fact(
+                        &Scope::EMPTY,
+                        "shared",
+                        &format!("w{writer}"),
+                        &i.to_string(),
+                    )
                     .await
                     .unwrap();
                 handle
-                    .add_triple(NewTriple::new("release", "owner", format!("w{writer}-{i}")))
+                    .add_triple(
+                        &Scope::EMPTY,
+                        NewTriple::new("release", "owner", format!("w{writer}-{i}")),
+                    )
                     .await
                     .unwrap();
             }
@@ -578,7 +694,7 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
     for task in tasks {
         task.await.unwrap();
     }
-    let blocks = store.blocks().await.unwrap();
+    let blocks = store.blocks(&Scope::EMPTY).await.unwrap();
     let log = blocks.iter().find(|b| b.label == "log").unwrap();
     assert_eq!(log.value.lines().count(), 90, "lost block appends");
     for writer in 0..6 {
@@ -586,22 +702,28 @@ pub(crate) async fn concurrent_writers_lose_nothing(f: &impl Fixture) {
             assert!(log.value.lines().any(|l| l == format!("w{writer}-{i}")));
         }
     }
-    assert_eq!(store.record_count().await.unwrap(), 90);
-    assert_eq!(store.facts("shared").await.unwrap().len(), 6);
+    assert_eq!(store.record_count(&Scope::EMPTY).await.unwrap(), 90);
+    assert_eq!(store.facts(&Scope::EMPTY, "shared").await.unwrap().len(), 6);
     let current = store
-        .query_triples(TripleQuery {
-            subject: Some("release".into()),
-            ..TripleQuery::default()
-        })
+        .query_triples(
+            &Scope::EMPTY,
+            TripleQuery {
+                subject: Some("release".into()),
+                ..TripleQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(current.len(), 1, "exactly one current owner: {current:?}");
     let all = store
-        .query_triples(TripleQuery {
-            subject: Some("release".into()),
-            include_history: true,
-            ..TripleQuery::default()
-        })
+        .query_triples(
+            &Scope::EMPTY,
+            TripleQuery {
+                subject: Some("release".into()),
+                include_history: true,
+                ..TripleQuery::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(all.len(), 90);
@@ -618,33 +740,49 @@ pub(crate) async fn hostile_text_is_stored_and_searched_as_text(f: &impl Fixture
         "percent % underscore _ backslash \\",
     ];
     for text in nasty {
-        store.add_record("s", "user", text).await.unwrap();
+        store
+            .add_record(&Scope::EMPTY, "s", "user", text)
+            .await
+            .unwrap();
     }
-    store.set_fact("s", "'; --", "\" OR 1=1").await.unwrap();
+    store
+        .set_fact(&Scope::EMPTY, "s", "'; --", "\" OR 1=1")
+        .await
+        .unwrap();
     assert_eq!(
-        store.fact("s", "'; --").await.unwrap().as_deref(),
+        store
+            .fact(&Scope::EMPTY, "s", "'; --")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("\" OR 1=1")
     );
     for query in nasty {
-        store.recall(&RecallQuery::new(query)).await.unwrap();
+        store
+            .recall(&Scope::EMPTY, &RecallQuery::new(query))
+            .await
+            .unwrap();
     }
-    let recall = store.recall(&RecallQuery::new("DROP TABLE")).await.unwrap();
+    let recall = store
+        .recall(&Scope::EMPTY, &RecallQuery::new("DROP TABLE"))
+        .await
+        .unwrap();
     assert!(recall.hits.iter().any(|h| h.text.contains("DROP TABLE")));
     let recall = store
-        .recall(&RecallQuery::new("underscore backslash"))
+        .recall(&Scope::EMPTY, &RecallQuery::new("underscore backslash"))
         .await
         .unwrap();
     assert!(recall.hits.iter().any(|h| h.text.starts_with("percent")));
     store
-        .add_triple(NewTriple::new("100%", "is_a", "a_b"))
+        .add_triple(&Scope::EMPTY, NewTriple::new("100%", "is_a", "a_b"))
         .await
         .unwrap();
     let recall = store
-        .recall(&RecallQuery::new("xx 100% coverage"))
+        .recall(&Scope::EMPTY, &RecallQuery::new("xx 100% coverage"))
         .await
         .unwrap();
     assert!(recall.triples.is_empty() || recall.triples[0].subject == "100%");
-    assert_eq!(store.record_count().await.unwrap(), 4);
+    assert_eq!(store.record_count(&Scope::EMPTY).await.unwrap(), 4);
 }
 
 pub(crate) async fn frequent_words_stay_cheap_and_still_rank_the_best_matches(f: &impl Fixture) {
@@ -661,16 +799,19 @@ pub(crate) async fn frequent_words_stay_cheap_and_still_rank_the_best_matches(f:
         };
         batch.push(NewRecord::new("s", "user", text));
         if batch.len() == 1000 {
-            store.add_records(&batch).await.unwrap();
+            store.add_records(&Scope::EMPTY, &batch).await.unwrap();
             batch.clear();
         }
     }
     store
-        .add_record("s", "user", "the gateway timed out")
+        .add_record(&Scope::EMPTY, "s", "user", "the gateway timed out")
         .await
         .unwrap();
     let recall = store
-        .recall(&RecallQuery::new("billing incident").limit(5))
+        .recall(
+            &Scope::EMPTY,
+            &RecallQuery::new("billing incident").limit(5),
+        )
         .await
         .unwrap();
     assert_eq!(recall.hits.len(), 5, "{:?}", recall.hits);
@@ -684,7 +825,7 @@ pub(crate) async fn frequent_words_stay_cheap_and_still_rank_the_best_matches(f:
     );
     // A rare word among frequent ones decides.
     let recall = store
-        .recall(&RecallQuery::new("billing gateway").limit(3))
+        .recall(&Scope::EMPTY, &RecallQuery::new("billing gateway").limit(3))
         .await
         .unwrap();
     assert!(
