@@ -178,15 +178,17 @@ fn percentiles(mut samples: Vec<f64>) -> (f64, f64) {
 }
 
 /// The exact top `K` record ids (1-based, as inserted) for each query.
-fn exact_top(records: usize) -> Vec<Vec<i64>> {
-    let vectors: Vec<Vec<f32>> = (0..records).map(|i| vector_for(&text(i))).collect();
+fn exact_top(records: usize, keep: impl Fn(usize) -> bool) -> Vec<Vec<i64>> {
+    let vectors: Vec<(usize, Vec<f32>)> = (0..records)
+        .filter(|i| keep(*i))
+        .map(|i| (i, vector_for(&text(i))))
+        .collect();
     (0..EXACT_QUERIES)
         .map(|q| {
             let query = vector_for(&vector_query(q));
             let mut scored: Vec<(f32, usize)> = vectors
                 .iter()
-                .enumerate()
-                .map(|(i, v)| (v.iter().zip(&query).map(|(a, b)| a * b).sum(), i))
+                .map(|(i, v)| (v.iter().zip(&query).map(|(a, b)| a * b).sum(), *i))
                 .collect();
             scored.select_nth_unstable_by(K - 1, |a, b| b.0.total_cmp(&a.0));
             scored.truncate(K);
@@ -212,6 +214,7 @@ fn recall_at_k(found: &[Vec<i64>], exact: &[Vec<i64>]) -> f64 {
 fn measure(
     rt: &tokio::runtime::Runtime,
     name: &str,
+    scope: &Scope,
     store: &SharedMemory,
     text_only: &SharedMemory,
     exact: &[Vec<i64>],
@@ -222,7 +225,7 @@ fn measure(
                 .map(|i| {
                     let q = RecallQuery::new(query(i)).limit(K);
                     let start = Instant::now();
-                    let recall = rt.block_on(store.recall(&Scope::EMPTY, &q)).unwrap();
+                    let recall = rt.block_on(store.recall(scope, &q)).unwrap();
                     let elapsed = start.elapsed().as_secs_f64() * 1e3;
                     assert_eq!(recall.mode == RecallMode::Hybrid, hybrid, "{label}");
                     assert!(!recall.hits.is_empty(), "{label}: {}", q.text);
@@ -238,7 +241,7 @@ fn measure(
     let found: Vec<Vec<i64>> = (0..EXACT_QUERIES)
         .map(|q| {
             let recall = rt
-                .block_on(store.recall(&Scope::EMPTY, &RecallQuery::new(vector_query(q)).limit(K)))
+                .block_on(store.recall(scope, &RecallQuery::new(vector_query(q)).limit(K)))
                 .unwrap();
             recall.hits.iter().map(|h| h.id).collect()
         })
@@ -249,14 +252,25 @@ fn measure(
     );
 }
 
-fn insert(rt: &tokio::runtime::Runtime, name: &str, store: &SharedMemory, records: usize) {
+/// Inserts `records` records in batches of 1,000, batch `b` into
+/// `scopes[b % scopes.len()]` (record `i` gets id `i + 1`).
+fn insert(
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    scopes: &[Scope],
+    store: &SharedMemory,
+    records: usize,
+) {
     let start = Instant::now();
     rt.block_on(async {
-        for batch in 0..records.div_ceil(1000) {
-            let batch: Vec<NewRecord> = (batch * 1000..((batch + 1) * 1000).min(records))
+        for b in 0..records.div_ceil(1000) {
+            let batch: Vec<NewRecord> = (b * 1000..((b + 1) * 1000).min(records))
                 .map(|i| NewRecord::new("bench", "user", text(i)))
                 .collect();
-            store.add_records(&Scope::EMPTY, &batch).await.unwrap();
+            store
+                .add_records(&scopes[b % scopes.len()], &batch)
+                .await
+                .unwrap();
         }
     });
     let elapsed = start.elapsed().as_secs_f64();
@@ -362,7 +376,7 @@ fn main() {
             "\n## {records} records, {} vectors\n",
             if random_vectors() { "random" } else { "topic" }
         );
-        let exact = exact_top(records);
+        let exact = exact_top(records, |_| true);
         let path = dir.path().join(format!("kinet{records}.db"));
         let open = |embedder: Option<Arc<dyn Embedder>>| -> SharedMemory {
             rt.block_on(MemoryStore::open(
@@ -375,19 +389,32 @@ fn main() {
             .unwrap()
             .into()
         };
-        let store = open(Some(Arc::new(SeededEmbedder)));
-        insert(&rt, "kinet SQLite", &store, records);
-        let start = Instant::now();
-        rt.block_on(store.recall(&Scope::EMPTY, &RecallQuery::new("x")))
-            .unwrap();
-        println!(
-            "kinet SQLite vector index load (first recall): {:.1} s",
-            start.elapsed().as_secs_f64()
-        );
-        println!("\n| recall of {K} over {records} records | p50 | p99 |\n|---|---|---|");
-        measure(&rt, "kinet SQLite", &store, &open(None), &exact);
-        drop(store);
-        std::fs::remove_file(&path).ok();
+        // The same records three times: in the empty scope; in one user's
+        // scope; spread over four users' scopes (by batch), recalled in
+        // the first user's (every query filtered by it inside the indexes).
+        let user = |n: usize| Scope::user(format!("bench-user-{n}")).with_agent("bench");
+        let four: Vec<Scope> = (0..4).map(user).collect();
+        let first_of_four = exact_top(records, |i| (i / 1000) % 4 == 0);
+        for (label, scopes, exact) in [
+            ("kinet SQLite", vec![Scope::EMPTY], &exact),
+            ("kinet SQLite, one user's scope", vec![user(0)], &exact),
+            ("kinet SQLite, 1 of 4 users' scopes", four, &first_of_four),
+        ] {
+            let scope = scopes[0].clone();
+            let store = open(Some(Arc::new(SeededEmbedder)));
+            insert(&rt, label, &scopes, &store, records);
+            let start = Instant::now();
+            rt.block_on(store.recall(&scope, &RecallQuery::new("x")))
+                .unwrap();
+            println!(
+                "{label} vector index load (first recall): {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+            println!("\n| recall of {K} over {records} records | p50 | p99 |\n|---|---|---|");
+            measure(&rt, label, &scope, &store, &open(None), exact);
+            drop(store);
+            std::fs::remove_file(&path).ok();
+        }
         sqlite_vec(dir.path(), records, &exact);
         #[cfg(feature = "postgres")]
         postgres(&rt, records, &exact);
@@ -422,7 +449,20 @@ fn postgres(rt: &tokio::runtime::Runtime, records: usize, exact: &[Vec<i64>]) {
     };
     // Inserted with the HNSW index in place, as a live service would.
     let store = connect(Some(Arc::new(SeededEmbedder)));
-    insert(rt, "kinet PostgreSQL (HNSW maintained)", &store, records);
+    insert(
+        rt,
+        "kinet PostgreSQL (HNSW maintained)",
+        &[Scope::EMPTY],
+        &store,
+        records,
+    );
     println!("\n| recall of {K} over {records} records | p50 | p99 |\n|---|---|---|");
-    measure(rt, "kinet PostgreSQL", &store, &connect(None), exact);
+    measure(
+        rt,
+        "kinet PostgreSQL",
+        &Scope::EMPTY,
+        &store,
+        &connect(None),
+        exact,
+    );
 }

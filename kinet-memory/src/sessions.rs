@@ -68,6 +68,7 @@ impl SqliteSessionStore {
     /// Stores `session` (its messages, approvals and state become the
     /// journal's first entries).
     pub fn create(&self, session: &Session) -> Result<(), MemoryError> {
+        let entries = initial_entries(session)?;
         self.with(|conn| {
             let tx = conn.transaction().map_err(sql)?;
             let now = now_ms();
@@ -81,30 +82,12 @@ impl SqliteSessionStore {
                 ],
             )
             .map_err(sql)?;
-            let mut seq = 0i64;
-            let mut insert = |entry: JournalEntry| -> Result<(), MemoryError> {
-                let body = serde_json::to_string(&entry).map_err(|e| MemoryError::Io(e.to_string()))?;
+            for (seq, (kind, body)) in entries.iter().enumerate() {
                 tx.execute(
                     "INSERT INTO session_entries (session, seq, kind, body) VALUES (?1, ?2, ?3, ?4)",
-                    params![session.id, seq, kind(&entry), body],
+                    params![session.id, seq as i64, kind, body],
                 )
                 .map_err(sql)?;
-                seq += 1;
-                Ok(())
-            };
-            for message in &session.messages {
-                insert(JournalEntry::Message {
-                    message: message.clone(),
-                })?;
-            }
-            for tool in &session.approvals {
-                insert(JournalEntry::Approval { tool: tool.clone() })?;
-            }
-            for (key, value) in &session.state {
-                insert(JournalEntry::State {
-                    key: key.clone(),
-                    value: value.clone(),
-                })?;
             }
             tx.commit().map_err(sql)
         })
@@ -279,7 +262,46 @@ impl SessionStore for SqliteSessionStore {
     }
 }
 
-fn kind(entry: &JournalEntry) -> &'static str {
+/// The first entries of a new session's journal, as (kind, JSON body):
+/// its messages, approvals, tool state and what it has read.
+pub(crate) fn initial_entries(
+    session: &Session,
+) -> Result<Vec<(&'static str, String)>, MemoryError> {
+    let messages = session
+        .messages
+        .iter()
+        .map(|message| JournalEntry::Message {
+            message: message.clone(),
+        });
+    let approvals = session
+        .approvals
+        .iter()
+        .map(|tool| JournalEntry::Approval { tool: tool.clone() });
+    let state = session
+        .state
+        .iter()
+        .map(|(key, value)| JournalEntry::State {
+            key: key.clone(),
+            value: value.clone(),
+        });
+    let seen = session
+        .provenance
+        .seen()
+        .iter()
+        .map(|seen| JournalEntry::Seen { seen: seen.clone() });
+    messages
+        .chain(approvals)
+        .chain(state)
+        .chain(seen)
+        .map(|entry| {
+            let body = serde_json::to_string(&entry).map_err(|e| MemoryError::Io(e.to_string()))?;
+            Ok((kind(&entry), body))
+        })
+        .collect()
+}
+
+/// The kind column of a journal entry.
+pub(crate) fn kind(entry: &JournalEntry) -> &'static str {
     match entry {
         JournalEntry::Message { .. } => "message",
         JournalEntry::Approval { .. } => "approval",

@@ -50,6 +50,32 @@ fn databases() -> Option<Databases> {
 
 conformance_suite!(databases());
 
+#[macro_use]
+mod session_conformance;
+
+/// Session stores in databases on the process-wide test cluster.
+struct SessionDatabases(&'static pg_server::PgServer);
+
+#[async_trait::async_trait]
+impl session_conformance::SessionFixture for SessionDatabases {
+    async fn fresh(&self) -> String {
+        self.0.url(&pg_server::fresh_database(self.0).await)
+    }
+    async fn open(&self, at: &str) -> Arc<dyn kinet_core::session::SessionStore> {
+        open_sessions(at)
+    }
+}
+
+fn open_sessions(at: &str) -> Arc<dyn kinet_core::session::SessionStore> {
+    Arc::new(kinet_memory::postgres::PostgresSessionStore::connect(at).unwrap())
+}
+
+fn session_databases() -> Option<SessionDatabases> {
+    pg_server::server().map(SessionDatabases)
+}
+
+session_suite!(session_databases(), open_sessions);
+
 /// Runs as a child process when KINET_PG_CHILD is set: writes records,
 /// facts and block lines to the database it names; otherwise does nothing.
 #[tokio::test]

@@ -37,6 +37,9 @@
 
 mod recall;
 mod schema;
+mod sessions;
+
+pub use sessions::PostgresSessionStore;
 
 use std::sync::Arc;
 
@@ -146,21 +149,8 @@ impl PostgresMemory {
         config: MemoryConfig,
         version: usize,
     ) -> Result<Self, MemoryError> {
-        let target = redact(url);
-        let pg_config: tokio_postgres::Config = url.parse().map_err(|e| pool_error(&target, e))?;
-        let manager = Manager::from_config(
-            pg_config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .build()
-            .map_err(|e| pool_error(&target, e))?;
+        let (pool, target) = open_pool(url, schema::Tables::Memory, version).await?;
         let mut client = pool.get().await.map_err(|e| pool_error(&target, e))?;
-        schema::migrate(&mut client, version).await?;
         let vectors = match &config.embedder {
             Some(embedder) => Some((
                 schema::vector_index(&mut client, embedder.name(), embedder.dims()).await?,
@@ -193,6 +183,31 @@ impl PostgresMemory {
             .await
             .map_err(|e| pool_error(&self.inner.target, e))
     }
+}
+
+/// A pool of connections to `url`, `tables` migrated to `version`; and
+/// the address without its password, for messages.
+pub(crate) async fn open_pool(
+    url: &str,
+    tables: schema::Tables,
+    version: usize,
+) -> Result<(Pool, String), MemoryError> {
+    let target = redact(url);
+    let pg_config: tokio_postgres::Config = url.parse().map_err(|e| pool_error(&target, e))?;
+    let manager = Manager::from_config(
+        pg_config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let pool = Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .build()
+        .map_err(|e| pool_error(&target, e))?;
+    let mut client = pool.get().await.map_err(|e| pool_error(&target, e))?;
+    schema::migrate(&mut client, tables, version).await?;
+    Ok((pool, target))
 }
 
 impl From<PostgresMemory> for SharedMemory {

@@ -88,39 +88,92 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes.
 pub(crate) const SCHEMA_VERSION: usize = MIGRATIONS.len();
 
+/// The session store's migrations, in order, with their own version table
+/// (`kinet_session_schema`): a host that keeps only sessions in
+/// PostgreSQL needs no pgvector.
+const SESSION_MIGRATIONS: &[&str] = &[
+    // 1: sessions and their journals, claims on them. Sequence numbers are drawn from the session row, so appends
+    // from any number of processes are ordered and never collide.
+    "
+    CREATE TABLE kinet_sessions (
+        id text PRIMARY KEY,
+        created_at bigint NOT NULL,
+        updated_at bigint NOT NULL,
+        forked_from text,
+        fork_at bigint,
+        next_seq bigint NOT NULL DEFAULT 0
+    );
+    CREATE INDEX kinet_sessions_updated ON kinet_sessions (updated_at DESC, id);
+    CREATE TABLE kinet_session_entries (
+        session text NOT NULL REFERENCES kinet_sessions(id) ON DELETE CASCADE,
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        body text NOT NULL,
+        PRIMARY KEY (session, seq)
+    );
+    CREATE TABLE kinet_session_claims (
+        session text PRIMARY KEY,
+        holder text NOT NULL,
+        expires_at bigint NOT NULL
+    );
+    ",
+];
+
+/// The session schema version this build writes.
+pub(crate) const SESSION_SCHEMA_VERSION: usize = SESSION_MIGRATIONS.len();
+
+/// Which tables a migration brings up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tables {
+    /// Facts, blocks, records, triples (`kinet_memory_schema`).
+    Memory,
+    /// Sessions, journals, claims (`kinet_session_schema`).
+    Sessions,
+}
+
 /// A key no other program should take: processes migrating one database
 /// wait for each other on it.
 const MIGRATION_LOCK: i64 = 0x6b69_6e65_745f_6d65;
 
-/// Brings the database to `target` (the current version unless testing),
-/// in one transaction under an advisory lock, so processes starting
-/// together migrate once.
-pub(crate) async fn migrate(client: &mut Client, target: usize) -> Result<(), MemoryError> {
+/// Brings `tables` to `target` (the current version unless testing), in one
+/// transaction under an advisory lock, so processes starting together
+/// migrate once; a database of a newer version is refused.
+pub(crate) async fn migrate(
+    client: &mut Client,
+    tables: Tables,
+    target: usize,
+) -> Result<(), MemoryError> {
+    let (versions, migrations, what) = match tables {
+        Tables::Memory => ("kinet_memory_schema", MIGRATIONS, "memory"),
+        Tables::Sessions => ("kinet_session_schema", SESSION_MIGRATIONS, "session"),
+    };
     let tx = client.transaction().await.map_err(pg)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(pg)?;
-    tx.batch_execute("CREATE TABLE IF NOT EXISTS kinet_memory_schema (version integer NOT NULL)")
-        .await
-        .map_err(pg)?;
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {versions} (version integer NOT NULL)"
+    ))
+    .await
+    .map_err(pg)?;
     let current: Option<i32> = tx
-        .query_one("SELECT max(version) FROM kinet_memory_schema", &[])
+        .query_one(&format!("SELECT max(version) FROM {versions}"), &[])
         .await
         .map_err(pg)?
         .get(0);
     let current = usize::try_from(current.unwrap_or(0)).unwrap_or(0);
-    if current > MIGRATIONS.len() {
+    if current > migrations.len() {
         return Err(MemoryError::Invalid(format!(
-            "the database has kinet memory schema version {current}; this build knows versions up \
+            "the database has kinet {what} schema version {current}; this build knows versions up \
              to {}: it was written by a newer kinet",
-            MIGRATIONS.len()
+            migrations.len()
         )));
     }
-    for (index, sql) in MIGRATIONS.iter().enumerate().take(target).skip(current) {
+    for (index, sql) in migrations.iter().enumerate().take(target).skip(current) {
         tx.batch_execute(sql).await.map_err(pg)?;
         let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
         tx.execute(
-            "INSERT INTO kinet_memory_schema(version) VALUES ($1)",
+            &format!("INSERT INTO {versions}(version) VALUES ($1)"),
             &[&version],
         )
         .await

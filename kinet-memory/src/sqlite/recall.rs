@@ -172,13 +172,25 @@ impl MemoryStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        // Every match is inside the scope: its key is a second column of
-        // the full-text index, and the terms are matched in the text only.
         let key = scope.key();
-        let within = move |terms: &str| format!("scope_key : \"{key}\" AND text : ({terms})");
         self.inner
             .db
             .read(move |conn| {
+                // Every match is inside the scope: its key is a second
+                // column of the full-text index, intersected with the
+                // terms (matched in the text only). A scope alone in the
+                // store (one tenant, or a store from before scopes) skips
+                // the intersection; the rows are checked against the scope
+                // again when fetched, so a record another scope writes
+                // meanwhile is still never returned.
+                let alone = scope_is_alone(conn, &key)?;
+                let within = |terms: &str| {
+                    if alone {
+                        format!("text : ({terms})")
+                    } else {
+                        format!("scope_key : \"{key}\" AND text : ({terms})")
+                    }
+                };
                 // Records are written in time order, so a time limit is a
                 // rowid range, which FTS5 applies inside its index (a join
                 // with the records table would visit every match); the hits
@@ -350,6 +362,17 @@ impl MemoryStore {
         .await
         .map_err(|e| MemoryError::Io(format!("loading vectors failed: {e}")))?
     }
+}
+
+/// Whether no record of another scope than `key` exists (two seeks on the
+/// scope index).
+fn scope_is_alone(conn: &rusqlite::Connection, key: &str) -> Result<bool, MemoryError> {
+    conn.prepare_cached(
+        "SELECT NOT EXISTS (SELECT 1 FROM records WHERE scope_key < ?1)
+            AND NOT EXISTS (SELECT 1 FROM records WHERE scope_key > ?1)",
+    )
+    .and_then(|mut statement| statement.query_row(params![key], |r| r.get(0)))
+    .map_err(sql)
 }
 
 /// A term as an FTS5 prefix phrase (terms hold letters and digits only).

@@ -1,0 +1,391 @@
+//! Sessions in PostgreSQL: [`PostgresSessionStore`], the journal store for
+//! services whose replicas run on several machines.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use kinet_core::session::{
+    ForkPoint, JournalEntry, Session, SessionInfo, SessionState, SessionStore, StoreError,
+    StoreJournal,
+};
+use tokio::sync::mpsc;
+
+use super::{open_pool, pg, schema};
+use crate::MemoryError;
+use crate::sessions::{initial_entries, kind};
+
+type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Job = Box<dyn FnOnce(Pool) -> Work + Send>;
+
+/// The server's clock in ms since the epoch, as SQL: claims expire by one
+/// clock however many machines share the database.
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// Sessions in PostgreSQL (tables `kinet_sessions`,
+/// `kinet_session_entries`, `kinet_session_claims`, versioned in
+/// `kinet_session_schema` and migrated under the memory tables' advisory
+/// lock; a database of a newer schema is refused; no pgvector needed). The same [`SessionStore`] as
+/// [`SqliteSessionStore`](crate::SqliteSessionStore), held to the same
+/// conformance suite, for replicas on several machines: give it to
+/// stateless MCP serving or to each agent's journal.
+///
+/// - An append is one statement: it draws the entry's sequence number
+///   from the session row, so appends from any number of processes are
+///   ordered and never collide.
+/// - Claims expire by the database server's clock, not the callers'.
+/// - `SessionStore` is a blocking trait (a journal is written between the
+///   steps of a run): the store runs its pool (up to 8 connections) on a
+///   thread of its own, so its calls work from any thread or runtime;
+///   each waits for one round trip.
+///
+/// ```no_run
+/// # fn run() -> Result<(), kinet_memory::MemoryError> {
+/// use kinet_memory::postgres::PostgresSessionStore;
+///
+/// let sessions = PostgresSessionStore::connect("postgres://agent@db.internal/agents")?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PostgresSessionStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    jobs: mpsc::UnboundedSender<Job>,
+    target: String,
+}
+
+impl std::fmt::Debug for PostgresSessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSessionStore")
+            .field("target", &self.inner.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresSessionStore {
+    /// Connects to `url` (as [`PostgresMemory::connect`](super::PostgresMemory::connect)
+    /// takes it) and migrates the schema; blocks until done.
+    pub fn connect(url: &str) -> Result<Self, MemoryError> {
+        Self::connect_at(url, schema::SESSION_SCHEMA_VERSION)
+    }
+
+    pub(crate) fn connect_at(url: &str, version: usize) -> Result<Self, MemoryError> {
+        let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+        let (ready, opened) = std::sync::mpsc::sync_channel(1);
+        let address = url.to_owned();
+        std::thread::Builder::new()
+            .name("kinet-pg-sessions".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        let _ = ready.send(Err(MemoryError::Io(format!(
+                            "cannot start the session store's thread: {error}"
+                        ))));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let pool = match open_pool(&address, schema::Tables::Sessions, version).await {
+                        Ok((pool, target)) => {
+                            let _ = ready.send(Ok(target));
+                            pool
+                        }
+                        Err(error) => {
+                            let _ = ready.send(Err(error));
+                            return;
+                        }
+                    };
+                    // Each call runs as its own task: calls from several
+                    // threads proceed on several connections at once.
+                    while let Some(job) = queue.recv().await {
+                        tokio::spawn(job(pool.clone()));
+                    }
+                });
+            })
+            .map_err(|e| {
+                MemoryError::Io(format!("cannot start the session store's thread: {e}"))
+            })?;
+        let target = opened.recv().map_err(|_| MemoryError::Closed)??;
+        Ok(Self {
+            inner: Arc::new(Inner { jobs, target }),
+        })
+    }
+
+    /// Runs `work` on the store's thread and waits for its answer.
+    fn run<T, F>(&self, work: impl FnOnce(Pool) -> F + Send + 'static) -> Result<T, MemoryError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, MemoryError>> + Send + 'static,
+    {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let job: Job = Box::new(move |pool| {
+            Box::pin(async move {
+                let _ = reply.send(work(pool).await);
+            })
+        });
+        self.inner.jobs.send(job).map_err(|_| MemoryError::Closed)?;
+        answer.recv().map_err(|_| MemoryError::Closed)?
+    }
+
+    /// A connection, or why there is none (naming the server).
+    async fn client(pool: &Pool, target: &str) -> Result<deadpool_postgres::Object, MemoryError> {
+        pool.get().await.map_err(|e| super::pool_error(target, e))
+    }
+
+    /// Stores `session` (its messages, approvals, state and what it has
+    /// read become the journal's first entries).
+    pub fn create(&self, session: &Session) -> Result<(), MemoryError> {
+        let id = session.id.clone();
+        let fork = session
+            .forked_from
+            .as_ref()
+            .map(|f| (f.session.clone(), i64::try_from(f.at).unwrap_or(i64::MAX)));
+        let entries = initial_entries(session)?;
+        let target = self.inner.target.clone();
+        self.run(move |pool| async move {
+            let mut client = Self::client(&pool, &target).await?;
+            let tx = client.transaction().await.map_err(pg)?;
+            let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+            let inserted = tx
+                .execute(
+                    &format!(
+                        "INSERT INTO kinet_sessions (id, created_at, updated_at, forked_from, fork_at, next_seq)
+                         VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4) ON CONFLICT (id) DO NOTHING"
+                    ),
+                    &[&id, &fork.as_ref().map(|f| &f.0), &fork.as_ref().map(|f| f.1), &count],
+                )
+                .await
+                .map_err(pg)?;
+            if inserted == 0 {
+                return Err(MemoryError::Invalid(format!(
+                    "a session `{id}` already exists; load it, or create the new one under another id"
+                )));
+            }
+            let kinds: Vec<&str> = entries.iter().map(|(kind, _)| *kind).collect();
+            let bodies: Vec<&str> = entries.iter().map(|(_, body)| body.as_str()).collect();
+            tx.execute(
+                "INSERT INTO kinet_session_entries (session, seq, kind, body)
+                 SELECT $1, n - 1, k, b FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(k, b, n)",
+                &[&id, &kinds, &bodies],
+            )
+            .await
+            .map_err(pg)?;
+            tx.commit().await.map_err(pg)
+        })
+    }
+
+    /// Appends one entry to a session's journal.
+    pub fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), MemoryError> {
+        let body = serde_json::to_string(entry).map_err(|e| MemoryError::Io(e.to_string()))?;
+        let (id, kind) = (id.to_owned(), kind(entry));
+        let target = self.inner.target.clone();
+        self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            let appended = client
+                .execute(
+                    &format!(
+                        "WITH s AS (
+                             UPDATE kinet_sessions SET updated_at = {NOW_MS}, next_seq = next_seq + 1
+                             WHERE id = $1 RETURNING next_seq - 1 AS seq
+                         )
+                         INSERT INTO kinet_session_entries (session, seq, kind, body)
+                         SELECT $1, seq, $2, $3 FROM s"
+                    ),
+                    &[&id, &kind, &body],
+                )
+                .await
+                .map_err(pg)?;
+            if appended == 0 {
+                return Err(MemoryError::Invalid(format!("there is no session `{id}`")));
+            }
+            Ok(())
+        })
+    }
+
+    /// The journal of session `id` for an agent
+    /// ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal)): each
+    /// entry written as it comes, and the state of `states` after every tool
+    /// result.
+    pub fn journal(&self, id: &str, states: Vec<Arc<dyn SessionState>>) -> Arc<StoreJournal> {
+        StoreJournal::new(Arc::new(self.clone()), id, states)
+    }
+
+    /// Runs one statement that changes rows and says how many.
+    fn change(&self, statement: String, params: Vec<Param>) -> Result<u64, MemoryError> {
+        let target = self.inner.target.clone();
+        self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                params.iter().map(Param::as_sql).collect();
+            client.execute(&statement, &refs).await.map_err(pg)
+        })
+    }
+}
+
+/// An owned statement parameter.
+enum Param {
+    Text(String),
+    Int(i64),
+}
+
+impl Param {
+    fn as_sql(&self) -> &(dyn tokio_postgres::types::ToSql + Sync) {
+        match self {
+            Self::Text(text) => text,
+            Self::Int(int) => int,
+        }
+    }
+}
+
+fn ttl_ms(ttl: std::time::Duration) -> i64 {
+    i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl SessionStore for PostgresSessionStore {
+    fn create(&self, session: &Session) -> Result<(), StoreError> {
+        Ok(PostgresSessionStore::create(self, session)?)
+    }
+
+    fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError> {
+        Ok(PostgresSessionStore::append(self, id, entry)?)
+    }
+
+    fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
+        let id = id.to_owned();
+        let target = self.inner.target.clone();
+        Ok(self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            // One row per entry; one row with no body for a session with
+            // none; no row for no session.
+            let rows = client
+                .query(
+                    "SELECT e.body FROM kinet_sessions s
+                     LEFT JOIN kinet_session_entries e ON e.session = s.id
+                     WHERE s.id = $1 ORDER BY e.seq",
+                    &[&id],
+                )
+                .await
+                .map_err(pg)?;
+            if rows.is_empty() {
+                return Ok(None);
+            }
+            let mut entries = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let Some(body) = row.get::<_, Option<&str>>(0) else {
+                    continue;
+                };
+                entries.push(serde_json::from_str(body).map_err(|e| {
+                    MemoryError::Io(format!("a journal entry of `{id}` is unreadable: {e}"))
+                })?);
+            }
+            Ok(Some(entries))
+        })?)
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let target = self.inner.target.clone();
+        Ok(self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            let rows = client
+                .query(
+                    "SELECT s.id, s.created_at, s.updated_at,
+                        (SELECT count(*) FROM kinet_session_entries e WHERE e.session = s.id AND e.kind = 'message')
+                     FROM kinet_sessions s ORDER BY s.updated_at DESC, s.id",
+                    &[],
+                )
+                .await
+                .map_err(pg)?;
+            Ok(rows
+                .iter()
+                .map(|row| {
+                    SessionInfo::new(
+                        row.get(0),
+                        row.get(1),
+                        row.get(2),
+                        usize::try_from(row.get::<_, i64>(3)).unwrap_or(0),
+                    )
+                })
+                .collect())
+        })?)
+    }
+
+    fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        // The entries go with the session (ON DELETE CASCADE).
+        let gone = self.change(
+            "DELETE FROM kinet_sessions WHERE id = $1".into(),
+            vec![Param::Text(id.to_owned())],
+        )?;
+        Ok(gone > 0)
+    }
+
+    fn fork_point(&self, id: &str) -> Result<Option<ForkPoint>, StoreError> {
+        let id = id.to_owned();
+        let target = self.inner.target.clone();
+        Ok(self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            let row = client
+                .query_opt(
+                    "SELECT forked_from, fork_at FROM kinet_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg)?;
+            Ok(row.and_then(|row| {
+                let session: Option<String> = row.get(0);
+                let at: Option<i64> = row.get(1);
+                Some(ForkPoint {
+                    session: session?,
+                    at: usize::try_from(at?).unwrap_or(0),
+                })
+            }))
+        })?)
+    }
+
+    fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        // One statement: the row lock of the upsert makes the check and
+        // the claim one step for every process.
+        let granted = self.change(
+            format!(
+                "INSERT INTO kinet_session_claims (session, holder, expires_at) VALUES ($1, $2, {NOW_MS} + $3)
+                 ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+                 WHERE kinet_session_claims.holder = excluded.holder
+                    OR kinet_session_claims.expires_at <= {NOW_MS}"
+            ),
+            vec![
+                Param::Text(id.to_owned()),
+                Param::Text(holder.to_owned()),
+                Param::Int(ttl_ms(ttl)),
+            ],
+        )?;
+        Ok(granted == 1)
+    }
+
+    fn renew(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let renewed = self.change(
+            format!(
+                "UPDATE kinet_session_claims SET expires_at = {NOW_MS} + $3 WHERE session = $1 AND holder = $2"
+            ),
+            vec![
+                Param::Text(id.to_owned()),
+                Param::Text(holder.to_owned()),
+                Param::Int(ttl_ms(ttl)),
+            ],
+        )?;
+        Ok(renewed == 1)
+    }
+
+    fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
+        self.change(
+            "DELETE FROM kinet_session_claims WHERE session = $1 AND holder = $2".into(),
+            vec![Param::Text(id.to_owned()), Param::Text(holder.to_owned())],
+        )?;
+        Ok(())
+    }
+}
