@@ -94,7 +94,7 @@ pub use tools::MemoryPack;
 pub enum MemoryError {
     /// The store (a SQLite file, a PostgreSQL server) could not be opened,
     /// reached or migrated.
-    #[error("cannot open the memory store `{path}`: {message}")]
+    #[error("cannot open the store `{path}`: {message}")]
     Open {
         /// The file, or the server's address without its password.
         path: String,

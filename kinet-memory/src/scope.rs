@@ -206,7 +206,7 @@ pub(crate) fn visible_blocks(
     let mut chosen: BTreeMap<String, StoredBlock> = BTreeMap::new();
     for mut row in rows {
         let own = row.scope == *reader;
-        if !own && !(row.shared && row.scope.contains(reader)) {
+        if !(own || (row.shared && row.scope.contains(reader))) {
             continue;
         }
         if own && let Some(template) = templates.iter().find(|t| t.label == row.block.label) {

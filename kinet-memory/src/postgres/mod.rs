@@ -16,8 +16,15 @@
 //! - Writes are transactions: a block edit locks its row, a triple's
 //!   supersession takes an advisory lock on its subject and predicate, so
 //!   concurrent writers from any number of processes lose nothing.
-//! - Connections: a pool of up to 8 (deadpool), without TLS: reach remote
-//!   servers through a private network or a tunnel.
+//! - Connections: a pool of up to 8 (deadpool), over TLS (rustls) as the
+//!   connection string's `sslmode` and `sslrootcert` say, read as libpq
+//!   reads them: `verify-full` (the default when `sslrootcert` names a CA)
+//!   checks the server's certificate and name, `verify-ca` its CA only,
+//!   `require` encrypts without checking, `prefer` (the default without a
+//!   CA) encrypts when the server offers it, `disable` never does. A
+//!   database on another machine wants `verify-full`.
+//! - [`PostgresSessionStore`]: the session journals (`SessionStore`) in the
+//!   same database or another, for replicas on several machines.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), kinet_memory::MemoryError> {
@@ -38,6 +45,7 @@
 mod recall;
 mod schema;
 mod sessions;
+mod tls;
 
 pub use sessions::PostgresSessionStore;
 
@@ -98,14 +106,37 @@ pub(crate) fn pg(error: tokio_postgres::Error) -> MemoryError {
             Some(hint) => format!("{} ({hint})", db.message()),
             None => db.message().to_owned(),
         }),
-        None => MemoryError::Sql(error.to_string()),
+        None => MemoryError::Sql(with_causes(&error)),
     }
 }
 
-fn pool_error(target: &str, error: impl std::fmt::Display) -> MemoryError {
+/// An error with its causes ("error performing TLS handshake: invalid
+/// peer certificate: ..."), each said once.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn pool_error(target: &str, error: impl std::error::Error + 'static) -> MemoryError {
+    let error = with_causes(&error);
+    let hint = if error.contains("TLS") || error.contains("certificate") {
+        "check sslmode, and that sslrootcert is the CA that signed the server's certificate \
+         and the certificate names the host connected to"
+    } else {
+        "check that the server runs and the address and credentials"
+    };
     MemoryError::Open {
         path: target.to_owned(),
-        message: format!("{error}; check that the server runs and the address and credentials"),
+        message: format!("{error}; {hint}"),
     }
 }
 
@@ -193,14 +224,15 @@ pub(crate) async fn open_pool(
     version: usize,
 ) -> Result<(Pool, String), MemoryError> {
     let target = redact(url);
-    let pg_config: tokio_postgres::Config = url.parse().map_err(|e| pool_error(&target, e))?;
-    let manager = Manager::from_config(
-        pg_config,
-        NoTls,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
+    let connect = tls::parse(url, &target)?;
+    tracing::debug!(target = %target, mode = ?connect.mode, "connecting to PostgreSQL");
+    let settings = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match connect.tls {
+        Some(tls) => Manager::from_config(connect.config, tls, settings),
+        None => Manager::from_config(connect.config, NoTls, settings),
+    };
     let pool = Pool::builder(manager)
         .max_size(POOL_SIZE)
         .build()

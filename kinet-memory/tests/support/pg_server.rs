@@ -77,6 +77,44 @@ pub fn server() -> Option<&'static PgServer> {
 
 fn start() -> Result<PgServer, String> {
     let bin = find_bin().ok_or("no PostgreSQL binaries found")?;
+    start_with(bin, &[], "")
+}
+
+/// PostgreSQL binaries built with TLS (the pgserver wheel's are not):
+/// `$KINET_PG_TLS_BIN`, else Debian's newest under `/usr/lib/postgresql`
+/// (`.ci/setup` installs the `postgresql` package).
+pub fn find_tls_bin() -> Option<PathBuf> {
+    let has = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
+    if let Some(dir) = std::env::var_os("KINET_PG_TLS_BIN").map(PathBuf::from) {
+        return has(&dir).then_some(dir);
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|dir| has(dir))
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+/// A cluster of `bin` with `files` written into its data directory (owned
+/// by the server's user, mode 0600, e.g. a certificate and its key) and
+/// `conf` appended to its `postgresql.conf` and `hba` replacing its
+/// `pg_hba.conf` when not empty. Stops when the process exits.
+pub fn start_tls(
+    bin: PathBuf,
+    files: &[(&str, &[u8])],
+    conf: &str,
+    hba: &str,
+) -> Result<PgServer, String> {
+    let mut files: Vec<(&str, &[u8])> = files.to_vec();
+    if !hba.is_empty() {
+        files.push(("pg_hba.conf", hba.as_bytes()));
+    }
+    start_with(bin, &files, conf)
+}
+
+fn start_with(bin: PathBuf, files: &[(&str, &[u8])], conf: &str) -> Result<PgServer, String> {
     let dir = tempfile::Builder::new()
         .prefix("kinet-pg")
         .tempdir()
@@ -125,6 +163,23 @@ fn start() -> Result<PgServer, String> {
             "initdb failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         ));
+    }
+    for (name, bytes) in files {
+        let path = data.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| e.to_string())?;
+        if root {
+            std::os::unix::fs::chown(&path, Some(65534), Some(65534)).map_err(|e| e.to_string())?;
+        }
+    }
+    if !conf.is_empty() {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .map_err(|e| e.to_string())?;
+        writeln!(file, "\n{conf}").map_err(|e| e.to_string())?;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
