@@ -95,7 +95,19 @@ impl SqliteSessionStore {
 
     /// Appends one entry to a session's journal.
     pub fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), MemoryError> {
-        let body = serde_json::to_string(entry).map_err(|e| MemoryError::Io(e.to_string()))?;
+        self.append_all(id, std::slice::from_ref(entry))
+    }
+
+    /// Appends entries to a session's journal in one transaction.
+    pub fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), MemoryError> {
+        let rows = entries
+            .iter()
+            .map(|entry| {
+                serde_json::to_string(entry)
+                    .map(|body| (kind(entry), body))
+                    .map_err(|e| MemoryError::Io(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         self.with(|conn| {
             let tx = conn.transaction().map_err(sql)?;
             let changed = tx
@@ -104,12 +116,14 @@ impl SqliteSessionStore {
             if changed == 0 {
                 return Err(MemoryError::Invalid(format!("there is no session `{id}`")));
             }
-            tx.execute(
-                "INSERT INTO session_entries (session, seq, kind, body) VALUES (?1, \
-                 (SELECT COALESCE(MAX(seq), -1) + 1 FROM session_entries WHERE session = ?1), ?2, ?3)",
-                params![id, kind(entry), body],
-            )
-            .map_err(sql)?;
+            for (kind, body) in &rows {
+                tx.execute(
+                    "INSERT INTO session_entries (session, seq, kind, body) VALUES (?1, \
+                     (SELECT COALESCE(MAX(seq), -1) + 1 FROM session_entries WHERE session = ?1), ?2, ?3)",
+                    params![id, kind, body],
+                )
+                .map_err(sql)?;
+            }
             tx.commit().map_err(sql)
         })
     }
@@ -130,6 +144,10 @@ impl SessionStore for SqliteSessionStore {
 
     fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError> {
         Ok(SqliteSessionStore::append(self, id, entry)?)
+    }
+
+    fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        Ok(SqliteSessionStore::append_all(self, id, entries)?)
     }
 
     fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
@@ -262,37 +280,13 @@ impl SessionStore for SqliteSessionStore {
     }
 }
 
-/// The first entries of a new session's journal, as (kind, JSON body):
-/// its messages, approvals, tool state and what it has read.
+/// The first entries of a new session's journal, as (kind, JSON body).
 pub(crate) fn initial_entries(
     session: &Session,
 ) -> Result<Vec<(&'static str, String)>, MemoryError> {
-    let messages = session
-        .messages
-        .iter()
-        .map(|message| JournalEntry::Message {
-            message: message.clone(),
-        });
-    let approvals = session
-        .approvals
-        .iter()
-        .map(|tool| JournalEntry::Approval { tool: tool.clone() });
-    let state = session
-        .state
-        .iter()
-        .map(|(key, value)| JournalEntry::State {
-            key: key.clone(),
-            value: value.clone(),
-        });
-    let seen = session
-        .provenance
-        .seen()
-        .iter()
-        .map(|seen| JournalEntry::Seen { seen: seen.clone() });
-    messages
-        .chain(approvals)
-        .chain(state)
-        .chain(seen)
+    session
+        .journal_entries()
+        .into_iter()
         .map(|entry| {
             let body = serde_json::to_string(&entry).map_err(|e| MemoryError::Io(e.to_string()))?;
             Ok((kind(&entry), body))

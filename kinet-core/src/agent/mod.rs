@@ -428,6 +428,18 @@ impl Agent {
         }
     }
 
+    /// A copy of this agent whose tool calls carry `value` as an extension
+    /// (replacing one of the same type): per-request facts a host's tools
+    /// read with [`ToolCtx::extension`](crate::ToolCtx::extension), such as
+    /// who asked.
+    pub fn with_extension<T: Send + Sync + 'static>(&self, value: T) -> Agent {
+        let mut config = (*self.config).clone();
+        config.extensions.insert(value);
+        Agent {
+            config: Arc::new(config),
+        }
+    }
+
     /// The agent's tools (static tools and sources).
     pub fn tools(&self) -> &Toolset {
         &self.config.run.tools

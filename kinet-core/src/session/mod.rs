@@ -115,6 +115,29 @@ impl Session {
         }
     }
 
+    /// The journal entries that make this session again when applied in
+    /// order to an empty one: its messages, approvals, tool state and what
+    /// it has read (a store's `create` writes these).
+    pub fn journal_entries(&self) -> Vec<JournalEntry> {
+        let messages = self.messages.iter().map(|message| JournalEntry::Message {
+            message: message.clone(),
+        });
+        let approvals = self
+            .approvals
+            .iter()
+            .map(|tool| JournalEntry::Approval { tool: tool.clone() });
+        let state = self.state.iter().map(|(key, value)| JournalEntry::State {
+            key: key.clone(),
+            value: value.clone(),
+        });
+        let seen = self
+            .provenance
+            .seen()
+            .iter()
+            .map(|seen| JournalEntry::Seen { seen: seen.clone() });
+        messages.chain(approvals).chain(state).chain(seen).collect()
+    }
+
     /// An empty session with this id.
     pub fn empty(id: impl Into<String>) -> Self {
         Self {

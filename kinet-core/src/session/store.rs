@@ -43,6 +43,15 @@ pub trait SessionStore: Send + Sync {
     fn create(&self, session: &Session) -> Result<(), StoreError>;
     /// Appends one entry to a session's journal.
     fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError>;
+    /// Appends `entries` to a session's journal in order, all or none (the
+    /// stores kinet ships write them in one transaction; the default
+    /// appends one at a time).
+    fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        for entry in entries {
+            self.append(id, entry)?;
+        }
+        Ok(())
+    }
     /// The journal of `id`, in order (a host re-renders a session from it).
     fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError>;
     /// Every session, most recently updated first.

@@ -48,13 +48,21 @@
 //!
 //! Servers with their own `Authorization` header, bearer token or
 //! `headersHelper` are left alone.
+//!
+//! The other side, kinet's own [`McpServer`](crate::McpServer) as a
+//! resource server that checks the tokens an authorization server issued
+//! for it, is [`ResourceServer`]; each request's [`Principal`] owns the
+//! conversations it starts.
 
 mod authorizer;
 mod challenge;
 mod client;
 mod flow;
 mod metadata;
+pub(crate) mod resource;
 mod store;
+
+pub use resource::{Principal, ResourceServer};
 
 use std::sync::Arc;
 use std::time::Duration;

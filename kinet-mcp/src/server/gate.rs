@@ -15,6 +15,9 @@ use http::header::{AUTHORIZATION, ORIGIN, WWW_AUTHENTICATE};
 pub(super) struct Gate {
     /// The bearer token, when one is required.
     pub(super) token: Option<Arc<str>>,
+    /// The resource server checking OAuth access tokens, when configured
+    /// (instead of a static token).
+    pub(super) oauth: Option<crate::oauth::resource::SharedResourceServer>,
     /// Origins allowed besides loopback ones (`http://localhost:*` style
     /// entries allow any port).
     pub(super) origins: Arc<[String]>,
@@ -78,7 +81,40 @@ pub(super) async fn check(gate: Arc<Gate>, request: Request, next: Next) -> Resp
                 .into_response();
         }
     }
-    if let Some(token) = &gate.token {
+    let mut request = request;
+    if let Some(server) = &gate.oauth {
+        let given = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer)
+            .map(str::to_owned);
+        match server.authenticate(given.as_deref()).await {
+            Ok(principal) => {
+                request.extensions_mut().insert(principal);
+            }
+            Err(refusal) => {
+                use crate::oauth::resource::{Refusal, challenge};
+                let (status, body) = match &refusal {
+                    Refusal::Missing => (
+                        StatusCode::UNAUTHORIZED,
+                        "an access token is required: see the resource metadata".to_owned(),
+                    ),
+                    Refusal::Invalid(why) => (StatusCode::UNAUTHORIZED, why.clone()),
+                    Refusal::Scope(scopes) => (
+                        StatusCode::FORBIDDEN,
+                        format!("the token lacks the scopes {scopes}"),
+                    ),
+                    Refusal::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why.clone()),
+                };
+                let mut response = (status, body).into_response();
+                if let Ok(value) = http::HeaderValue::from_str(&challenge(server, &refusal)) {
+                    response.headers_mut().insert(WWW_AUTHENTICATE, value);
+                }
+                return response;
+            }
+        }
+    } else if let Some(token) = &gate.token {
         let given = request
             .headers()
             .get(AUTHORIZATION)

@@ -31,7 +31,15 @@ pub enum ServeError {
     /// The socket could not be bound, or the transport failed.
     #[error("cannot serve: {0}")]
     Io(String),
+    /// Both a static bearer token and an OAuth resource server were given.
+    #[error(
+        "both a bearer token and OAuth are set: an OAuth resource server checks the tokens itself; pass no bearer token"
+    )]
+    TwoAuthorities,
 }
+
+/// Makes the agent that serves one principal.
+type AgentFor = Arc<dyn Fn(&crate::oauth::Principal) -> Agent + Send + Sync>;
 
 struct Shared {
     agent: Agent,
@@ -47,6 +55,37 @@ struct Shared {
     store: Option<Arc<dyn kinet_core::session::SessionStore>>,
     /// Stateless conversations a reply runs on in this process.
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    oauth: Option<Arc<crate::oauth::ResourceServer>>,
+    agent_for: Option<AgentFor>,
+    /// Agents made by `agent_for`, by principal (at most 1,024 kept).
+    agents: std::sync::Mutex<std::collections::HashMap<crate::oauth::Principal, Agent>>,
+}
+
+impl Shared {
+    /// The agent that serves `principal`: made by `agent_for` (once per
+    /// principal while kept) or the server's own, with the principal as a
+    /// tool-context extension.
+    pub(super) fn agent(&self, principal: Option<&crate::oauth::Principal>) -> Agent {
+        let Some(principal) = principal else {
+            return self.agent.clone();
+        };
+        let Some(make) = &self.agent_for else {
+            return self.agent.with_extension(principal.clone());
+        };
+        if let Ok(agents) = self.agents.lock()
+            && let Some(agent) = agents.get(principal)
+        {
+            return agent.clone();
+        }
+        let agent = make(principal).with_extension(principal.clone());
+        if let Ok(mut agents) = self.agents.lock() {
+            if agents.len() >= 1024 {
+                agents.clear();
+            }
+            agents.insert(principal.clone(), agent.clone());
+        }
+        agent
+    }
 }
 
 /// Builds an [`McpServer`]. Every setter documents its default.
@@ -61,9 +100,40 @@ pub struct McpServerBuilder {
     tool_timeout: Option<Duration>,
     origins: Vec<String>,
     store: Option<Arc<dyn kinet_core::session::SessionStore>>,
+    oauth: Option<Arc<crate::oauth::ResourceServer>>,
+    agent_for: Option<AgentFor>,
 }
 
 impl McpServerBuilder {
+    /// Serves HTTP as an OAuth 2.1 resource server: each request's access
+    /// token is checked by `resource` (see
+    /// [`ResourceServer`](crate::oauth::ResourceServer)), the metadata is
+    /// served at `/.well-known/oauth-protected-resource` (and with the
+    /// resource's path appended), and the token's subject is the request's
+    /// [`Principal`](crate::oauth::Principal): a conversation belongs to
+    /// the principal that started it, and any other principal asking for
+    /// it is told there is no such conversation, on every replica. Give
+    /// [`serve_http`](McpServer::serve_http) no bearer token then. Default:
+    /// no OAuth (a static bearer token, or none on loopback).
+    pub fn oauth(mut self, resource: crate::oauth::ResourceServer) -> Self {
+        self.oauth = Some(Arc::new(resource));
+        self
+    }
+
+    /// Serves each principal with the agent `make` returns for it (made
+    /// once per principal and kept): the place to give each user their
+    /// own memory, e.g. a `MemoryPack` scoped to
+    /// `Scope::user(&principal.subject)`. The principal is also in every
+    /// tool call's context (`ctx.extension::<Principal>()`). Default: the
+    /// agent given to [`McpServer::builder`] serves everyone.
+    pub fn agent_for(
+        mut self,
+        make: impl Fn(&crate::oauth::Principal) -> Agent + Send + Sync + 'static,
+    ) -> Self {
+        self.agent_for = Some(Arc::new(make));
+        self
+    }
+
     /// Serves HTTP statelessly: no session lives in this process between
     /// requests, and conversations are kept in `store` under unguessable
     /// ids, so several replicas behind a load balancer serve one client
@@ -179,6 +249,9 @@ impl McpServerBuilder {
                 origins: self.origins.into(),
                 store: self.store,
                 busy: Arc::default(),
+                oauth: self.oauth,
+                agent_for: self.agent_for,
+                agents: std::sync::Mutex::default(),
             }),
         }
     }
@@ -253,6 +326,8 @@ impl McpServer {
             tool_timeout: None,
             origins: Vec::new(),
             store: None,
+            oauth: None,
+            agent_for: None,
         }
     }
 
@@ -296,7 +371,11 @@ impl McpServer {
         addr: SocketAddr,
         bearer_token: Option<String>,
     ) -> Result<HttpServerHandle, ServeError> {
-        if !addr.ip().is_loopback() && bearer_token.is_none() {
+        let oauth = self.shared.oauth.clone();
+        if oauth.is_some() && bearer_token.is_some() {
+            return Err(ServeError::TwoAuthorities);
+        }
+        if !addr.ip().is_loopback() && bearer_token.is_none() && oauth.is_none() {
             return Err(ServeError::TokenRequired(addr));
         }
         let listener = tokio::net::TcpListener::bind(addr)
@@ -325,9 +404,10 @@ impl McpServer {
         );
         let checks = Arc::new(gate::Gate {
             token: bearer_token.map(Arc::<str>::from),
+            oauth: oauth.clone(),
             origins: self.shared.origins.clone(),
         });
-        let router =
+        let mut router =
             axum::Router::new()
                 .nest_service("/mcp", service)
                 .layer(axum::middleware::from_fn(
@@ -335,6 +415,30 @@ impl McpServer {
                         gate::check(checks.clone(), request, next)
                     },
                 ));
+        // The resource metadata is public (RFC 9728), at the well-known
+        // path and with the resource's path appended.
+        if let Some(oauth) = oauth {
+            let document = oauth.metadata().to_string();
+            let mut paths = vec!["/.well-known/oauth-protected-resource".to_owned()];
+            if !paths.contains(&oauth.metadata_path()) {
+                paths.push(oauth.metadata_path());
+            }
+            for path in paths {
+                let document = document.clone();
+                router = router.route(
+                    &path,
+                    axum::routing::get(move || {
+                        let document = document.clone();
+                        async move {
+                            (
+                                [(http::header::CONTENT_TYPE, "application/json")],
+                                document,
+                            )
+                        }
+                    }),
+                );
+            }
+        }
         let stop = shutdown.clone();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, router)

@@ -128,8 +128,15 @@ impl Session {
             },
             None => None,
         };
+        // Who asked (with OAuth): a conversation is theirs alone.
+        let principal = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<crate::oauth::Principal>())
+            .cloned();
+        let owner = principal.as_ref().map(crate::oauth::Principal::owner);
         let (id, mut conversation, saved) = match id {
-            Some(id) => match self.conversations.load(&id) {
+            Some(id) => match self.conversations.load(&id, owner.as_deref()) {
                 Ok(Some(conversation)) => {
                     let saved = (
                         conversation.messages.clone(),
@@ -148,9 +155,10 @@ impl Session {
             ),
         };
         conversation.push_user(prompt);
+        let served = self.shared.agent(principal.as_ref());
         let mut agent = match text("cwd") {
-            Some(cwd) => self.shared.agent.with_cwd(PathBuf::from(cwd)),
-            None => self.shared.agent.clone(),
+            Some(cwd) => served.with_cwd(PathBuf::from(cwd)),
+            None => served,
         };
         // Confirmations go to the client's user when the client can ask them;
         // otherwise the agent's own handler and policy decide.
@@ -193,6 +201,7 @@ impl Session {
         }
         if let Err(error) = self.conversations.save(
             &id,
+            owner.as_deref(),
             &outcome.conversation,
             saved
                 .as_ref()

@@ -183,26 +183,41 @@ impl PostgresSessionStore {
 
     /// Appends one entry to a session's journal.
     pub fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), MemoryError> {
-        let body = serde_json::to_string(entry).map_err(|e| MemoryError::Io(e.to_string()))?;
-        let (id, kind) = (id.to_owned(), kind(entry));
+        self.append_all(id, std::slice::from_ref(entry))
+    }
+
+    /// Appends entries to a session's journal in one statement (all or
+    /// none), their sequence numbers drawn from the session row.
+    pub fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), MemoryError> {
+        let mut kinds = Vec::with_capacity(entries.len());
+        let mut bodies = Vec::with_capacity(entries.len());
+        for entry in entries {
+            kinds.push(kind(entry));
+            bodies.push(serde_json::to_string(entry).map_err(|e| MemoryError::Io(e.to_string()))?);
+        }
+        let id = id.to_owned();
+        let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
         let target = self.inner.target.clone();
         self.run(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
-            let appended = client
+            let changed = client
                 .execute(
                     &format!(
                         "WITH s AS (
-                             UPDATE kinet_sessions SET updated_at = {NOW_MS}, next_seq = next_seq + 1
-                             WHERE id = $1 RETURNING next_seq - 1 AS seq
+                             UPDATE kinet_sessions SET updated_at = {NOW_MS}, next_seq = next_seq + $4
+                             WHERE id = $1 RETURNING next_seq - $4 AS first
+                         ), added AS (
+                             INSERT INTO kinet_session_entries (session, seq, kind, body)
+                             SELECT $1, s.first + x.n - 1, x.k, x.b
+                             FROM s, unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(k, b, n)
                          )
-                         INSERT INTO kinet_session_entries (session, seq, kind, body)
-                         SELECT $1, seq, $2, $3 FROM s"
+                         SELECT 1 FROM s"
                     ),
-                    &[&id, &kind, &body],
+                    &[&id, &kinds, &bodies, &count],
                 )
                 .await
                 .map_err(pg)?;
-            if appended == 0 {
+            if changed == 0 {
                 return Err(MemoryError::Invalid(format!("there is no session `{id}`")));
             }
             Ok(())
@@ -255,6 +270,10 @@ impl SessionStore for PostgresSessionStore {
 
     fn append(&self, id: &str, entry: &JournalEntry) -> Result<(), StoreError> {
         Ok(PostgresSessionStore::append(self, id, entry)?)
+    }
+
+    fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), StoreError> {
+        Ok(PostgresSessionStore::append_all(self, id, entries)?)
     }
 
     fn entries(&self, id: &str) -> Result<Option<Vec<JournalEntry>>, StoreError> {
