@@ -57,6 +57,7 @@ struct Shared {
     busy: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     oauth: Option<Arc<crate::oauth::ResourceServer>>,
     agent_for: Option<AgentFor>,
+    claim_ttl: Duration,
     /// Agents made by `agent_for`, by principal (at most 1,024 kept).
     agents: std::sync::Mutex<std::collections::HashMap<crate::oauth::Principal, Agent>>,
 }
@@ -102,9 +103,19 @@ pub struct McpServerBuilder {
     store: Option<Arc<dyn kinet_core::session::SessionStore>>,
     oauth: Option<Arc<crate::oauth::ResourceServer>>,
     agent_for: Option<AgentFor>,
+    claim_ttl: Duration,
 }
 
 impl McpServerBuilder {
+    /// How long a stateless reply's claim on its conversation lasts
+    /// without renewal: a replica that dies mid-reply holds its
+    /// conversation that long before another replica may continue it (a
+    /// running reply renews every quarter of it). Default: 2 minutes.
+    pub fn claim_ttl(mut self, ttl: Duration) -> Self {
+        self.claim_ttl = ttl.max(Duration::from_millis(400));
+        self
+    }
+
     /// Serves HTTP as an OAuth 2.1 resource server: each request's access
     /// token is checked by `resource` (see
     /// [`ResourceServer`](crate::oauth::ResourceServer)), the metadata is
@@ -251,6 +262,7 @@ impl McpServerBuilder {
                 busy: Arc::default(),
                 oauth: self.oauth,
                 agent_for: self.agent_for,
+                claim_ttl: self.claim_ttl,
                 agents: std::sync::Mutex::default(),
             }),
         }
@@ -328,6 +340,7 @@ impl McpServer {
             store: None,
             oauth: None,
             agent_for: None,
+            claim_ttl: conversations::CLAIM_TTL,
         }
     }
 
@@ -338,6 +351,7 @@ impl McpServer {
                 Some(store) => conversations::Conversations::store(
                     Arc::clone(store),
                     Arc::clone(&self.shared.busy),
+                    self.shared.claim_ttl,
                 ),
                 None => conversations::Conversations::memory(),
             },

@@ -34,6 +34,10 @@ fn schema(value: Value) -> Arc<Map<String, Value>> {
     Arc::new(value.as_object().cloned().unwrap_or_default())
 }
 
+/// What `request_id` is for, as the tools' schemas say it.
+const REQUEST_ID: &str = "An id unique to this request; sent again (after an answer was lost), \
+     the answer already given is returned instead of running again.";
+
 fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
@@ -53,7 +57,8 @@ impl Session {
                     "properties": {
                         "prompt": {"type": "string", "description": "The task or question."},
                         "conversation_id": {"type": "string", "description": "Continue this conversation."},
-                        "cwd": {"type": "string", "description": "Working directory for this run."}
+                        "cwd": {"type": "string", "description": "Working directory for this run."},
+                        "request_id": {"type": "string", "description": REQUEST_ID}
                     },
                     "required": ["prompt"]
                 })),
@@ -65,7 +70,8 @@ impl Session {
                     "type": "object",
                     "properties": {
                         "conversation_id": {"type": "string"},
-                        "prompt": {"type": "string"}
+                        "prompt": {"type": "string"},
+                        "request_id": {"type": "string", "description": REQUEST_ID}
                     },
                     "required": ["conversation_id", "prompt"]
                 })),
@@ -135,9 +141,22 @@ impl Session {
             .and_then(|parts| parts.extensions.get::<crate::oauth::Principal>())
             .cloned();
         let owner = principal.as_ref().map(crate::oauth::Principal::owner);
+        let request_id = text("request_id").filter(|r| !r.is_empty());
         let (id, mut conversation, saved) = match id {
             Some(id) => match self.conversations.load(&id, owner.as_deref()) {
-                Ok(Some(conversation)) => {
+                Ok(Some(loaded)) => {
+                    // The same request again (its answer was lost): the
+                    // answer given, not a second run.
+                    if let (Some(request), Some((last, answer))) =
+                        (&request_id, &loaded.last_request)
+                        && request == last
+                    {
+                        let mut result =
+                            CallToolResult::success(vec![ContentBlock::text(answer.clone())]);
+                        result.structured_content = Some(json!({"conversation_id": id}));
+                        return result;
+                    }
+                    let conversation = loaded.conversation;
                     let saved = (
                         conversation.messages.clone(),
                         conversation.provenance.seen().len(),
@@ -202,6 +221,9 @@ impl Session {
         if let Err(error) = self.conversations.save(
             &id,
             owner.as_deref(),
+            request_id
+                .as_deref()
+                .map(|request| (request, answer.as_str())),
             &outcome.conversation,
             saved
                 .as_ref()
