@@ -7,8 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+#[path = "support/issuer.rs"]
+mod issuer;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,85 +17,11 @@ use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
 use kinet_core::{Agent, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use kinet_mcp::oauth::{
     AuthorizationOutcome, AuthorizationPrompt, AuthorizationRequest, MemoryTokenStore, OAuth,
-    Principal, ResourceServer,
+    Principal,
 };
 use kinet_mcp::{HubSettings, McpHub, McpServer, ServerConfig};
 use kinet_memory::{MemoryConfig, MemoryPack, MemoryStore, Scope, SqliteSessionStore};
 use serde_json::{Value, json};
-
-/// The authorization server.
-struct Issuer {
-    _child: tokio::process::Child,
-    port: u16,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Issuer {
-    async fn start() -> Option<Self> {
-        let python = common::python()?;
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("as.log");
-        let port = common::free_port();
-        let child = tokio::process::Command::new(python)
-            .arg(common::peers().join("auth_server.py"))
-            .arg(port.to_string())
-            .arg(&log)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        common::wait_for_port(port, "the authorization server").await;
-        Some(Self {
-            _child: child,
-            port,
-            log,
-            _dir: dir,
-        })
-    }
-
-    fn issuer(&self) -> String {
-        format!("http://127.0.0.1:{}/", self.port)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn jwt(&self, resource: &str) -> ResourceServer {
-        ResourceServer::jwt(resource, self.issuer(), self.url("/jwks")).scopes_supported(["mcp"])
-    }
-
-    fn introspecting(&self, resource: &str) -> ResourceServer {
-        ResourceServer::introspection(
-            resource,
-            self.issuer(),
-            self.url("/introspect"),
-            "rs",
-            "rs-secret",
-        )
-    }
-
-    /// A token straight from the issuer's key (or, forged, from another).
-    async fn mint(&self, sub: &str, aud: &str, expires_in: i64, forge: bool) -> String {
-        let answer: Value = reqwest::Client::new()
-            .post(self.url("/test/mint"))
-            .json(&json!({"sub": sub, "aud": aud, "expires_in": expires_in, "forge": forge}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        answer["access_token"].as_str().unwrap().to_owned()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
 
 fn echo_agent() -> Agent {
     Agent::builder(ScriptedProvider::new(
@@ -136,7 +63,7 @@ fn challenge(response: &reqwest::Response) -> String {
 /// Every refusal the spec names, with JWTs and with introspection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_are_checked_and_refused_as_the_spec_says() {
-    let Some(issuer) = Issuer::start().await else {
+    let Some(issuer) = issuer::Issuer::start().await else {
         return;
     };
     for introspect in [false, true] {
@@ -261,7 +188,7 @@ impl AuthorizationPrompt for Browser {
 /// and the agent answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_is_authorized_by_the_issuer_and_calls_the_agent() {
-    let Some(issuer) = Issuer::start().await else {
+    let Some(issuer) = issuer::Issuer::start().await else {
         return;
     };
     let port = common::free_port();
@@ -388,7 +315,7 @@ async fn ask(url: &str, token: &str, arguments: Value) -> Result<(String, String
 /// nobody else; each principal's memory holds only its own words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversations_and_memory_belong_to_their_principal_on_every_replica() {
-    let Some(issuer) = Issuer::start().await else {
+    let Some(issuer) = issuer::Issuer::start().await else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

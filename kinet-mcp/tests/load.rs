@@ -1,0 +1,132 @@
+//! Many users on several machines, reduced for the test suite (the full
+//! size is `cargo bench --bench serve`): two stateless replicas as separate
+//! processes behind a round-robin proxy, sessions and memory in one
+//! PostgreSQL, four OAuth principals driving conversations from 20
+//! concurrent clients, and one replica killed with SIGKILL mid-run and
+//! restarted. Every completed turn is in its journal exactly once, no
+//! conversation is interleaved, no principal reads another's words, and
+//! clients that lost their replica finish on the other.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+#[path = "support/issuer.rs"]
+mod issuer;
+#[path = "support/load.rs"]
+mod load;
+#[path = "../../kinet-memory/tests/support/pg_server.rs"]
+mod pg_server;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The replica process (this binary run again with `KINET_LOAD_REPLICA`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_process() {
+    if let Ok(config) = std::env::var("KINET_LOAD_REPLICA") {
+        load::replica_main(serde_json::from_str(&config).unwrap()).await;
+    }
+}
+
+const REPLICA: &[&str] = &["--exact", "replica_process", "--nocapture"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_users_on_two_replicas_survive_a_sigkill() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let Some(issuer) = issuer::Issuer::start().await else {
+        return;
+    };
+    let store = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
+    // Migrate once before the replicas race to.
+    drop(store.sessions());
+    drop(store.memory().await);
+    let resource = "https://agents.kinet.test/mcp".to_owned();
+    let config = load::ReplicaConfig {
+        addr: "127.0.0.1:0".into(),
+        store: store.clone(),
+        resource: resource.clone(),
+        issuer: issuer.issuer(),
+        jwks: issuer.url("/jwks"),
+    };
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        replicas.push(load::Replica::start(config.clone(), REPLICA).await);
+    }
+    let plan = load::Plan {
+        clients: 20,
+        principals: 4,
+        conversations: 60,
+        turns: 5,
+    };
+    let mut tokens = Vec::new();
+    for p in 0..plan.principals {
+        tokens.push(
+            issuer
+                .mint(&format!("principal-{p}"), &resource, 3600, false)
+                .await,
+        );
+    }
+    let url = load::proxy(replicas.iter().map(|r| r.url.clone()).collect()).await;
+    let completed = Arc::new(AtomicUsize::new(0));
+    let total = plan.conversations * plan.turns;
+    let killer = {
+        let completed = completed.clone();
+        let mut first = replicas.remove(0);
+        tokio::spawn(async move {
+            while completed.load(Ordering::Relaxed) < total / 3 {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            first.kill_and_restart().await;
+            first
+        })
+    };
+    let report = load::drive(&url, &tokens, plan, completed).await;
+    let _restarted = killer.await.unwrap();
+    let check = load::check(&store, &report, plan).await;
+    let (p50, p99) = load::percentiles(&mut report.latencies.clone());
+    println!(
+        "load: {} turns in {:.1} s ({:.0}/s, p50 {p50:.1} ms, p99 {p99:.1} ms); {} conversations by principal {:?}; \
+         {} attempts sent again, {} turns finished on the other replica; journals: {} conversations, {} turns, \
+         {} wrong, {} interleaved; leaks: {} answers, {} recalls; own words recalled by {} of {} principals",
+        report.turns,
+        report.elapsed.as_secs_f64(),
+        report.turns as f64 / report.elapsed.as_secs_f64(),
+        report.conversations.len(),
+        load::by_principal(&report),
+        report.retries,
+        report.resumed_elsewhere,
+        check.conversations,
+        check.turns,
+        check.wrong.len(),
+        check.interleaved,
+        report.leaked_answers,
+        check.leaked_recalls,
+        check.own_recalled,
+        plan.principals,
+    );
+    let failed: Vec<&String> = report
+        .errors
+        .iter()
+        .filter(|e| !e.starts_with("(retried)"))
+        .collect();
+    assert!(failed.is_empty(), "{:?}", report.errors);
+    assert_eq!(
+        report.turns, total,
+        "every turn completed: {:?}",
+        report.errors
+    );
+    assert_eq!(check.conversations, plan.conversations);
+    assert_eq!(check.turns, total);
+    assert!(check.wrong.is_empty(), "{:?}", check.wrong);
+    assert_eq!(check.interleaved, 0);
+    assert_eq!(report.leaked_answers, 0);
+    assert_eq!(check.leaked_recalls, 0);
+    assert_eq!(check.own_recalled, plan.principals);
+    assert!(report.retries > 0, "the kill was felt: {:?}", report.errors);
+    assert!(report.resumed_elsewhere > 0, "{:?}", report.errors);
+}
