@@ -282,3 +282,57 @@ async fn a_database_from_before_scopes_keeps_its_rows_in_the_empty_scope() {
             .all(|b| b.value.is_empty())
     );
 }
+
+/// A scope past 5,000 embedded records is searched through the HNSW index
+/// (then exactly if the index kept too few of its rows); a small one in
+/// the same table exactly: both find their own records and only those.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_scopes_use_the_index_and_small_ones_are_scanned_exactly() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let url = server.url(&pg_server::fresh_database(server).await);
+    let memory = PostgresMemory::connect(
+        &url,
+        MemoryConfig {
+            embedder: Some(Arc::new(kinet_memory::HashEmbedder::new(64))),
+            blocks: Vec::new(),
+        },
+    )
+    .await
+    .unwrap();
+    let (big, small) = (Scope::user("big"), Scope::user("small"));
+    for batch in 0..13 {
+        let records: Vec<NewRecord> = (0..500)
+            .map(|i| NewRecord::new("s", "user", format!("routine note {batch} {i} about lunch")))
+            .collect();
+        memory.add_records(&big, &records).await.unwrap();
+    }
+    memory
+        .add_record(
+            &big,
+            "s",
+            "user",
+            "the zeppelin hangar key is under the mat",
+        )
+        .await
+        .unwrap();
+    memory
+        .add_record(&small, "s", "user", "the zeppelin tickets are booked")
+        .await
+        .unwrap();
+    for (scope, expected) in [(&big, "hangar"), (&small, "tickets")] {
+        let recall = memory
+            .recall(scope, &kinet_memory::RecallQuery::new("zeppelin").limit(5))
+            .await
+            .unwrap();
+        assert!(recall.hits[0].text.contains(expected), "{:?}", recall.hits);
+        let other = if expected == "hangar" {
+            "tickets"
+        } else {
+            "hangar"
+        };
+        assert!(recall.hits.iter().all(|h| !h.text.contains(other)));
+    }
+    assert_eq!(memory.record_count(&small).await.unwrap(), 1);
+}

@@ -277,6 +277,16 @@ impl McpServerBuilder {
 /// `notifications/cancelled` cancels the run. Each session has its own
 /// conversations.
 ///
+/// For a service with many users on several machines: serve
+/// [statelessly](McpServerBuilder::stateless) on a shared store (SQLite for
+/// one machine, `kinet_memory::postgres::PostgresSessionStore` for many),
+/// as an [OAuth resource server](McpServerBuilder::oauth) so each request
+/// names its principal (a conversation is found only by the principal who
+/// started it), with [`agent_for`](McpServerBuilder::agent_for) giving
+/// each principal its own memory scope. `agent` and `reply` take a
+/// `request_id`: a request sent again after its answer was lost gets that
+/// answer instead of a second run, so clients may retry on any replica.
+///
 /// ```no_run
 /// # async fn demo() -> Result<(), kinet_mcp::ServeError> {
 /// use kinet_core::Agent;
@@ -375,8 +385,10 @@ impl McpServer {
 
     /// Serves streamable HTTP at `http://<addr>/mcp`, each client session
     /// with its own conversations. Binding to anything but loopback
-    /// requires `bearer_token`; when a token is set, requests without it
-    /// (or with another) get 401 (the `Bearer` scheme in any case). A
+    /// requires `bearer_token` or [OAuth](McpServerBuilder::oauth); when a
+    /// token is set, requests without it (or with another) get 401 (the
+    /// `Bearer` scheme in any case); with OAuth, each request's access
+    /// token is checked and names its principal. A
     /// request with an `Origin` header (a browser page) gets 403 unless the
     /// origin is a loopback one or was allowed with
     /// [`McpServerBuilder::allow_origin`].

@@ -12,6 +12,10 @@ use crate::scope::Scope;
 /// A word matching more records than this is frequent (as on SQLite).
 const FREQUENT: i64 = 5_000;
 
+/// A scope with at most this many embedded records is scanned exactly
+/// (a few milliseconds), without the HNSW index.
+const EXACT_UP_TO: i64 = 5_000;
+
 impl PostgresMemory {
     pub(super) async fn recall_records(
         &self,
@@ -79,16 +83,7 @@ impl PostgresMemory {
         let Some((expression, embedder)) = &self.inner.vectors else {
             return Ok((Vec::new(), RecallMode::Hybrid));
         };
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(pg)?;
-        // The index search keeps this many candidates; filters apply after
-        // it, so it must exceed the depth wanted.
-        tx.batch_execute(&format!(
-            "SET LOCAL hnsw.ef_search = {}",
-            (depth * 4).clamp(100, 1000)
-        ))
-        .await
-        .map_err(pg)?;
+        let client = self.client().await?;
         let limit = i64::try_from(depth).unwrap_or(i64::MAX);
         let [su, sa, sc] = scope.columns();
         let filter = format!(
@@ -97,33 +92,47 @@ impl PostgresMemory {
         );
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
             [&su, &sa, &sc, &vector, &since, &exclude, &limit];
-        let mut rows = tx
-            .query(
-                &format!(
-                    "SELECT id, (1 - ({expression} <=> $4))::real FROM kinet_records
-                     WHERE {filter} ORDER BY {expression} <=> $4 LIMIT $7"
-                ),
-                &params,
-            )
-            .await
-            .map_err(pg)?;
-        if rows.len() < depth {
-            // Exact: the distance is computed in a materialised step, so
-            // the planner cannot answer from the HNSW index again.
-            rows = tx
-                .query(
-                    &format!(
-                        "WITH scoped AS MATERIALIZED (
-                             SELECT id, ({expression} <=> $4) AS distance FROM kinet_records WHERE {filter}
-                         )
-                         SELECT id, (1 - distance)::real FROM scoped ORDER BY distance, id DESC LIMIT $7"
-                    ),
-                    &params,
-                )
-                .await
-                .map_err(pg)?;
+        let exact = format!(
+            "SELECT id, (1 - distance)::real, true FROM (
+                 SELECT id, ({expression} <=> $4) AS distance FROM kinet_records WHERE {filter}
+                 OFFSET 0
+             ) scoped ORDER BY distance, id DESC LIMIT $7"
+        );
+        // A scope of at most EXACT_UP_TO embedded records is scanned
+        // exactly; a larger one goes through the HNSW index. One statement:
+        // the branch not taken is never run.
+        let either = format!(
+            "WITH small AS (
+                 SELECT count(*) <= {EXACT_UP_TO} AS yes FROM (
+                     SELECT 1 FROM kinet_records WHERE {SCOPED} AND embedder = {embedder}
+                     LIMIT {EXACT_UP_TO} + 1
+                 ) c
+             )
+             (SELECT * FROM ({exact}) e WHERE (SELECT yes FROM small))
+             UNION ALL
+             (SELECT id, (1 - ({expression} <=> $4))::real, false FROM kinet_records
+              WHERE {filter} AND NOT (SELECT yes FROM small)
+              ORDER BY {expression} <=> $4 LIMIT $7)"
+        );
+        // The index search keeps this many candidates; filters apply after
+        // it, so it must exceed the depth wanted. Sent with the query (one
+        // round trip; the connection is this call's while it runs).
+        let ef_search = (depth * 4).clamp(100, 1000).to_string();
+        let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef_search];
+        let (set, rows) = tokio::join!(
+            client.execute(
+                "SELECT set_config('hnsw.ef_search', $1, false)",
+                &set_params
+            ),
+            client.query(&either, &params)
+        );
+        set.map_err(pg)?;
+        let mut rows = rows.map_err(pg)?;
+        if rows.len() < depth && !rows.iter().any(|r| r.get::<_, bool>(2)) {
+            // The index kept too few of the scope's rows (it filters after
+            // its search): exact, over the scope.
+            rows = client.query(&exact, &params).await.map_err(pg)?;
         }
-        tx.commit().await.map_err(pg)?;
         let found = rows
             .iter()
             .map(|r| (r.get::<_, i64>(0), r.get::<_, f32>(1)))
@@ -151,25 +160,29 @@ impl PostgresMemory {
         }
         let client = self.client().await?;
         let [su, sa, sc] = scope.columns();
-        let mut rare = Vec::new();
-        for word in &words {
-            let row = client
-                .query_one(
-                    &format!(
-                        "SELECT numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
-                           WHERE {SCOPED} AND tsv @@ q LIMIT $5) m)
-                         FROM websearch_to_tsquery('english', $4) q"
-                    ),
-                    &[&su, &sa, &sc, word, &(FREQUENT + 1)],
-                )
-                .await
-                .map_err(pg)?;
-            let (nodes, matches): (i32, i64) = (row.get(0), row.get(1));
-            // A stop word has no node and matches nothing.
-            if nodes > 0 && matches <= FREQUENT {
-                rare.push(word.as_str());
-            }
-        }
+        // Every word's match count (up to one past FREQUENT) in one round
+        // trip; a stop word has no node and matches nothing.
+        let counted = client
+            .query(
+                &format!(
+                    "SELECT n, numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
+                       WHERE {SCOPED} AND tsv @@ q LIMIT $5) m)
+                     FROM unnest($4::text[]) WITH ORDINALITY AS w(word, n),
+                          LATERAL websearch_to_tsquery('english', w.word) q
+                     ORDER BY n"
+                ),
+                &[&su, &sa, &sc, &words, &(FREQUENT + 1)],
+            )
+            .await
+            .map_err(pg)?;
+        let rare: Vec<&str> = counted
+            .iter()
+            .filter(|row| row.get::<_, i32>(1) > 0 && row.get::<_, i64>(2) <= FREQUENT)
+            .filter_map(|row| {
+                let n = usize::try_from(row.get::<_, i64>(0)).ok()?;
+                words.get(n.checked_sub(1)?).map(String::as_str)
+            })
+            .collect();
         let limit = i64::try_from(depth).unwrap_or(i64::MAX);
         let rows = if !rare.is_empty() {
             client
