@@ -30,8 +30,6 @@ mod load;
 #[path = "../kinet-memory/tests/support/pg_server.rs"]
 mod pg_server;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kinet::core::Message;
@@ -52,56 +50,15 @@ fn plan() -> load::Plan {
     }
 }
 
-/// One run: `replicas` processes on `store`, optionally killing the first
-/// at a third; prints a table row and returns the report and check.
+/// One run, printed as a table row.
 async fn run(
-    issuer: &issuer::Issuer,
+    setup: &load::Setup,
     store: &load::Store,
     replicas: usize,
     kill: bool,
 ) -> (load::Report, load::JournalCheck) {
-    drop(store.sessions());
-    drop(store.memory().await);
-    let config = load::ReplicaConfig {
-        addr: "127.0.0.1:0".into(),
-        store: store.clone(),
-        resource: RESOURCE.into(),
-        issuer: issuer.issuer(),
-        jwks: issuer.url("/jwks"),
-    };
-    let mut started = Vec::new();
-    for _ in 0..replicas {
-        started.push(load::Replica::start(config.clone(), &[]).await);
-    }
     let plan = plan();
-    let mut tokens = Vec::new();
-    for p in 0..plan.principals {
-        tokens.push(
-            issuer
-                .mint(&format!("principal-{p}"), RESOURCE, 3600, false)
-                .await,
-        );
-    }
-    let url = load::proxy(started.iter().map(|r| r.url.clone()).collect()).await;
-    let completed = Arc::new(AtomicUsize::new(0));
-    let total = plan.conversations * plan.turns;
-    let killer = kill.then(|| {
-        let completed = completed.clone();
-        let mut first = started.remove(0);
-        tokio::spawn(async move {
-            while completed.load(Ordering::Relaxed) < total / 3 {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            first.kill_and_restart().await;
-            first
-        })
-    });
-    let report = load::drive(&url, &tokens, plan, completed).await;
-    if let Some(killer) = killer {
-        drop(killer.await.unwrap());
-    }
-    drop(started);
-    let check = load::check(store, &report, plan).await;
+    let (report, check) = load::run(setup, store, replicas, kill, plan, &[]).await;
     let (p50, p99) = load::percentiles(&mut report.latencies.clone());
     println!(
         "| {} sessions + memory, {replicas} replica{}{} | {:.0} | {p50:.1} ms | {p99:.1} ms | {}/{} |",
@@ -110,7 +67,7 @@ async fn run(
         if kill { ", one killed at a third" } else { "" },
         report.turns as f64 / report.elapsed.as_secs_f64(),
         report.turns,
-        total,
+        plan.conversations * plan.turns,
     );
     (report, check)
 }
@@ -150,6 +107,16 @@ fn main() {
         };
         let dir = tempfile::tempdir().unwrap();
         let plan = plan();
+        let mut tokens = Vec::new();
+        for p in 0..plan.principals {
+            tokens.push(issuer.mint(&format!("principal-{p}"), RESOURCE, 3600, false).await);
+        }
+        let setup = load::Setup {
+            resource: RESOURCE.into(),
+            issuer: issuer.issuer(),
+            jwks: issuer.url("/jwks"),
+            tokens,
+        };
         println!(
             "\n{} clients as {} principals, {} conversations × {} turns\n",
             plan.clients, plan.principals, plan.conversations, plan.turns
@@ -161,12 +128,12 @@ fn main() {
             load::Store::Sqlite(dir.path().join(format!("serve{n}.db")).display().to_string())
         };
         for replicas in [1, 2] {
-            run(&issuer, &fresh_sqlite(), replicas, false).await;
+            run(&setup, &fresh_sqlite(), replicas, false).await;
             let pg = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
-            run(&issuer, &pg, replicas, false).await;
+            run(&setup, &pg, replicas, false).await;
         }
         let pg = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
-        let (report, check) = run(&issuer, &pg, 2, true).await;
+        let (report, check) = run(&setup, &pg, 2, true).await;
         println!(
             "\nkill run: {} attempts sent again, {} turns finished on the other replica; journals: {} \
              conversations, {} turns, {} wrong, {} interleaved; leaks: {} answers, {} recalls",

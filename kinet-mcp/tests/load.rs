@@ -20,9 +20,6 @@ mod load;
 #[path = "../../kinet-memory/tests/support/pg_server.rs"]
 mod pg_server;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 /// The replica process (this binary run again with `KINET_LOAD_REPLICA`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replica_process() {
@@ -42,27 +39,13 @@ async fn many_users_on_two_replicas_survive_a_sigkill() {
         return;
     };
     let store = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
-    // Migrate once before the replicas race to.
-    drop(store.sessions());
-    drop(store.memory().await);
-    let resource = "https://agents.kinet.test/mcp".to_owned();
-    let config = load::ReplicaConfig {
-        addr: "127.0.0.1:0".into(),
-        store: store.clone(),
-        resource: resource.clone(),
-        issuer: issuer.issuer(),
-        jwks: issuer.url("/jwks"),
-    };
-    let mut replicas = Vec::new();
-    for _ in 0..2 {
-        replicas.push(load::Replica::start(config.clone(), REPLICA).await);
-    }
     let plan = load::Plan {
         clients: 20,
         principals: 4,
         conversations: 60,
         turns: 5,
     };
+    let resource = "https://agents.kinet.test/mcp".to_owned();
     let mut tokens = Vec::new();
     for p in 0..plan.principals {
         tokens.push(
@@ -71,23 +54,14 @@ async fn many_users_on_two_replicas_survive_a_sigkill() {
                 .await,
         );
     }
-    let url = load::proxy(replicas.iter().map(|r| r.url.clone()).collect()).await;
-    let completed = Arc::new(AtomicUsize::new(0));
-    let total = plan.conversations * plan.turns;
-    let killer = {
-        let completed = completed.clone();
-        let mut first = replicas.remove(0);
-        tokio::spawn(async move {
-            while completed.load(Ordering::Relaxed) < total / 3 {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-            first.kill_and_restart().await;
-            first
-        })
+    let setup = load::Setup {
+        resource,
+        issuer: issuer.issuer(),
+        jwks: issuer.url("/jwks"),
+        tokens,
     };
-    let report = load::drive(&url, &tokens, plan, completed).await;
-    let _restarted = killer.await.unwrap();
-    let check = load::check(&store, &report, plan).await;
+    let total = plan.conversations * plan.turns;
+    let (report, check) = load::run(&setup, &store, 2, true, plan, REPLICA).await;
     let (p50, p99) = load::percentiles(&mut report.latencies.clone());
     println!(
         "load: {} turns in {:.1} s ({:.0}/s, p50 {p50:.1} ms, p99 {p99:.1} ms); {} conversations by principal {:?}; \

@@ -6,9 +6,10 @@
 //! that belong to the principal who made them, on every replica.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
 #[path = "support/issuer.rs"]
 mod issuer;
+
+use issuer::common;
 
 use std::sync::Arc;
 use std::time::Duration;

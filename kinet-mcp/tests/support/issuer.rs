@@ -1,7 +1,7 @@
 //! The authorization server of the OAuth tests: the Python SDK's auth
 //! routes (`peers/auth_server.py`) issuing RS256 JWTs, answering RFC 7662
 //! introspection, and minting test tokens.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::panic)]
 
 use std::path::PathBuf;
 
@@ -9,7 +9,7 @@ use kinet_mcp::oauth::ResourceServer;
 use serde_json::{Value, json};
 
 #[path = "../common/mod.rs"]
-mod common;
+pub mod common;
 
 /// The peers folder, from kinet-mcp's tests or the workspace's benches.
 fn peers() -> PathBuf {

@@ -592,6 +592,65 @@ pub fn percentiles(samples: &mut [Duration]) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
+/// The issuer's side of a run: where tokens come from and one token per
+/// principal (subjects `principal-<n>`, audience `resource`).
+pub struct Setup {
+    pub resource: String,
+    pub issuer: String,
+    pub jwks: String,
+    pub tokens: Vec<String>,
+}
+
+/// One whole run: `replicas` processes of this binary (started with
+/// `replica_args`) on `store`, behind the proxy, driven by `plan`; with
+/// `kill`, the first replica is killed with SIGKILL when a third of the
+/// turns are done and started again. Returns what the clients saw and
+/// what the journals and memory hold.
+pub async fn run(
+    setup: &Setup,
+    store: &Store,
+    replicas: usize,
+    kill: bool,
+    plan: Plan,
+    replica_args: &[&str],
+) -> (Report, JournalCheck) {
+    // Migrated once, before the replicas race to.
+    drop(store.sessions());
+    drop(store.memory().await);
+    let config = ReplicaConfig {
+        addr: "127.0.0.1:0".into(),
+        store: store.clone(),
+        resource: setup.resource.clone(),
+        issuer: setup.issuer.clone(),
+        jwks: setup.jwks.clone(),
+    };
+    let mut started = Vec::new();
+    for _ in 0..replicas {
+        started.push(Replica::start(config.clone(), replica_args).await);
+    }
+    let url = proxy(started.iter().map(|r| r.url.clone()).collect()).await;
+    let completed = Arc::new(AtomicUsize::new(0));
+    let total = plan.conversations * plan.turns;
+    let killer = kill.then(|| {
+        let completed = completed.clone();
+        let mut first = started.remove(0);
+        tokio::spawn(async move {
+            while completed.load(Ordering::Relaxed) < total / 3 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            first.kill_and_restart().await;
+            first
+        })
+    });
+    let report = drive(&url, &setup.tokens, plan, completed).await;
+    if let Some(killer) = killer {
+        drop(killer.await.unwrap());
+    }
+    drop(started);
+    let check = check(store, &report, plan).await;
+    (report, check)
+}
+
 /// Per-principal counts of conversations, for the printout.
 pub fn by_principal(report: &Report) -> HashMap<usize, usize> {
     let mut counts = HashMap::new();
