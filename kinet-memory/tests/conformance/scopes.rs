@@ -341,6 +341,11 @@ fn leaks(case: usize, reader: usize, text: &str) -> Option<usize> {
         .find(|s| text.contains(&format!("m{case}s{s}x")))
 }
 
+/// A store error as a failed case.
+fn fail(error: kinet_memory::MemoryError) -> TestCaseError {
+    TestCaseError::fail(error.to_string())
+}
+
 async fn check_case(
     store: &SharedMemory,
     case: usize,
@@ -360,14 +365,14 @@ async fn check_case(
                         &format!("{} {} note {}", WORDS[word], marker(scope), written[scope]),
                     )
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
                 written[scope] += 1;
             }
             Step::Fact { scope, key } => {
                 store
                     .set_fact(&scopes[scope], "s", &format!("k{key}"), &marker(scope))
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
             }
             Step::Triple { scope, word } => {
                 store
@@ -376,13 +381,13 @@ async fn check_case(
                         NewTriple::new(WORDS[word], "owned_by", marker(scope)),
                     )
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
             }
             Step::Block { scope } => {
                 store
                     .block_append(&scopes[scope], "active_goals", &marker(scope))
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
             }
             Step::Recall { scope, word } => {
                 // The query names every scope's marker: full text would
@@ -395,7 +400,7 @@ async fn check_case(
                 let recall = store
                     .recall(&scopes[scope], &RecallQuery::new(query).limit(20))
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
                 let seen = serde_json::to_string(&recall).unwrap_or_default();
                 prop_assert_eq!(
                     leaks(case, scope, &seen),
@@ -414,14 +419,8 @@ async fn check_case(
             }
             Step::Read { scope } => {
                 let scope_ref = &scopes[scope];
-                let facts = store
-                    .facts(scope_ref, "s")
-                    .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let blocks = store
-                    .blocks(scope_ref)
-                    .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let facts = store.facts(scope_ref, "s").await.map_err(fail)?;
+                let blocks = store.blocks(scope_ref).await.map_err(fail)?;
                 let triples = store
                     .query_triples(
                         scope_ref,
@@ -432,11 +431,8 @@ async fn check_case(
                         },
                     )
                     .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
-                let count = store
-                    .record_count(scope_ref)
-                    .await
-                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    .map_err(fail)?;
+                let count = store.record_count(scope_ref).await.map_err(fail)?;
                 let seen = format!("{facts:?} {blocks:?} {triples:?}");
                 prop_assert_eq!(
                     leaks(case, scope, &seen),
