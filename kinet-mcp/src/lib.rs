@@ -67,6 +67,7 @@ mod progress;
 mod remote_tool;
 pub mod resources;
 mod search;
+pub mod served;
 mod server;
 mod settings;
 mod sse;

@@ -2,6 +2,10 @@
 
 mod conversations;
 mod gate;
+pub(crate) mod input;
+// Logging is deprecated by the 2026-07-28 revision; kept for 2025-11-25
+// clients.
+#[allow(deprecated)]
 mod session;
 
 use std::net::SocketAddr;
@@ -60,6 +64,8 @@ struct Shared {
     claim_ttl: Duration,
     /// Agents made by `agent_for`, by principal (at most 1,024 kept).
     agents: std::sync::Mutex<std::collections::HashMap<crate::oauth::Principal, Agent>>,
+    /// Seals the answers a 2026-07-28 client gathered over rounds.
+    request_state: rmcp::model::RequestStateCodec,
 }
 
 impl Shared {
@@ -104,9 +110,20 @@ pub struct McpServerBuilder {
     oauth: Option<Arc<crate::oauth::ResourceServer>>,
     agent_for: Option<AgentFor>,
     claim_ttl: Duration,
+    request_state_key: Option<Vec<u8>>,
 }
 
 impl McpServerBuilder {
+    /// The key (at least 32 bytes) that seals the answers a served tool
+    /// gathered from a 2026-07-28 client over rounds of `input_required`
+    /// (the `requestState` the client sends back). Replicas behind one
+    /// address need the same key, so that a round answered on one is
+    /// continued on another. Default: a random key per process.
+    pub fn request_state_key(mut self, key: impl Into<Vec<u8>>) -> Self {
+        self.request_state_key = Some(key.into());
+        self
+    }
+
     /// How long a stateless reply's claim on its conversation lasts
     /// without renewal: a replica that dies mid-reply holds its
     /// conversation that long before another replica may continue it (a
@@ -246,8 +263,27 @@ impl McpServerBuilder {
         if let Some(timeout) = self.tool_timeout {
             pipeline = pipeline.with_tool_timeout(Some(timeout));
         }
+        let key = self
+            .request_state_key
+            .filter(|key| key.len() >= rmcp::model::RequestStateCodec::MIN_KEY_LENGTH)
+            .unwrap_or_else(|| {
+                let mut key = vec![0; 32];
+                // Without the system's randomness (never seen on Linux),
+                // a key from what only this process knows.
+                if getrandom::fill(&mut key).is_err() {
+                    let seed = format!(
+                        "{:p}{}{:?}",
+                        &key,
+                        std::process::id(),
+                        std::time::SystemTime::now()
+                    );
+                    key = <sha2::Sha256 as sha2::Digest>::digest(seed.as_bytes()).to_vec();
+                }
+                key
+            });
         McpServer {
             shared: Arc::new(Shared {
+                request_state: rmcp::model::RequestStateCodec::new_unchecked(key),
                 tools: Arc::new(self.tools.static_tools().clone()),
                 agent: self.agent,
                 pipeline,
@@ -351,6 +387,7 @@ impl McpServer {
             oauth: None,
             agent_for: None,
             claim_ttl: conversations::CLAIM_TTL,
+            request_state_key: None,
         }
     }
 
@@ -366,6 +403,7 @@ impl McpServer {
                 None => conversations::Conversations::memory(),
             },
             counter: Arc::new(AtomicU64::new(1)),
+            log_level: Arc::default(),
         }
     }
 

@@ -12,8 +12,9 @@ use kinet_core::message::{ContentPart, ToolCall};
 use kinet_core::tool::EventSink;
 use kinet_core::{AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Message, RunStop};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
@@ -21,6 +22,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use super::Shared;
+use super::input::{ClientInput, ElicitAction, Rounds};
 
 /// One client session.
 #[derive(Clone)]
@@ -28,6 +30,8 @@ pub(super) struct Session {
     pub(super) shared: Arc<Shared>,
     pub(super) conversations: super::conversations::Conversations,
     pub(super) counter: Arc<AtomicU64>,
+    /// The level a 2025-11-25 client set with `logging/setLevel`.
+    pub(super) log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
 }
 
 fn schema(value: Value) -> Arc<Map<String, Value>> {
@@ -135,11 +139,7 @@ impl Session {
             None => None,
         };
         // Who asked (with OAuth): a conversation is theirs alone.
-        let principal = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<crate::oauth::Principal>())
-            .cloned();
+        let principal = principal(context);
         let owner = principal.as_ref().map(crate::oauth::Principal::owner);
         let request_id = text("request_id").filter(|r| !r.is_empty());
         let (id, mut conversation, saved) = match id {
@@ -179,12 +179,19 @@ impl Session {
             Some(cwd) => served.with_cwd(PathBuf::from(cwd)),
             None => served,
         };
-        // Confirmations go to the client's user when the client can ask them;
-        // otherwise the agent's own handler and policy decide.
-        if client_elicits(context) {
-            agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm {
-                peer: context.peer.clone(),
-            }));
+        // Confirmations go to the client's user when the client can be
+        // asked while the run waits (2025-11-25 and older); otherwise the
+        // agent's own handler and policy decide. (A 2026-07-28 question
+        // would end the call and run it again from the start: a whole
+        // agent run is not repeated for it.)
+        if !asks_in_rounds(context) {
+            let input = ClientInput::direct(
+                context.peer.clone(),
+                context.client_capabilities().unwrap_or_default(),
+            );
+            if input.can_elicit() {
+                agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm { input }));
+            }
         }
         let progress_token = context.meta.get_progress_token();
         let mut run = agent.run_with_cancellation(conversation, context.ct.clone());
@@ -243,23 +250,52 @@ impl Session {
     }
 
     /// Runs a client's call of a served tool through the pipeline, in the
-    /// server's working directory and roots.
+    /// server's working directory and roots. What the tool asks of the
+    /// client ([`ClientInput`], and approvals when the client can elicit)
+    /// is asked on the open connection (2025-11-25 and older) or, on
+    /// 2026-07-28, ends the call with `input_required` and is answered when
+    /// the client calls again.
     async fn call_exposed(
         &self,
-        name: &str,
+        request: &CallToolRequestParams,
         arguments: Map<String, Value>,
         context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
+        let name = &*request.name;
+        let capabilities = context.client_capabilities().unwrap_or_default();
+        // The answers of earlier rounds hold for this tool and this caller.
+        let bound = format!(
+            "{name}\n{}",
+            principal(context).map(|p| p.owner()).unwrap_or_default()
+        );
+        let rounds = if asks_in_rounds(context) {
+            Some(Rounds::open(
+                &shared.request_state,
+                &bound,
+                request.request_state.as_deref(),
+                request.input_responses.as_ref(),
+            )?)
+        } else {
+            None
+        };
+        let input = Arc::new(match &rounds {
+            Some(rounds) => ClientInput::rounds(Arc::clone(rounds), capabilities),
+            None => ClientInput::direct(context.peer.clone(), capabilities),
+        });
+        let cancel = context.ct.child_token();
         let mut base = shared
             .agent
-            .tool_context(context.ct.clone())
+            .tool_context(cancel.clone())
             .with_cwd(shared.cwd.clone())
             .with_roots(shared.roots.clone());
-        if client_elicits(context) {
+        let mut extensions = base.extensions().clone();
+        extensions.insert_arc(Arc::clone(&input));
+        base = base.with_extensions(extensions);
+        if input.can_elicit() {
             base = base.with_confirm_handler(
                 Arc::new(ElicitingConfirm {
-                    peer: context.peer.clone(),
+                    input: (*input).clone(),
                 }),
                 shared.pipeline.policy().timeout(),
             );
@@ -269,14 +305,29 @@ impl Session {
             name: name.to_owned(),
             arguments: Value::Object(arguments).to_string(),
         };
-        // Progress the tool reports reaches a client that asked for it.
+        // What the tool reports while it runs reaches the client as progress
+        // (when it asked for it) and as log messages (when it set a level).
         let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
         let base = base.with_events(EventSink::new(sender));
         let progress_token = context.meta.get_progress_token();
+        let logs = self.logs_info(context);
         let mut step = 0.0;
         let mut forward = async |event: AgentEvent| {
-            if let (Some(token), AgentEvent::ToolProgress { text, .. }) = (&progress_token, event) {
-                step += 1.0;
+            let AgentEvent::ToolProgress { text, .. } = event else {
+                return;
+            };
+            step += 1.0;
+            if logs {
+                #[allow(deprecated)]
+                let _ = context
+                    .peer
+                    .notify_logging_message(
+                        LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text))
+                            .with_logger(name.to_owned()),
+                    )
+                    .await;
+            }
+            if let Some(token) = &progress_token {
                 let _ = context
                     .peer
                     .notify_progress(
@@ -291,13 +342,34 @@ impl Session {
             tokio::select! {
                 record = &mut running => break record,
                 Some(event) = events.recv() => forward(event).await,
+                () = raised(rounds.as_deref()) => {
+                    let Some(rounds) = &rounds else { continue };
+                    // Questions asked together (a tool awaiting several at
+                    // once) go out in one round: let the call run until no
+                    // new one comes.
+                    let mut quiet = 0;
+                    let mut waiting = rounds.waiting();
+                    while quiet < 3 {
+                        tokio::task::yield_now().await;
+                        if futures::poll!(&mut running).is_ready() {
+                            break;
+                        }
+                        let now = rounds.waiting();
+                        quiet = if now == waiting { quiet + 1 } else { 0 };
+                        waiting = now;
+                    }
+                    cancel.cancel();
+                    return Ok(CallToolResponse::InputRequired(
+                        rounds.input_required(&shared.request_state, &bound)?,
+                    ));
+                }
             }
         };
         while let Ok(event) = events.try_recv() {
             forward(event).await;
         }
         let Message::Tool { content, .. } = record.message else {
-            return error_result("the tool returned no result");
+            return Ok(error_result("the tool returned no result").into());
         };
         let blocks = content
             .into_iter()
@@ -306,7 +378,7 @@ impl Session {
                 other => ContentBlock::text(other.as_text().unwrap_or_default().to_owned()),
             })
             .collect();
-        match record.result {
+        Ok(match record.result {
             Ok(output) => {
                 let mut result = CallToolResult::success(blocks);
                 result.structured_content = output.structured;
@@ -314,48 +386,77 @@ impl Session {
             }
             Err(_) => CallToolResult::error(blocks),
         }
+        .into())
+    }
+
+    /// Whether the client wants info-level log messages: it set a level
+    /// with `logging/setLevel` (2025-11-25) or in the request's `_meta`
+    /// (2026-07-28) at info or below.
+    fn logs_info(&self, context: &RequestContext<RoleServer>) -> bool {
+        let level = context
+            .meta
+            .log_level()
+            .or_else(|| self.log_level.lock().ok().and_then(|level| level.clone()));
+        level.is_some_and(|level| matches!(level, LoggingLevel::Debug | LoggingLevel::Info))
     }
 }
 
-/// Whether the client can ask its user questions (MCP elicitation).
-fn client_elicits(context: &RequestContext<RoleServer>) -> bool {
+/// Who called, with OAuth.
+fn principal(context: &RequestContext<RoleServer>) -> Option<crate::oauth::Principal> {
     context
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.capabilities.elicitation.is_some())
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::oauth::Principal>())
+        .cloned()
+}
+
+/// Whether questions to this client go in rounds of `input_required`
+/// (2026-07-28 and later) rather than as requests on the connection.
+fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|version| !version.has_initialize())
+}
+
+/// Resolves when a served tool asks something in a round; never without
+/// rounds.
+async fn raised(rounds: Option<&Rounds>) {
+    match rounds {
+        Some(rounds) => rounds.raised.notified().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Asks the MCP client's user to confirm a tool call (MCP elicitation).
 struct ElicitingConfirm {
-    peer: rmcp::service::Peer<RoleServer>,
+    input: ClientInput,
 }
 
 #[async_trait::async_trait]
 impl ConfirmHandler for ElicitingConfirm {
     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
-        let params: rmcp::model::ElicitRequestParams = serde_json::from_value(json!({
-            "mode": "form",
-            "message": match &request.concern {
-                Some(concern) => format!(
-                    "The agent wants to run `{}`:\n{}\n\nWarning, possible prompt injection: {concern}",
-                    request.tool, request.summary
-                ),
-                None => format!("The agent wants to run `{}`:\n{}", request.tool, request.summary),
+        let message = match &request.concern {
+            Some(concern) => format!(
+                "The agent wants to run `{}`:\n{}\n\nWarning, possible prompt injection: {concern}",
+                request.tool, request.summary
+            ),
+            None => format!(
+                "The agent wants to run `{}`:\n{}",
+                request.tool, request.summary
+            ),
+        };
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean", "title": "Allow this call?"}
             },
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "approve": {"type": "boolean", "title": "Allow this call?"}
-                },
-                "required": ["approve"]
-            }
-        }))
-        .map_err(|e| ConfirmError(format!("cannot build the elicitation: {e}")))?;
+            "required": ["approve"]
+        });
         let answer = self
-            .peer
-            .create_elicitation(params)
+            .input
+            .elicit(&format!("kinet.approve.{}", request.tool), message, schema)
             .await
-            .map_err(|e| ConfirmError(format!("the client did not answer: {e}")))?;
+            .map_err(|e| ConfirmError(e.to_string()))?;
         let approved = answer
             .content
             .as_ref()
@@ -363,8 +464,8 @@ impl ConfirmHandler for ElicitingConfirm {
             .and_then(Value::as_bool)
             == Some(true);
         Ok(match answer.action {
-            rmcp::model::ElicitationAction::Accept if approved => ConfirmDecision::Approve,
-            rmcp::model::ElicitationAction::Cancel => ConfirmDecision::Abort,
+            ElicitAction::Accept if approved => ConfirmDecision::Approve,
+            ElicitAction::Cancel => ConfirmDecision::Abort,
             _ => ConfirmDecision::Deny {
                 reason: Some("declined by the user of the MCP client".into()),
             },
@@ -374,9 +475,17 @@ impl ConfirmHandler for ElicitingConfirm {
 
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
-            Implementation::new(self.shared.name.clone(), env!("CARGO_PKG_VERSION")),
-        )
+        // Logging is deprecated by the 2026-07-28 revision; kept for
+        // 2025-11-25 clients (what served tools report reaches them).
+        #[allow(deprecated)]
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities).with_server_info(Implementation::new(
+            self.shared.name.clone(),
+            env!("CARGO_PKG_VERSION"),
+        ))
     }
 
     async fn list_tools(
@@ -393,11 +502,21 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, McpError> {
         let arguments = request.arguments.clone().unwrap_or_default();
-        let result = match &*request.name {
-            "agent" => self.run_agent(&arguments, false, &context).await,
-            "reply" => self.run_agent(&arguments, true, &context).await,
-            name => self.call_exposed(name, arguments, &context).await,
-        };
-        Ok(rmcp::model::CallToolResponse::Complete(result))
+        Ok(match &*request.name {
+            "agent" => self.run_agent(&arguments, false, &context).await.into(),
+            "reply" => self.run_agent(&arguments, true, &context).await.into(),
+            _ => return self.call_exposed(&request, arguments, &context).await,
+        })
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if let Ok(mut level) = self.log_level.lock() {
+            *level = Some(request.level);
+        }
+        Ok(())
     }
 }
