@@ -396,7 +396,7 @@ impl Session {
         let level = context
             .meta
             .log_level()
-            .or_else(|| self.log_level.lock().ok().and_then(|level| level.clone()));
+            .or_else(|| self.log_level.lock().ok().and_then(|level| *level));
         level.is_some_and(|level| matches!(level, LoggingLevel::Debug | LoggingLevel::Info))
     }
 }
