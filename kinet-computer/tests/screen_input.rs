@@ -39,34 +39,35 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Starts Xvfb on a free display number.
+/// Starts Xvfb on a display number the server picks itself (`-displayfd`
+/// writes it to stdout once the server listens), so parallel tests and stale
+/// sockets never race for the same number.
 fn xvfb() -> (Killed, String) {
-    for n in 90..140 {
-        if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
-            continue;
-        }
-        let display = format!(":{n}");
-        let child = Command::new("Xvfb")
+    use std::io::BufRead;
+    for _ in 0..3 {
+        let mut child = Command::new("Xvfb")
             .args([
-                &display,
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 &format!("{WIDTH}x{HEIGHT}x24"),
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let started = Instant::now();
-        while started.elapsed() < Duration::from_secs(10) {
-            if std::path::Path::new(&format!("/tmp/.X11-unix/X{n}")).exists() {
-                return (Killed(child), display);
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        let read = std::io::BufReader::new(stdout).read_line(&mut line);
+        let child = Killed(child);
+        if read.is_ok() {
+            if let Ok(n) = line.trim().parse::<u32>() {
+                return (child, format!(":{n}"));
             }
-            std::thread::sleep(Duration::from_millis(50));
         }
-        drop(Killed(child));
     }
     panic!("could not start Xvfb");
 }
@@ -92,23 +93,31 @@ fn screen_and_input_reach_a_real_x_window_under_xvfb() {
         }
     }
     let (_xvfb, display) = xvfb();
-    // A window manager, as on any desktop (window listing needs EWMH).
-    let _wm = Killed(
-        Command::new("openbox")
-            .arg("--sm-disable")
-            .env("DISPLAY", &display)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    // A window manager, as on any desktop (window listing needs EWMH). On a
+    // loaded machine openbox can take a while, and it is restarted if it
+    // exits before it has taken the screen.
+    let spawn_wm = || {
+        Killed(
+            Command::new("openbox")
+                .arg("--sm-disable")
+                .env("DISPLAY", &display)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut wm = spawn_wm();
     let started = Instant::now();
     while !root_property(&display, "_NET_SUPPORTING_WM_CHECK").contains("window id") {
         assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "openbox never started"
+            started.elapsed() < Duration::from_secs(60),
+            "openbox never started on {display}"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        if wm.0.try_wait().is_ok_and(|status| status.is_some()) {
+            wm = spawn_wm();
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
     let mut xev = Killed(
         Command::new("xev")
@@ -138,7 +147,7 @@ fn screen_and_input_reach_a_real_x_window_under_xvfb() {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(30),
             "xev's window never appeared"
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -146,7 +155,7 @@ fn screen_and_input_reach_a_real_x_window_under_xvfb() {
     // ... and until the window manager lists it.
     while !root_property(&display, "_NET_CLIENT_LIST_STACKING").contains("window id") {
         assert!(
-            started.elapsed() < Duration::from_secs(10),
+            started.elapsed() < Duration::from_secs(30),
             "openbox never managed xev"
         );
         std::thread::sleep(Duration::from_millis(50));

@@ -73,6 +73,9 @@ pub struct Elicited {
 pub struct ClientInput {
     mode: Mode,
     capabilities: ClientCapabilities,
+    /// The capabilities asked for that the client did not declare (a
+    /// failed call then tells a 2026-07-28 client which it needs).
+    missing: Arc<Mutex<BTreeMap<&'static str, Value>>>,
 }
 
 #[derive(Clone)]
@@ -98,6 +101,7 @@ impl ClientInput {
         Self {
             mode: Mode::Direct(peer),
             capabilities,
+            missing: Arc::default(),
         }
     }
 
@@ -105,6 +109,7 @@ impl ClientInput {
         Self {
             mode: Mode::Rounds(rounds),
             capabilities,
+            missing: Arc::default(),
         }
     }
 
@@ -139,7 +144,7 @@ impl ClientInput {
     ) -> Result<Elicited, AskError> {
         const WHAT: &str = "a question for its user";
         if !self.can_elicit() {
-            return Err(AskError::Unsupported(WHAT));
+            return Err(self.unsupported("elicitation", WHAT));
         }
         let params = json!({"mode": "form", "message": message.into(), "requestedSchema": schema});
         let answer = self.ask(key, "elicitation/create", params, WHAT).await?;
@@ -168,7 +173,7 @@ impl ClientInput {
     ) -> Result<String, AskError> {
         const WHAT: &str = "a sampling request";
         if !self.can_sample() {
-            return Err(AskError::Unsupported(WHAT));
+            return Err(self.unsupported("sampling", WHAT));
         }
         let params = json!({
             "messages": [{"role": "user", "content": {"type": "text", "text": prompt.into()}}],
@@ -202,7 +207,7 @@ impl ClientInput {
     pub async fn roots(&self, key: &str) -> Result<Vec<String>, AskError> {
         const WHAT: &str = "a request for its roots";
         if !self.can_list_roots() {
-            return Err(AskError::Unsupported(WHAT));
+            return Err(self.unsupported("roots", WHAT));
         }
         let answer = self.ask(key, "roots/list", json!({}), WHAT).await?;
         let Some(roots) = answer.get("roots").and_then(Value::as_array) else {
@@ -215,6 +220,26 @@ impl ClientInput {
             .iter()
             .filter_map(|root| root.get("uri").and_then(Value::as_str).map(str::to_owned))
             .collect())
+    }
+
+    /// Notes that `capability` was needed and not declared.
+    fn unsupported(&self, capability: &'static str, what: &'static str) -> AskError {
+        if let Ok(mut missing) = self.missing.lock() {
+            missing.insert(capability, json!({}));
+        }
+        AskError::Unsupported(what)
+    }
+
+    /// The capabilities a question needed that the client did not declare,
+    /// as the `requiredCapabilities` of a -32021 error; `None` when none.
+    pub(super) fn missing(&self) -> Option<ClientCapabilities> {
+        let missing = self.missing.lock().ok()?;
+        if missing.is_empty() {
+            return None;
+        }
+        serde_json::to_value(&*missing)
+            .and_then(serde_json::from_value)
+            .ok()
     }
 
     async fn ask(

@@ -378,6 +378,14 @@ impl Session {
                 other => ContentBlock::text(other.as_text().unwrap_or_default().to_owned()),
             })
             .collect();
+        // A 2026-07-28 client that lacked a capability the tool needed is
+        // told which (it may call again declaring it).
+        if record.result.is_err()
+            && rounds.is_some()
+            && let Some(required) = input.missing()
+        {
+            return Err(McpError::missing_required_client_capability(required));
+        }
         Ok(match record.result {
             Ok(output) => {
                 let mut result = CallToolResult::success(blocks);
@@ -486,6 +494,12 @@ impl ServerHandler for Session {
             self.shared.name.clone(),
             env!("CARGO_PKG_VERSION"),
         ))
+    }
+
+    /// The tool a `tools/call` names, for the transport's check of its
+    /// `Mcp-Param-*` headers against the arguments (2026-07-28).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_list().into_iter().find(|tool| tool.name == name)
     }
 
     async fn list_tools(
