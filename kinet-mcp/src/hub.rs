@@ -85,6 +85,10 @@ pub struct ServerStatus {
     pub tools: Vec<String>,
     /// The process id of a stdio server.
     pub pid: Option<u32>,
+    /// The protocol revision spoken with it while connected
+    /// (`2026-07-28`, or `2025-11-25` and older for a server that needs
+    /// the `initialize` handshake).
+    pub protocol: Option<String>,
 }
 
 struct HubInner {
@@ -276,6 +280,10 @@ impl McpHub {
                     .map(|t| t.name.clone())
                     .collect(),
                 pid: slot.pid.lock().ok().and_then(|p| *p),
+                protocol: slot
+                    .connection()
+                    .and_then(|c| c.peer.peer_info())
+                    .map(|info| info.protocol_version.to_string()),
             })
             .collect()
     }

@@ -61,18 +61,7 @@ impl McpTool {
                 self.slot.state()
             )));
         };
-        let params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
-        // The call's deadline (set by the pipeline from this tool's timeout)
-        // is enforced here, so the server is told to cancel before the
-        // pipeline drops the call; rmcp's own timeout option would cost a
-        // watcher per request.
-        let mut options = PeerRequestOptions::no_options();
-        // The call's trace context, for servers that trace (SEP-414).
-        if let Some(traceparent) = kinet_core::telemetry::traceparent() {
-            let mut meta = rmcp::model::RequestMetaObject::new();
-            meta.set_traceparent(traceparent);
-            options.meta = Some(meta);
-        }
+        let mut params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
         // The server's timeout bounds the silence, not the call: each
         // progress notification starts it again (a long tool that reports
         // progress is not cut off). A deadline from the host or the agent
@@ -89,59 +78,102 @@ impl McpTool {
         let started = Instant::now();
         let limit = limit_from(started).saturating_duration_since(started);
         let deadline = tokio::time::sleep_until(limit_from(started));
-        let handle = connection
-            .peer
-            .send_request_with_option(
-                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-                options,
-            )
-            .await
-            .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
-        let id = handle.id.clone();
-        let peer = handle.peer.clone();
-        let mut progress = connection
-            .handler
-            .progress
-            .subscribe(handle.progress_token.clone());
-        let _busy = Busy::new(&self.slot.in_flight);
-        let mut response = std::pin::pin!(handle.await_response());
         let mut deadline = std::pin::pin!(deadline);
-        let result = loop {
-            tokio::select! {
-                biased;
-                result = &mut response => break result,
-                _ = &mut deadline => {
-                    tell_cancelled(&peer, id, "timed out").await;
-                    break Err(ServiceError::Timeout { timeout: limit });
+        let _busy = Busy::new(&self.slot.in_flight);
+        // A 2026-07-28 server that needs input answers `input_required`:
+        // the questions are answered here (the host's elicitation handler)
+        // and the call sent again with the answers and the server's state.
+        for _ in 0..MAX_INPUT_ROUNDS {
+            // The call's deadline (set by the pipeline from this tool's
+            // timeout) is enforced here, so the server is told to cancel
+            // before the pipeline drops the call; rmcp's own timeout option
+            // would cost a watcher per request.
+            let mut options = PeerRequestOptions::no_options();
+            // The call's trace context, for servers that trace (SEP-414).
+            if let Some(traceparent) = kinet_core::telemetry::traceparent() {
+                let mut meta = rmcp::model::RequestMetaObject::new();
+                meta.set_traceparent(traceparent);
+                options.meta = Some(meta);
+            }
+            let handle = connection
+                .peer
+                .send_request_with_option(
+                    ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
+                    options,
+                )
+                .await
+                .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
+            let id = handle.id.clone();
+            let peer = handle.peer.clone();
+            let mut progress = connection
+                .handler
+                .progress
+                .subscribe(handle.progress_token.clone());
+            let mut response = std::pin::pin!(handle.await_response());
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    result = &mut response => break result,
+                    _ = &mut deadline => {
+                        tell_cancelled(&peer, id, "timed out").await;
+                        break Err(ServiceError::Timeout { timeout: limit });
+                    }
+                    _ = ctx.cancellation().cancelled() => {
+                        tell_cancelled(&peer, id, "cancelled by the client").await;
+                        return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
+                    }
+                    Some(update) = progress.next() => {
+                        report_progress(ctx, update);
+                        deadline.as_mut().reset(limit_from(Instant::now()));
+                    },
                 }
-                _ = ctx.cancellation().cancelled() => {
-                    tell_cancelled(&peer, id, "cancelled by the client").await;
-                    return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
-                }
-                Some(update) = progress.next() => {
+            };
+            // Progress sent just before the result may still be on its
+            // way: the connection hands notifications to tasks of their
+            // own, queued before the result reached us. Let them run.
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+                while let Some(update) = progress.try_next() {
                     report_progress(ctx, update);
-                    deadline.as_mut().reset(limit_from(Instant::now()));
-                },
+                }
             }
-        };
-        // Progress sent just before the result may still be on its way:
-        // the connection hands notifications to tasks of their own, queued
-        // before the result reached us. Let them run.
-        for _ in 0..4 {
-            tokio::task::yield_now().await;
-            while let Some(update) = progress.try_next() {
-                report_progress(ctx, update);
+            match result {
+                Ok(ServerResult::CallToolResult(result)) => {
+                    return normalize_result(server, result);
+                }
+                Ok(ServerResult::InputRequiredResult(asked)) => {
+                    let answers = tokio::select! {
+                        answers = connection.handler.answer(asked.input_requests.unwrap_or_default()) => answers,
+                        _ = ctx.cancellation().cancelled() => {
+                            return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
+                        }
+                    };
+                    let answers = answers.map_err(|reason| {
+                        ToolError::failed(format!(
+                            "the MCP tool `{}` on `{server}` asked for {reason}",
+                            self.tool
+                        ))
+                    })?;
+                    params.input_responses = (!answers.is_empty()).then_some(answers);
+                    params.request_state = asked.request_state;
+                }
+                Ok(_) => {
+                    return Err(ToolError::failed(format!(
+                        "the MCP server `{server}` answered tools/call with something else"
+                    )));
+                }
+                Err(error) => return Err(call_error(&self.slot, &self.tool, error, limit)),
             }
         }
-        match result {
-            Ok(ServerResult::CallToolResult(result)) => normalize_result(server, result),
-            Ok(_) => Err(ToolError::failed(format!(
-                "the MCP server `{server}` answered tools/call with something else"
-            ))),
-            Err(error) => Err(call_error(&self.slot, &self.tool, error, limit)),
-        }
+        Err(ToolError::failed(format!(
+            "the MCP tool `{}` on `{server}` still wanted input after {MAX_INPUT_ROUNDS} rounds of answers; giving up",
+            self.tool
+        )))
     }
 }
+
+/// How many rounds of `input_required` one call may take.
+const MAX_INPUT_ROUNDS: usize = 10;
 
 /// Counts a call as in flight until dropped.
 struct Busy<'a>(&'a std::sync::atomic::AtomicUsize);

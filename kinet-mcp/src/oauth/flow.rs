@@ -37,6 +37,8 @@ pub(crate) async fn register(
     // others later; each authorization request names what it needs.
     let body = json!({
         "client_name": client_name,
+        // A local program with a loopback redirect (OpenID DCR §2).
+        "application_type": "native",
         "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
@@ -165,9 +167,10 @@ impl Callback {
                     .into(),
             );
         }
+        // A plain string comparison (RFC 9207 §2.4): no normalisation.
         if let Some(iss) = &self.iss
             && !issuer.is_empty()
-            && iss.trim_end_matches('/') != issuer.trim_end_matches('/')
+            && iss != issuer
         {
             return Err(format!(
                 "the redirect came from the issuer `{}`, not `{issuer}`: refused (RFC 9207)",
@@ -481,7 +484,15 @@ mod tests {
             "http://127.0.0.1:5/callback?code=c1&state=s&iss=https%3A%2F%2Fa.example%2F",
         )
         .unwrap();
-        assert_eq!(ok.code("s", "https://a.example", true).unwrap(), "c1");
+        assert_eq!(ok.code("s", "https://a.example/", true).unwrap(), "c1");
+        // A plain string comparison: the same issuer spelled otherwise is
+        // another issuer (RFC 9207 §2.4).
+        let slashed = Callback::from_url(
+            "http://127.0.0.1:5/callback?code=c1&state=s&iss=https%3A%2F%2Fa.example%2F",
+        )
+        .unwrap();
+        let error = slashed.code("s", "https://a.example", true).unwrap_err();
+        assert!(error.contains("RFC 9207"), "{error}");
         let forged = Callback::from_url("/callback?code=c1&state=other").unwrap();
         assert!(forged.code("s", "", false).unwrap_err().contains("state"));
         let mixed =

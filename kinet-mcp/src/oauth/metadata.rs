@@ -263,8 +263,13 @@ pub(crate) async fn resource_metadata(
         if let Some(json) = get_json(client, &candidate).await? {
             let metadata: ResourceMetadata = serde_json::from_value(json)
                 .map_err(|e| format!("{candidate} is not protected-resource metadata: {e}"))?;
+            // RFC 9728 §3.3: the resource is the identifier the well-known
+            // suffix was put after: the server URL, or its origin for the
+            // metadata at the root (which describes the whole origin).
+            let at_root = candidate.path() == "/.well-known/oauth-protected-resource";
             match &metadata.resource {
                 Some(resource) if same_resource(resource, server) => {}
+                Some(resource) if at_root && is_origin_of(resource, server) => {}
                 Some(resource) => {
                     return Err(format!(
                         "{candidate} describes `{}`, not {server}: refusing to get tokens for another resource (RFC 9728 §3.3)",
@@ -293,6 +298,17 @@ fn same_resource(resource: &str, server: &Url) -> bool {
         && resource.path().trim_end_matches('/') == server.path().trim_end_matches('/')
         && resource.query().is_none()
         && resource.fragment().is_none()
+}
+
+/// Whether `resource` is the bare origin of `server` (the identifier of
+/// metadata published at the origin's root).
+fn is_origin_of(resource: &str, server: &Url) -> bool {
+    Url::parse(resource).is_ok_and(|resource| {
+        resource.origin() == server.origin()
+            && resource.path().trim_end_matches('/').is_empty()
+            && resource.query().is_none()
+            && resource.fragment().is_none()
+    })
 }
 
 /// The authorization server's metadata: from `explicit` when configured,
@@ -417,6 +433,12 @@ mod tests {
         assert!(!same_resource("https://evil.example/mcp", &server));
         assert!(!same_resource("http://x.example/mcp", &server));
         assert!(!same_resource("https://x.example/mcp?a=1", &server));
+        // Metadata at the origin's root describes the origin.
+        assert!(is_origin_of("https://x.example", &server));
+        assert!(is_origin_of("https://x.example/", &server));
+        assert!(!is_origin_of("https://x.example/m", &server));
+        assert!(!is_origin_of("https://evil.example", &server));
+        assert!(!is_origin_of("http://x.example", &server));
     }
 
     #[tokio::test]

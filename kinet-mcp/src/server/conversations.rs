@@ -34,6 +34,8 @@ const OWNER: &str = "kinet.mcp.owner";
 #[derive(Clone)]
 pub(super) struct Conversations {
     kind: Kind,
+    /// Ids a client cannot guess (conversations any request may name).
+    unguessable: bool,
     busy: Arc<Mutex<HashSet<String>>>,
     /// How long a claim lasts without renewal.
     ttl: Duration,
@@ -98,6 +100,16 @@ impl Conversations {
         Self::of(Kind::Memory(Arc::new(Mutex::new(HashMap::new()))))
     }
 
+    /// Conversations in this process's memory for clients without a
+    /// session (2026-07-28: each request stands alone), found by
+    /// unguessable ids and by their owner.
+    pub(super) fn sessionless() -> Self {
+        Self {
+            unguessable: true,
+            ..Self::memory()
+        }
+    }
+
     /// Conversations in `store`, shared by every replica; `busy` is the
     /// server's own set of conversations a reply runs on (one per server,
     /// since a stateless server makes a session per request).
@@ -108,6 +120,7 @@ impl Conversations {
     ) -> Self {
         Self {
             kind: Kind::Store(store),
+            unguessable: true,
             busy,
             ttl,
         }
@@ -116,6 +129,7 @@ impl Conversations {
     fn of(kind: Kind) -> Self {
         Self {
             kind,
+            unguessable: false,
             busy: Arc::new(Mutex::new(HashSet::new())),
             ttl: CLAIM_TTL,
         }
@@ -186,8 +200,8 @@ impl Conversations {
     /// (whoever has the id can continue the conversation).
     pub(super) fn new_id(&self, counter: u64) -> String {
         match &self.kind {
-            Kind::Memory(_) => format!("conv-{counter}"),
-            Kind::Store(_) => format!("conv-{}", uuid::Uuid::new_v4().simple()),
+            Kind::Memory(_) if !self.unguessable => format!("conv-{counter}"),
+            _ => format!("conv-{}", uuid::Uuid::new_v4().simple()),
         }
     }
 

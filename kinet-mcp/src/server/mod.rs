@@ -66,6 +66,9 @@ struct Shared {
     agents: std::sync::Mutex<std::collections::HashMap<crate::oauth::Principal, Agent>>,
     /// Seals the answers a 2026-07-28 client gathered over rounds.
     request_state: rmcp::model::RequestStateCodec,
+    /// Without a store: the conversations of clients that have no session
+    /// (2026-07-28), kept for the life of the server.
+    sessionless: conversations::Conversations,
 }
 
 impl Shared {
@@ -300,6 +303,7 @@ impl McpServerBuilder {
                 agent_for: self.agent_for,
                 claim_ttl: self.claim_ttl,
                 agents: std::sync::Mutex::default(),
+                sessionless: conversations::Conversations::sessionless(),
             }),
         }
     }

@@ -123,6 +123,13 @@ impl Session {
         if continuing && id.is_none() {
             return error_result("`conversation_id` is required");
         }
+        // A client without a session (2026-07-28) names conversations the
+        // server keeps across its requests.
+        let conversations = if self.shared.store.is_none() && asks_in_rounds(context) {
+            &self.shared.sessionless
+        } else {
+            &self.conversations
+        };
         let Ok(_permit) = Arc::clone(&self.shared.runs).try_acquire_owned() else {
             return error_result(format!(
                 "busy: {} agent runs are in progress; try again shortly",
@@ -132,7 +139,7 @@ impl Session {
         // A reply holds its conversation until it is saved: another reply
         // to it (here or on another replica) is refused meanwhile.
         let claim = match id.as_deref() {
-            Some(id) => match self.conversations.claim(id).await {
+            Some(id) => match conversations.claim(id).await {
                 Ok(claim) => Some(claim),
                 Err(error) => return error_result(error),
             },
@@ -143,7 +150,7 @@ impl Session {
         let owner = principal.as_ref().map(crate::oauth::Principal::owner);
         let request_id = text("request_id").filter(|r| !r.is_empty());
         let (id, mut conversation, saved) = match id {
-            Some(id) => match self.conversations.load(&id, owner.as_deref()) {
+            Some(id) => match conversations.load(&id, owner.as_deref()) {
                 Ok(Some(loaded)) => {
                     // The same request again (its answer was lost): the
                     // answer given, not a second run.
@@ -167,8 +174,7 @@ impl Session {
                 Err(error) => return error_result(error),
             },
             None => (
-                self.conversations
-                    .new_id(self.counter.fetch_add(1, Ordering::Relaxed)),
+                conversations.new_id(self.counter.fetch_add(1, Ordering::Relaxed)),
                 Conversation::new(),
                 None,
             ),
@@ -225,7 +231,7 @@ impl Session {
                 "conversation `{id}` was taken over by another reply while this one ran (its claim expired); this reply was not saved: send it again"
             ));
         }
-        if let Err(error) = self.conversations.save(
+        if let Err(error) = conversations.save(
             &id,
             owner.as_deref(),
             request_id

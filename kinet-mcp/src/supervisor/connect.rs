@@ -10,10 +10,12 @@ use std::time::Instant;
 use process_wrap::tokio::CommandWrap;
 #[cfg(unix)]
 use process_wrap::tokio::ProcessGroup;
+use rmcp::RoleClient;
+use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use super::{Handler, STDERR_LINE_CHARS, STDERR_LINES, ServerSlot};
@@ -23,11 +25,83 @@ use crate::settings::HubSettings;
 
 pub(super) type Connected = (RunningService<RoleClient, Handler>, Handler);
 
-/// Starts the transport and runs `initialize`.
+/// Starts the transport and the protocol's lifecycle: a `server/discover`
+/// probe first (2026-07-28: no handshake, each request self-contained),
+/// and the `initialize` handshake (2025-11-25) with a server that answers
+/// the probe as a legacy one, or, when the probe itself fails (some legacy
+/// servers close or refuse a connection on an unknown first request), on a
+/// fresh connection.
 pub(super) async fn connect(
     slot: &ServerSlot,
     settings: &HubSettings,
 ) -> Result<Connected, String> {
+    let probe = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    };
+    match connect_with(slot, settings, probe).await {
+        Ok(connected) => Ok(connected),
+        Err(Failed {
+            reason,
+            legacy_may_work: false,
+        }) => Err(reason),
+        Err(Failed { reason, .. }) => {
+            tracing::debug!(server = %slot.config.name, "server/discover failed ({reason}); trying initialize");
+            connect_with(slot, settings, ClientLifecycleMode::Initialize)
+                .await
+                .map_err(|failed| failed.reason)
+        }
+    }
+}
+
+/// A failed connection: why, and whether the legacy handshake may still
+/// succeed (not after a refusal of the credentials, a missing program, or
+/// when the legacy handshake was the one that failed).
+struct Failed {
+    reason: String,
+    legacy_may_work: bool,
+}
+
+impl From<String> for Failed {
+    fn from(reason: String) -> Self {
+        Self {
+            reason,
+            legacy_may_work: false,
+        }
+    }
+}
+
+/// Starts the lifecycle `mode` on `transport` for `handler`.
+async fn start<T, E, A>(
+    handler: &Handler,
+    transport: T,
+    mode: &ClientLifecycleMode,
+    peer: &str,
+    oauth: bool,
+) -> Result<RunningService<RoleClient, Handler>, Failed>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    handler
+        .clone()
+        .serve_with_lifecycle(transport, mode.clone())
+        .await
+        .map_err(|e| {
+            let reason = init_error(&e, peer, oauth);
+            let refused = reason.starts_with("401") || reason.starts_with("403");
+            Failed {
+                reason,
+                legacy_may_work: !refused && *mode != ClientLifecycleMode::Initialize,
+            }
+        })
+}
+
+async fn connect_with(
+    slot: &ServerSlot,
+    settings: &HubSettings,
+    mode: ClientLifecycleMode,
+) -> Result<Connected, Failed> {
     if let Some(auth) = &slot.auth {
         auth.clear_challenge();
     }
@@ -83,11 +157,7 @@ pub(super) async fn connect(
                     }
                 });
             }
-            let service = handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| init_error(&e, &format!("`{command}`"), false))?;
+            let service = start(&handler, transport, &mode, &format!("`{command}`"), false).await?;
             Ok((service, handler))
         }
         ServerTransport::Http {
@@ -105,18 +175,18 @@ pub(super) async fn connect(
             if let Some(token) = bearer_token {
                 config = config.auth_header(token.clone());
             }
+            let oauth = slot.auth.is_some();
             let service = match &slot.auth {
                 Some(auth) => {
                     let client = crate::oauth::OAuthHttpClient::new(Arc::clone(auth))?;
                     let transport = StreamableHttpClientTransport::with_client(client, config);
-                    handler.clone().serve(transport).await
+                    start(&handler, transport, &mode, url, oauth).await?
                 }
                 None => {
                     let transport = StreamableHttpClientTransport::from_config(config);
-                    handler.clone().serve(transport).await
+                    start(&handler, transport, &mode, url, oauth).await?
                 }
-            }
-            .map_err(|e| init_error(&e, url, slot.auth.is_some()))?;
+            };
             Ok((service, handler))
         }
         ServerTransport::Sse { url, headers } => {
@@ -134,11 +204,15 @@ pub(super) async fn connect(
             let transport =
                 crate::sse::SseTransport::connect(url, &headers, timeout, slot.auth.clone())
                     .await?;
-            let service = handler
-                .clone()
-                .serve(transport)
-                .await
-                .map_err(|e| init_error(&e, url, slot.auth.is_some()))?;
+            // The legacy SSE transport predates 2026-07-28: initialize only.
+            let service = start(
+                &handler,
+                transport,
+                &ClientLifecycleMode::Initialize,
+                url,
+                slot.auth.is_some(),
+            )
+            .await?;
             Ok((service, handler))
         }
     }

@@ -80,6 +80,69 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// Asks the host's elicitation handler (declined without one, and for
+    /// anything but a form).
+    async fn elicit(&self, request: rmcp::model::ElicitRequestParams) -> rmcp::model::ElicitResult {
+        use crate::elicit::{ElicitationAnswer, ElicitationRequest};
+        use rmcp::model::{ElicitResult, ElicitationAction};
+        let decline = ElicitResult::new(ElicitationAction::Decline);
+        let Some(handler) = &self.elicitation else {
+            return decline;
+        };
+        let rmcp::model::ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        else {
+            return decline;
+        };
+        let answer = handler
+            .elicit(ElicitationRequest {
+                server: self.server.to_string(),
+                message,
+                schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
+            })
+            .await;
+        match answer {
+            ElicitationAnswer::Accept(fields) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(serde_json::Value::Object(fields)),
+            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        }
+    }
+
+    /// Answers the questions of a 2026-07-28 `input_required` result, by
+    /// key. Only questions for the user are answered (kinet lends no model
+    /// and lists no roots, and says so to servers); `Err` names what else
+    /// was asked.
+    pub(crate) async fn answer(
+        &self,
+        requests: rmcp::model::InputRequests,
+    ) -> Result<rmcp::model::InputResponses, String> {
+        use rmcp::model::InputRequest;
+        let mut answers = rmcp::model::InputResponses::new();
+        for (key, request) in requests {
+            let answer = match request {
+                InputRequest::Elicitation(request) => {
+                    serde_json::to_value(self.elicit(request.params).await)
+                        .map_err(|e| format!("a question whose answer cannot be sent: {e}"))?
+                }
+                InputRequest::CreateMessage(_) => {
+                    return Err("a completion from the client's model (sampling), which kinet does not offer".into());
+                }
+                InputRequest::ListRoots(_) => {
+                    return Err("the client's roots, which kinet does not offer".into());
+                }
+                _ => return Err("input of a kind kinet does not know".into()),
+            };
+            answers.insert(key, answer);
+        }
+        Ok(answers)
+    }
+}
+
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         // No sampling or roots: kinet does not implement them, and servers
@@ -104,33 +167,7 @@ impl ClientHandler for Handler {
         request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        use crate::elicit::{ElicitationAnswer, ElicitationRequest};
-        use rmcp::model::{ElicitResult, ElicitationAction};
-        let decline = Ok(ElicitResult::new(ElicitationAction::Decline));
-        let Some(handler) = &self.elicitation else {
-            return decline;
-        };
-        let rmcp::model::ElicitRequestParams::FormElicitationParams {
-            message,
-            requested_schema,
-            ..
-        } = request
-        else {
-            return decline;
-        };
-        let answer = handler
-            .elicit(ElicitationRequest {
-                server: self.server.to_string(),
-                message,
-                schema: serde_json::to_value(&requested_schema).unwrap_or_default(),
-            })
-            .await;
-        Ok(match answer {
-            ElicitationAnswer::Accept(fields) => ElicitResult::new(ElicitationAction::Accept)
-                .with_content(serde_json::Value::Object(fields)),
-            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
-            _ => ElicitResult::new(ElicitationAction::Decline),
-        })
+        Ok(self.elicit(request).await)
     }
 
     async fn on_resource_updated(
@@ -410,6 +447,13 @@ pub(crate) async fn supervise(
                 if let Ok(mut slot_tools) = slot.tools.lock() {
                     *slot_tools = tools;
                 }
+            }
+            // A server that let the connection start without a token and
+            // wants one for its tools: authorize, then connect again.
+            Err(_) if slot.wants_authorization() => {
+                let _ = service.cancel().await;
+                kill_group(&slot);
+                continue;
             }
             Err(reason) => {
                 let _ = service.cancel().await;
