@@ -98,6 +98,14 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// The JSON schema of [`ToolOutput::structured`] when the tool returns
+    /// one: declared to MCP clients as the tool's `outputSchema`, and a
+    /// served call whose structured result does not match it is an error.
+    /// Default: `None` (no declared shape).
+    fn output_schema(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Runs the tool.
     async fn call(&self, args: Self::Args, ctx: &ToolCtx) -> Result<ToolOutput, ToolError>;
 }
@@ -123,6 +131,10 @@ pub trait DynTool: Send + Sync + 'static {
     }
     /// The longest one call may run (see [`Tool::timeout`]).
     fn timeout(&self) -> Option<Duration> {
+        None
+    }
+    /// The schema of the structured output (see [`Tool::output_schema`]).
+    fn output_schema(&self) -> Option<serde_json::Value> {
         None
     }
     /// Parses raw JSON arguments into a call ready to run. An empty string is
@@ -233,6 +245,10 @@ impl<T: Tool> DynTool for T {
 
     fn timeout(&self) -> Option<Duration> {
         Tool::timeout(self)
+    }
+
+    fn output_schema(&self) -> Option<serde_json::Value> {
+        Tool::output_schema(self)
     }
 
     fn prepare(self: Arc<Self>, arguments: &str) -> Result<Box<dyn PreparedCall>, ToolError> {

@@ -398,6 +398,11 @@ impl McpHub {
                     parameters: normalize_schema(&tool.input_schema),
                     annotations: annotations_of(&tool),
                     tool: tool.name.to_string(),
+                    output: tool.output_schema.as_ref().map(|schema| {
+                        Arc::new(crate::structured::OutputShape::new(&Value::Object(
+                            (**schema).clone(),
+                        )))
+                    }),
                     slot,
                     timeout,
                 })

@@ -71,6 +71,7 @@ pub mod served;
 mod server;
 mod settings;
 mod sse;
+mod structured;
 mod supervisor;
 
 pub use config::{

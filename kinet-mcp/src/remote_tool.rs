@@ -31,6 +31,8 @@ pub(crate) struct McpTool {
     pub(crate) slot: Arc<ServerSlot>,
     /// The server's (or the hub's) tool timeout.
     pub(crate) timeout: Duration,
+    /// The tool's declared `outputSchema`, which its results must match.
+    pub(crate) output: Option<Arc<crate::structured::OutputShape>>,
 }
 
 /// The annotations an MCP server gave a tool, with MCP's defaults for the
@@ -139,7 +141,16 @@ impl McpTool {
             }
             match result {
                 Ok(ServerResult::CallToolResult(result)) => {
-                    return normalize_result(server, result);
+                    let output = normalize_result(server, result)?;
+                    if let Some(shape) = &self.output
+                        && let Err(problem) = shape.check(output.structured.as_ref())
+                    {
+                        return Err(ToolError::failed(format!(
+                            "the MCP tool `{}` on `{server}` returned a result that cannot be trusted: {problem}",
+                            self.tool
+                        )));
+                    }
+                    return Ok(output);
                 }
                 Ok(ServerResult::InputRequiredResult(asked)) => {
                     let answers = tokio::select! {

@@ -69,6 +69,8 @@ struct Shared {
     /// Without a store: the conversations of clients that have no session
     /// (2026-07-28), kept for the life of the server.
     sessionless: conversations::Conversations,
+    /// The declared output schemas of served tools, compiled.
+    shapes: std::collections::HashMap<String, Arc<crate::structured::OutputShape>>,
 }
 
 impl Shared {
@@ -284,10 +286,22 @@ impl McpServerBuilder {
                 }
                 key
             });
+        let tools = Arc::new(self.tools.static_tools().clone());
+        let shapes = tools
+            .names()
+            .filter_map(|name| {
+                let schema = tools.get(name)?.output_schema()?;
+                Some((
+                    name.to_owned(),
+                    Arc::new(crate::structured::OutputShape::new(&schema)),
+                ))
+            })
+            .collect();
         McpServer {
             shared: Arc::new(Shared {
+                shapes,
                 request_state: rmcp::model::RequestStateCodec::new_unchecked(key),
-                tools: Arc::new(self.tools.static_tools().clone()),
+                tools,
                 agent: self.agent,
                 pipeline,
                 cwd,

@@ -86,13 +86,14 @@ impl Session {
                 continue;
             };
             let hints = tool.annotations();
+            let mut served = rmcp::model::Tool::new(
+                tool.name().to_owned(),
+                tool.description().to_owned(),
+                schema(tool.parameters()),
+            );
+            served.output_schema = tool.output_schema().map(schema);
             tools.push(
-                rmcp::model::Tool::new(
-                    tool.name().to_owned(),
-                    tool.description().to_owned(),
-                    schema(tool.parameters()),
-                )
-                .annotate(
+                served.annotate(
                     ToolAnnotations::new()
                         .read_only(hints.read_only)
                         .destructive(hints.destructive)
@@ -394,9 +395,20 @@ impl Session {
         }
         Ok(match record.result {
             Ok(output) => {
-                let mut result = CallToolResult::success(blocks);
-                result.structured_content = output.structured;
-                result
+                // A result that breaks the tool's declared shape is not
+                // passed on as if it were one.
+                let broken = shared
+                    .shapes
+                    .get(name)
+                    .and_then(|shape| shape.check(output.structured.as_ref()).err());
+                match broken {
+                    Some(problem) => error_result(format!("`{name}` failed: {problem}")),
+                    None => {
+                        let mut result = CallToolResult::success(blocks);
+                        result.structured_content = output.structured;
+                        result
+                    }
+                }
             }
             Err(_) => CallToolResult::error(blocks),
         }
