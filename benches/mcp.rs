@@ -4,7 +4,11 @@
 //! - `tools/call` round trip of `echo`, p50/p99 over 2,000 calls: kinet's hub
 //!   vs the official TypeScript SDK client and the official Python SDK
 //!   client (`mcp` from PyPI);
-//! - start-up of 8 servers at once vs the slowest of them started alone.
+//! - start-up of 8 servers at once vs the slowest of them started alone;
+//! - kinet's hub and kinet's `McpServer` over streamable HTTP, `add` round
+//!   trip p50/p99 over 2,000 calls, 2026-07-28 (`server/discover`, no
+//!   session, each request self-contained) vs 2025-11-25 (`initialize`, a
+//!   session), in one run.
 //!
 //! ```text
 //! npm ci --prefix kinet-mcp/tests/peers
@@ -23,7 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kinet::mcp::{HubSettings, McpHub, ServerConfig, ServerState};
+use kinet::Agent;
+use kinet::core::testing::ScriptedProvider;
+use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
+use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig, ServerState};
 use serde_json::json;
 
 mod support;
@@ -77,7 +84,114 @@ async fn kinet_latency(modules: &Path) -> (f64, f64) {
     )
 }
 
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+struct Add;
+
+#[kinet::async_trait]
+impl Tool for Add {
+    type Args = AddArgs;
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Adds two integers."
+    }
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
+    }
+    async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text((args.a + args.b).to_string()))
+    }
+}
+
+/// `add` round trips from the hub to `config`'s server: p50, p99 in µs,
+/// and the revision spoken.
+async fn add_latency(config: ServerConfig) -> (f64, f64, String) {
+    let hub = McpHub::start(vec![config], HubSettings::default());
+    assert!(hub.wait_settled(Duration::from_secs(30)).await);
+    let protocol = hub.status()[0].protocol.clone().unwrap_or_default();
+    for i in 0..50 {
+        hub.call("kinet", "add", json!({"a": i, "b": 1}))
+            .await
+            .unwrap();
+    }
+    let mut samples = Vec::with_capacity(CALLS);
+    for i in 0..CALLS as i64 {
+        let start = Instant::now();
+        let out = hub
+            .call("kinet", "add", json!({"a": i, "b": 1}))
+            .await
+            .unwrap();
+        samples.push(start.elapsed().as_secs_f64() * 1e6);
+        assert_eq!(out.text, (i + 1).to_string());
+    }
+    hub.shutdown().await;
+    samples.sort_by(f64::total_cmp);
+    (
+        support::percentile(&samples, 0.5),
+        support::percentile(&samples, 0.99),
+        protocol,
+    )
+}
+
+/// The two revisions against one kinet server, taking turns for three
+/// rounds; prints the medians.
+fn revisions() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = rt.block_on(async {
+        let agent = Agent::builder(ScriptedProvider::new([])).build();
+        McpServer::builder(agent)
+            .expose_tool(Add)
+            .build()
+            .serve_http("127.0.0.1:0".parse().unwrap(), None)
+            .await
+            .unwrap()
+    });
+    let url = format!("http://{}/mcp", handle.local_addr());
+    let mut modern = Vec::new();
+    let mut legacy = Vec::new();
+    for _ in 0..3 {
+        let (p50, p99, protocol) = rt.block_on(add_latency(ServerConfig::http("kinet", &url)));
+        assert_eq!(protocol, "2026-07-28");
+        modern.push((p50, p99));
+        let (p50, p99, protocol) = rt.block_on(add_latency(
+            ServerConfig::http("kinet", &url).initialize_only(),
+        ));
+        assert_eq!(protocol, "2025-11-25");
+        legacy.push((p50, p99));
+    }
+    rt.block_on(handle.shutdown());
+    let median = |mut v: Vec<(f64, f64)>| {
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v[v.len() / 2]
+    };
+    let (m50, m99) = median(modern);
+    let (l50, l99) = median(legacy);
+    println!(
+        "\nkinet hub → kinet McpServer, streamable HTTP, `add`, {CALLS} calls after 50 warm-up, median of 3 rounds:\n"
+    );
+    println!("| revision | p50 | p99 | p50 / 2025-11-25 p50 |\n|---|---|---|---|");
+    println!("| 2025-11-25 (initialize, session) | {l50:.0} µs | {l99:.0} µs | 1.00 |");
+    println!(
+        "| 2026-07-28 (server/discover, no session) | {m50:.0} µs | {m99:.0} µs | {:.2} |",
+        m50 / l50
+    );
+}
+
 fn main() {
+    if std::env::var_os("KINET_BENCH_REVISIONS_ONLY").is_some() {
+        revisions();
+        return;
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let modules = root.join("kinet-mcp/tests/peers/node_modules");
     if !modules
@@ -171,6 +285,8 @@ fn main() {
             None => println!("| {label} | n/a | n/a | |"),
         }
     }
+
+    revisions();
 
     // Start-up: 8 at once vs each alone.
     let (together, alone) = rt.block_on(async {

@@ -141,16 +141,7 @@ impl McpTool {
             }
             match result {
                 Ok(ServerResult::CallToolResult(result)) => {
-                    let output = normalize_result(server, result)?;
-                    if let Some(shape) = &self.output
-                        && let Err(problem) = shape.check(output.structured.as_ref())
-                    {
-                        return Err(ToolError::failed(format!(
-                            "the MCP tool `{}` on `{server}` returned a result that cannot be trusted: {problem}",
-                            self.tool
-                        )));
-                    }
-                    return Ok(output);
+                    return self.checked(normalize_result(server, result)?);
                 }
                 Ok(ServerResult::InputRequiredResult(asked)) => {
                     let answers = tokio::select! {
@@ -168,6 +159,20 @@ impl McpTool {
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = asked.request_state;
                 }
+                Ok(ServerResult::CreateTaskResult(created)) => {
+                    let result = self
+                        .follow_task(
+                            &connection,
+                            created.task,
+                            ctx,
+                            deadline.as_mut(),
+                            &limit_from,
+                            limit,
+                        )
+                        .await?;
+                    let output = normalize_result(server, result)?;
+                    return self.checked(output);
+                }
                 Ok(_) => {
                     return Err(ToolError::failed(format!(
                         "the MCP server `{server}` answered tools/call with something else"
@@ -180,6 +185,118 @@ impl McpTool {
             "the MCP tool `{}` on `{server}` still wanted input after {MAX_INPUT_ROUNDS} rounds of answers; giving up",
             self.tool
         )))
+    }
+}
+
+impl McpTool {
+    /// `output` if it keeps to the tool's declared output schema.
+    fn checked(&self, output: ToolOutput) -> Result<ToolOutput, ToolError> {
+        if let Some(shape) = &self.output
+            && let Err(problem) = shape.check(output.structured.as_ref())
+        {
+            return Err(ToolError::failed(format!(
+                "the MCP tool `{}` on `{}` returned a result that cannot be trusted: {problem}",
+                self.tool, self.slot.config.name
+            )));
+        }
+        Ok(output)
+    }
+
+    /// Follows a call the server runs as a task (2026-07-28 Tasks
+    /// extension) to its end: polls `tasks/get` at the interval the server
+    /// suggests (each request on its own; no stream is held open), answers
+    /// its questions through the host's form (`tasks/update`), and cancels
+    /// it (`tasks/cancel`) when the call is cancelled or times out. Each
+    /// answer from the server restarts the idle timeout; the call's own
+    /// deadline holds.
+    async fn follow_task(
+        &self,
+        connection: &crate::supervisor::Connection,
+        task: rmcp::model::Task,
+        ctx: &ToolCtx,
+        mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+        limit_from: &(dyn Fn(Instant) -> Instant + Sync),
+        limit: Duration,
+    ) -> Result<rmcp::model::CallToolResult, ToolError> {
+        use rmcp::model::{CancelTaskParams, GetTaskParams, TaskPayload, UpdateTaskParams};
+        let server = &self.slot.config.name;
+        let id = task.task_id;
+        let interval = Duration::from_millis(task.poll_interval_ms.unwrap_or(500).clamp(20, 5_000));
+        let peer = &connection.peer;
+        let stop = async |why: &str| {
+            let _ = peer.cancel_task(CancelTaskParams::new(id.clone())).await;
+            tracing::debug!(server = %server, task = %id, "task cancelled: {why}");
+        };
+        let mut answered = std::collections::BTreeSet::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = ctx.cancellation().cancelled() => {
+                    stop("cancelled by the client").await;
+                    return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
+                }
+                _ = &mut deadline => {
+                    stop("timed out").await;
+                    return Err(call_error(&self.slot, &self.tool, ServiceError::Timeout { timeout: limit }, limit));
+                }
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let got = peer
+                .get_task(GetTaskParams::new(id.clone()))
+                .await
+                .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
+            deadline.as_mut().reset(limit_from(Instant::now()));
+            match got.task.payload {
+                TaskPayload::Completed { result } => {
+                    return serde_json::from_value(Value::Object(result)).map_err(|e| {
+                        ToolError::failed(format!(
+                            "the MCP server `{server}` finished the task of `{}` with a malformed result: {e}",
+                            self.tool
+                        ))
+                    });
+                }
+                TaskPayload::Failed { error } => {
+                    let message = error
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no reason given");
+                    return Err(ToolError::failed(format!(
+                        "the MCP tool `{}` on `{server}` failed as a task: {message}",
+                        self.tool
+                    )));
+                }
+                TaskPayload::Cancelled => {
+                    return Err(ToolError::new(
+                        ToolErrorKind::Cancelled,
+                        format!(
+                            "the MCP server `{server}` cancelled the task of `{}`",
+                            self.tool
+                        ),
+                    ));
+                }
+                TaskPayload::InputRequired { input_requests } => {
+                    let new: rmcp::model::InputRequests = input_requests
+                        .into_iter()
+                        .filter(|(key, _)| !answered.contains(key))
+                        .collect();
+                    if new.is_empty() {
+                        continue;
+                    }
+                    let keys: Vec<String> = new.keys().cloned().collect();
+                    let answers = connection.handler.answer(new).await.map_err(|reason| {
+                        ToolError::failed(format!(
+                            "the MCP tool `{}` on `{server}` asked for {reason}",
+                            self.tool
+                        ))
+                    })?;
+                    peer.update_task(UpdateTaskParams::new(id.clone(), answers))
+                        .await
+                        .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
+                    answered.extend(keys);
+                }
+                _ => {}
+            }
+        }
     }
 }
 

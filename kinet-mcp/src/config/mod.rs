@@ -143,6 +143,11 @@ pub struct ServerConfig {
     /// client, a fixed callback port, the metadata URL, the scopes. Used
     /// when the hub has [`OAuth`](crate::oauth::OAuth).
     pub oauth: Option<crate::oauth::OAuthClientConfig>,
+    /// Connect with the `initialize` handshake of 2025-11-25 and earlier
+    /// only, without first probing for 2026-07-28 with `server/discover`
+    /// (for a server that mishandles the probe). Default: `false` (probe,
+    /// then fall back).
+    pub initialize_only: bool,
 }
 
 impl ServerConfig {
@@ -195,7 +200,15 @@ impl ServerConfig {
             disabled_tools: Vec::new(),
             headers_helper: None,
             oauth: None,
+            initialize_only: false,
         }
+    }
+
+    /// Speaks only the `initialize` handshake; see
+    /// [`initialize_only`](Self::initialize_only).
+    pub fn initialize_only(mut self) -> Self {
+        self.initialize_only = true;
+        self
     }
 
     /// Sets the server's own OAuth settings; see [`oauth`](Self::oauth).

@@ -84,6 +84,8 @@ enum Mode {
     Direct(Peer<RoleServer>),
     /// 2026-07-28: questions gathered into an `input_required` result.
     Rounds(Arc<Rounds>),
+    /// A call running as a task: questions wait for `tasks/update`.
+    Task(super::tasks::Runner),
 }
 
 /// The questions and answers of one 2026-07-28 call.
@@ -100,6 +102,14 @@ impl ClientInput {
     pub(super) fn direct(peer: Peer<RoleServer>, capabilities: ClientCapabilities) -> Self {
         Self {
             mode: Mode::Direct(peer),
+            capabilities,
+            missing: Arc::default(),
+        }
+    }
+
+    pub(super) fn task(runner: super::tasks::Runner, capabilities: ClientCapabilities) -> Self {
+        Self {
+            mode: Mode::Task(runner),
             capabilities,
             missing: Arc::default(),
         }
@@ -251,6 +261,9 @@ impl ClientInput {
     ) -> Result<Value, AskError> {
         match &self.mode {
             Mode::Direct(peer) => direct(peer, method, params, what).await,
+            Mode::Task(runner) => Ok(runner
+                .ask(key, json!({"method": method, "params": params}))
+                .await),
             Mode::Rounds(rounds) => {
                 if let Some(answer) = rounds.answers.get(key) {
                     return Ok(answer.clone());

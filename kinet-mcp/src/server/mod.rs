@@ -1,8 +1,13 @@
 //! `McpServer`: a kinet agent (and chosen tools) served over MCP.
 
 mod conversations;
+// Logging is deprecated by the 2026-07-28 revision; kept for 2025-11-25
+// clients.
+#[allow(deprecated)]
+mod exposed;
 mod gate;
 pub(crate) mod input;
+mod tasks;
 // Logging is deprecated by the 2026-07-28 revision; kept for 2025-11-25
 // clients.
 #[allow(deprecated)]
@@ -71,6 +76,10 @@ struct Shared {
     sessionless: conversations::Conversations,
     /// The declared output schemas of served tools, compiled.
     shapes: std::collections::HashMap<String, Arc<crate::structured::OutputShape>>,
+    /// Served tools whose calls run as tasks for clients that support them.
+    task_tools: std::collections::HashSet<String>,
+    /// Their tasks: in the store when stateless, else in memory.
+    tasks: Arc<tasks::Tasks>,
 }
 
 impl Shared {
@@ -116,9 +125,23 @@ pub struct McpServerBuilder {
     agent_for: Option<AgentFor>,
     claim_ttl: Duration,
     request_state_key: Option<Vec<u8>>,
+    task_tools: std::collections::HashSet<String>,
 }
 
 impl McpServerBuilder {
+    /// Runs calls of the served tool `name` as tasks (the Tasks extension
+    /// of MCP 2026-07-28) when the calling client supports them: the call
+    /// answers at once with a task the client polls (`tasks/get`),
+    /// answers the tool's questions through (`tasks/update`) and may
+    /// cancel (`tasks/cancel`), on any replica of a stateless server (the
+    /// task lives in its store; a task whose replica died is reported
+    /// failed). Other clients' calls run as usual. Default: no tool runs
+    /// as a task.
+    pub fn run_as_task(mut self, name: impl Into<String>) -> Self {
+        self.task_tools.insert(name.into());
+        self
+    }
+
     /// The key (at least 32 bytes) that seals the answers a served tool
     /// gathered from a 2026-07-28 client over rounds of `input_required`
     /// (the `requestState` the client sends back). Replicas behind one
@@ -297,9 +320,12 @@ impl McpServerBuilder {
                 ))
             })
             .collect();
+        let tasks = Arc::new(tasks::Tasks::new(self.store.clone(), self.claim_ttl));
         McpServer {
             shared: Arc::new(Shared {
                 shapes,
+                task_tools: self.task_tools,
+                tasks,
                 request_state: rmcp::model::RequestStateCodec::new_unchecked(key),
                 tools,
                 agent: self.agent,
@@ -406,6 +432,7 @@ impl McpServer {
             agent_for: None,
             claim_ttl: conversations::CLAIM_TTL,
             request_state_key: None,
+            task_tools: std::collections::HashSet::new(),
         }
     }
 

@@ -8,14 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
-use kinet_core::message::{ContentPart, ToolCall};
-use kinet_core::tool::EventSink;
-use kinet_core::{AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Message, RunStop};
+use kinet_core::{AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, RunStop};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResult, CancelTaskParams, ContentBlock, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, LoggingLevel, PaginatedRequestParams,
     ProgressNotificationParam, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    ToolAnnotations,
+    ToolAnnotations, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -42,7 +40,7 @@ fn schema(value: Value) -> Arc<Map<String, Value>> {
 const REQUEST_ID: &str = "An id unique to this request; sent again (after an answer was lost), \
      the answer already given is returned instead of running again.";
 
-fn error_result(text: impl Into<String>) -> CallToolResult {
+pub(super) fn error_result(text: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text.into())])
 }
 
@@ -255,180 +253,26 @@ impl Session {
             other => error_result(format!("the agent's run {other}")),
         }
     }
+}
 
-    /// Runs a client's call of a served tool through the pipeline, in the
-    /// server's working directory and roots. What the tool asks of the
-    /// client ([`ClientInput`], and approvals when the client can elicit)
-    /// is asked on the open connection (2025-11-25 and older) or, on
-    /// 2026-07-28, ends the call with `input_required` and is answered when
-    /// the client calls again.
-    async fn call_exposed(
-        &self,
-        request: &CallToolRequestParams,
-        arguments: Map<String, Value>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let shared = &self.shared;
-        let name = &*request.name;
-        let capabilities = context.client_capabilities().unwrap_or_default();
-        // The answers of earlier rounds hold for this tool and this caller.
-        let bound = format!(
-            "{name}\n{}",
-            principal(context).map(|p| p.owner()).unwrap_or_default()
-        );
-        let rounds = if asks_in_rounds(context) {
-            Some(Rounds::open(
-                &shared.request_state,
-                &bound,
-                request.request_state.as_deref(),
-                request.input_responses.as_ref(),
-            )?)
-        } else {
-            None
-        };
-        let input = Arc::new(match &rounds {
-            Some(rounds) => ClientInput::rounds(Arc::clone(rounds), capabilities),
-            None => ClientInput::direct(context.peer.clone(), capabilities),
-        });
-        let cancel = context.ct.child_token();
-        let mut base = shared
-            .agent
-            .tool_context(cancel.clone())
-            .with_cwd(shared.cwd.clone())
-            .with_roots(shared.roots.clone());
-        let mut extensions = base.extensions().clone();
-        extensions.insert_arc(Arc::clone(&input));
-        base = base.with_extensions(extensions);
-        if input.can_elicit() {
-            base = base.with_confirm_handler(
-                Arc::new(ElicitingConfirm {
-                    input: (*input).clone(),
-                }),
-                shared.pipeline.policy().timeout(),
-            );
-        }
-        let call = ToolCall {
-            id: format!("mcp-{}", shared.calls.fetch_add(1, Ordering::Relaxed)),
-            name: name.to_owned(),
-            arguments: Value::Object(arguments).to_string(),
-        };
-        // What the tool reports while it runs reaches the client as progress
-        // (when it asked for it) and as log messages (when it set a level).
-        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let base = base.with_events(EventSink::new(sender));
-        let progress_token = context.meta.get_progress_token();
-        let logs = self.logs_info(context);
-        let mut step = 0.0;
-        let mut forward = async |event: AgentEvent| {
-            let AgentEvent::ToolProgress { text, .. } = event else {
-                return;
-            };
-            step += 1.0;
-            if logs {
-                #[allow(deprecated)]
-                let _ = context
-                    .peer
-                    .notify_logging_message(
-                        LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text))
-                            .with_logger(name.to_owned()),
-                    )
-                    .await;
-            }
-            if let Some(token) = &progress_token {
-                let _ = context
-                    .peer
-                    .notify_progress(
-                        ProgressNotificationParam::new(token.clone(), step).with_message(text),
-                    )
-                    .await;
-            }
-        };
-        let running = shared.pipeline.call(&shared.tools, call, &base);
-        let mut running = std::pin::pin!(running);
-        let record = loop {
-            tokio::select! {
-                record = &mut running => break record,
-                Some(event) = events.recv() => forward(event).await,
-                () = raised(rounds.as_deref()) => {
-                    let Some(rounds) = &rounds else { continue };
-                    // Questions asked together (a tool awaiting several at
-                    // once) go out in one round: let the call run until no
-                    // new one comes.
-                    let mut quiet = 0;
-                    let mut waiting = rounds.waiting();
-                    while quiet < 3 {
-                        tokio::task::yield_now().await;
-                        if futures::poll!(&mut running).is_ready() {
-                            break;
-                        }
-                        let now = rounds.waiting();
-                        quiet = if now == waiting { quiet + 1 } else { 0 };
-                        waiting = now;
-                    }
-                    cancel.cancel();
-                    return Ok(CallToolResponse::InputRequired(
-                        rounds.input_required(&shared.request_state, &bound)?,
-                    ));
-                }
-            }
-        };
-        while let Ok(event) = events.try_recv() {
-            forward(event).await;
-        }
-        let Message::Tool { content, .. } = record.message else {
-            return Ok(error_result("the tool returned no result").into());
-        };
-        let blocks = content
-            .into_iter()
-            .map(|part| match part {
-                ContentPart::Image(image) => ContentBlock::image(image.data, image.media_type),
-                other => ContentBlock::text(other.as_text().unwrap_or_default().to_owned()),
-            })
-            .collect();
-        // A 2026-07-28 client that lacked a capability the tool needed is
-        // told which (it may call again declaring it).
-        if record.result.is_err()
-            && rounds.is_some()
-            && let Some(required) = input.missing()
-        {
-            return Err(McpError::missing_required_client_capability(required));
-        }
-        Ok(match record.result {
-            Ok(output) => {
-                // A result that breaks the tool's declared shape is not
-                // passed on as if it were one.
-                let broken = shared
-                    .shapes
-                    .get(name)
-                    .and_then(|shape| shape.check(output.structured.as_ref()).err());
-                match broken {
-                    Some(problem) => error_result(format!("`{name}` failed: {problem}")),
-                    None => {
-                        let mut result = CallToolResult::success(blocks);
-                        result.structured_content = output.structured;
-                        result
-                    }
-                }
-            }
-            Err(_) => CallToolResult::error(blocks),
-        }
-        .into())
+/// Who may see a task (its owner, with OAuth): only a client that
+/// declared the Tasks extension asks about tasks.
+fn task_caller(context: &RequestContext<RoleServer>) -> Result<Option<String>, McpError> {
+    if !context
+        .client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+    {
+        let mut required = rmcp::model::ClientCapabilities::default();
+        let mut extensions = rmcp::model::ExtensionCapabilities::new();
+        extensions.insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
+        required.extensions = Some(extensions);
+        return Err(McpError::missing_required_client_capability(required));
     }
-
-    /// Whether the client wants info-level log messages: it set a level
-    /// with `logging/setLevel` (2025-11-25) or in the request's `_meta`
-    /// (2026-07-28) at info or below.
-    fn logs_info(&self, context: &RequestContext<RoleServer>) -> bool {
-        let level = context
-            .meta
-            .log_level()
-            .or_else(|| self.log_level.lock().ok().and_then(|level| *level));
-        level.is_some_and(|level| matches!(level, LoggingLevel::Debug | LoggingLevel::Info))
-    }
+    Ok(principal(context).map(|p| p.owner()))
 }
 
 /// Who called, with OAuth.
-fn principal(context: &RequestContext<RoleServer>) -> Option<crate::oauth::Principal> {
+pub(super) fn principal(context: &RequestContext<RoleServer>) -> Option<crate::oauth::Principal> {
     context
         .extensions
         .get::<http::request::Parts>()
@@ -438,7 +282,7 @@ fn principal(context: &RequestContext<RoleServer>) -> Option<crate::oauth::Princ
 
 /// Whether questions to this client go in rounds of `input_required`
 /// (2026-07-28 and later) rather than as requests on the connection.
-fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
     context
         .protocol_version()
         .is_some_and(|version| !version.has_initialize())
@@ -446,7 +290,7 @@ fn asks_in_rounds(context: &RequestContext<RoleServer>) -> bool {
 
 /// Resolves when a served tool asks something in a round; never without
 /// rounds.
-async fn raised(rounds: Option<&Rounds>) {
+pub(super) async fn raised(rounds: Option<&Rounds>) {
     match rounds {
         Some(rounds) => rounds.raised.notified().await,
         None => std::future::pending().await,
@@ -454,8 +298,8 @@ async fn raised(rounds: Option<&Rounds>) {
 }
 
 /// Asks the MCP client's user to confirm a tool call (MCP elicitation).
-struct ElicitingConfirm {
-    input: ClientInput,
+pub(super) struct ElicitingConfirm {
+    pub(super) input: ClientInput,
 }
 
 #[async_trait::async_trait]
@@ -504,10 +348,14 @@ impl ServerHandler for Session {
         // Logging is deprecated by the 2026-07-28 revision; kept for
         // 2025-11-25 clients (what served tools report reaches them).
         #[allow(deprecated)]
-        let capabilities = ServerCapabilities::builder()
+        let builder = ServerCapabilities::builder()
             .enable_tools()
-            .enable_logging()
-            .build();
+            .enable_logging();
+        let capabilities = if self.shared.task_tools.is_empty() {
+            builder.build()
+        } else {
+            builder.enable_tasks().build()
+        };
         ServerConfig::new(capabilities).with_server_info(Implementation::new(
             self.shared.name.clone(),
             env!("CARGO_PKG_VERSION"),
@@ -537,8 +385,41 @@ impl ServerHandler for Session {
         Ok(match &*request.name {
             "agent" => self.run_agent(&arguments, false, &context).await.into(),
             "reply" => self.run_agent(&arguments, true, &context).await.into(),
+            name if self.runs_as_task(name, &context) => {
+                return self.start_task(&request, arguments, &context);
+            }
             _ => return self.call_exposed(&request, arguments, &context).await,
         })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let owner = task_caller(&context)?;
+        let task = self.shared.tasks.get(&request.task_id, owner.as_deref())?;
+        Ok(GetTaskResult::new(task))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = task_caller(&context)?;
+        self.shared
+            .tasks
+            .update(&request.task_id, owner.as_deref(), request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let owner = task_caller(&context)?;
+        self.shared.tasks.cancel(&request.task_id, owner.as_deref())
     }
 
     async fn set_level(

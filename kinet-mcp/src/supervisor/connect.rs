@@ -39,6 +39,11 @@ pub(super) async fn connect(
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
     };
+    if slot.config.initialize_only {
+        return connect_with(slot, settings, ClientLifecycleMode::Initialize)
+            .await
+            .map_err(|failed| failed.reason);
+    }
     match connect_with(slot, settings, probe).await {
         Ok(connected) => Ok(connected),
         Err(Failed {

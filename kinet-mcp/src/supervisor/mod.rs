@@ -149,6 +149,15 @@ impl ClientHandler for Handler {
         // change their tools when a client claims them. Elicitation only
         // when the host can show a form.
         let mut capabilities = ClientCapabilities::default();
+        // Tasks (2026-07-28): a server may answer a long call with a task,
+        // which the hub polls to its end (see `remote_tool`).
+        capabilities.extensions = Some(
+            [(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                Default::default(),
+            )]
+            .into(),
+        );
         if self.elicitation.is_some() {
             capabilities.elicitation = Some(
                 rmcp::model::ElicitationCapability::new()
