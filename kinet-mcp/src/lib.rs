@@ -25,6 +25,29 @@
 //! - [`McpServer`] serves a kinet agent (an `agent` and a `reply` tool, plus
 //!   chosen tools) to other MCP clients over stdio or streamable HTTP.
 //!
+//! Protocol revisions. Both sides speak 2025-11-25 and 2026-07-28, chosen
+//! per connection (the hub probes with `server/discover` and falls back to
+//! `initialize`; [`ServerStatus::protocol`] says which) and, on the server,
+//! per request (each 2026-07-28 request carries its version and
+//! capabilities). From rmcp: the wire types, `server/discover`, per-request
+//! metadata, the HTTP header checks, stateless serving. kinet's own: the
+//! `input_required` rounds of served tools ([`served::ClientInput`], answers
+//! sealed in `requestState`), the hub answering rounds and task questions
+//! through the host's form, Tasks (a served tool marked
+//! [`McpServerBuilder::run_as_task`] runs as a task kept in the session
+//! store; the hub follows a server's task by polling, `tasks/update` and
+//! `tasks/cancel`), and `outputSchema` enforced both ways. The official
+//! conformance suite runs in `tests/conformance.rs`; what kinet does not
+//! offer (resources, prompts and completions served, audio and embedded
+//! resources in tool results) is listed with reasons in
+//! `tests/conformance/waivers/`.
+//!
+//! Deprecated by 2026-07-28 (kept for 2025-11-25 peers until at least
+//! 2027-07-28, the end of the revision's 12-month window): the legacy
+//! HTTP+SSE transport, roots, sampling and logging
+//! ([`served::ClientInput::sample`] and [`roots`](served::ClientInput::roots)
+//! among them; the hub declares neither).
+//!
 //! Every MCP tool call runs through a kinet-core call pipeline: the hub's
 //! tools are ordinary tools of the agent's pipeline (their server's
 //! `readOnlyHint` and other hints become their annotations, their timeout

@@ -207,8 +207,8 @@ impl McpTool {
     /// suggests (each request on its own; no stream is held open), answers
     /// its questions through the host's form (`tasks/update`), and cancels
     /// it (`tasks/cancel`) when the call is cancelled or times out. Each
-    /// answer from the server restarts the idle timeout; the call's own
-    /// deadline holds.
+    /// change of the task (its `lastUpdatedAt`) restarts the idle timeout;
+    /// the call's own deadline holds.
     async fn follow_task(
         &self,
         connection: &crate::supervisor::Connection,
@@ -228,6 +228,7 @@ impl McpTool {
             tracing::debug!(server = %server, task = %id, "task cancelled: {why}");
         };
         let mut answered = std::collections::BTreeSet::new();
+        let mut last_update = String::new();
         loop {
             tokio::select! {
                 biased;
@@ -245,7 +246,12 @@ impl McpTool {
                 .get_task(GetTaskParams::new(id.clone()))
                 .await
                 .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
-            deadline.as_mut().reset(limit_from(Instant::now()));
+            // The task changed (a status, a question, an answer taken):
+            // as good as progress for the idle timeout.
+            if got.task.task.last_updated_at != last_update {
+                last_update = got.task.task.last_updated_at.clone();
+                deadline.as_mut().reset(limit_from(Instant::now()));
+            }
             match got.task.payload {
                 TaskPayload::Completed { result } => {
                     return serde_json::from_value(Value::Object(result)).map_err(|e| {

@@ -197,9 +197,14 @@ impl McpServerBuilder {
     /// conversation in the store ([`SessionStore::claim`](kinet_core::session::SessionStore::claim),
     /// renewed while it runs, expiring 2 minutes after a replica dies), so
     /// a second reply to the same conversation meanwhile is refused as busy
-    /// instead of interleaving its messages. Servers cannot ask the
-    /// client questions in this mode (MCP elicitation needs a session):
-    /// the tool policy and the agent's handler decide. Default: stateful,
+    /// instead of interleaving its messages. Served tools ask 2026-07-28
+    /// clients their questions in `input_required` rounds (any replica
+    /// continues a round, given the same
+    /// [`request_state_key`](Self::request_state_key)); 2025-11-25
+    /// clients cannot be asked in this mode (their requests need a
+    /// session), so the tool policy and the agent's handler decide for
+    /// them. Tasks ([`run_as_task`](Self::run_as_task)) live in `store`
+    /// too. Default: stateful,
     /// each client session with its own conversations in memory.
     pub fn stateless(mut self, store: Arc<dyn kinet_core::session::SessionStore>) -> Self {
         self.store = Some(store);
@@ -354,8 +359,10 @@ impl McpServerBuilder {
 /// to completion and returns its answer and a conversation id, a `reply`
 /// tool to continue a conversation, and optionally the host's own tools.
 /// Tool calls of a run are reported as progress notifications; a client's
-/// `notifications/cancelled` cancels the run. Each session has its own
-/// conversations.
+/// `notifications/cancelled` cancels the run. Each 2025-11-25 session has
+/// its own conversations; 2026-07-28 clients have no session, so their
+/// conversations are the server's, under unguessable ids (and their
+/// principal's, with OAuth).
 ///
 /// For a service with many users on several machines: serve
 /// [statelessly](McpServerBuilder::stateless) on a shared store (SQLite for
