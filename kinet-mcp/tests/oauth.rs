@@ -366,10 +366,9 @@ async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
         return;
     };
     let browser = Browser::new(Mode::Paste);
-    let callback = common::free_port();
     let config = ServerConfig::http("guarded", server.url()).oauth(
         OAuthClientConfig::with_client_id("kinet-preset")
-            .callback_port(callback)
+            .callback_port(server.port + 1)
             // Discovery skipped: the metadata named directly.
             .auth_server_metadata_url(format!(
                 "http://127.0.0.1:{}/.well-known/oauth-authorization-server",
@@ -386,7 +385,7 @@ async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
     let request = browser.requests.lock().unwrap()[0].clone();
     assert_eq!(
         request.redirect_uri,
-        format!("http://localhost:{callback}/callback")
+        format!("http://localhost:{}/callback", server.port + 1)
     );
     assert_eq!(server.count("register"), 0, "{:?}", server.grants());
     assert_eq!(server.count("code"), 1);
