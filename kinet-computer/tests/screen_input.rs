@@ -63,10 +63,10 @@ fn xvfb() -> (Killed, String) {
         let mut line = String::new();
         let read = std::io::BufReader::new(stdout).read_line(&mut line);
         let child = Killed(child);
-        if read.is_ok() {
-            if let Ok(n) = line.trim().parse::<u32>() {
-                return (child, format!(":{n}"));
-            }
+        if read.is_ok()
+            && let Ok(n) = line.trim().parse::<u32>()
+        {
+            return (child, format!(":{n}"));
         }
     }
     panic!("could not start Xvfb");
