@@ -79,28 +79,34 @@ impl Session {
                 })),
             ),
         ];
-        for name in self.shared.tools.names() {
-            let Some(tool) = self.shared.tools.get(name) else {
-                continue;
-            };
-            let hints = tool.annotations();
-            let mut served = rmcp::model::Tool::new(
-                tool.name().to_owned(),
-                tool.description().to_owned(),
-                schema(tool.parameters()),
-            );
-            served.output_schema = tool.output_schema().map(schema);
-            tools.push(
-                served.annotate(
-                    ToolAnnotations::new()
-                        .read_only(hints.read_only)
-                        .destructive(hints.destructive)
-                        .idempotent(hints.idempotent)
-                        .open_world(hints.open_world),
-                ),
-            );
-        }
+        tools.extend(
+            self.shared
+                .tools
+                .names()
+                .filter_map(|name| self.served_tool(name)),
+        );
         tools
+    }
+
+    /// The MCP description of the served tool `name`.
+    fn served_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let tool = self.shared.tools.get(name)?;
+        let hints = tool.annotations();
+        let mut served = rmcp::model::Tool::new(
+            tool.name().to_owned(),
+            tool.description().to_owned(),
+            schema(tool.parameters()),
+        );
+        served.output_schema = tool.output_schema().map(schema);
+        Some(
+            served.annotate(
+                ToolAnnotations::new()
+                    .read_only(hints.read_only)
+                    .destructive(hints.destructive)
+                    .idempotent(hints.idempotent)
+                    .open_world(hints.open_world),
+            ),
+        )
     }
 
     async fn run_agent(
@@ -365,7 +371,11 @@ impl ServerHandler for Session {
     /// The tool a `tools/call` names, for the transport's check of its
     /// `Mcp-Param-*` headers against the arguments (2026-07-28).
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.tool_list().into_iter().find(|tool| tool.name == name)
+        match name {
+            // Built per request on the call's hot path: only the one named.
+            "agent" | "reply" => self.tool_list().into_iter().find(|tool| tool.name == name),
+            _ => self.served_tool(name),
+        }
     }
 
     async fn list_tools(
