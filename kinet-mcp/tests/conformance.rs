@@ -2,7 +2,7 @@
 //! pinned in `tests/peers`), run as it is against kinet: every server
 //! scenario against an `McpServer` (streamable HTTP, stateful and
 //! stateless) and every client scenario against the hub, for the
-//! 2025-11-25 and 2026-07-28 revisions.
+//! 2025-11-25 and 2026-07-28 revisions and for the extensions (Tasks).
 //!
 //! A scenario kinet fails is fixed or written, with its reason, on the
 //! waiver lists in `tests/conformance/waivers/` (the suite's own
@@ -26,6 +26,8 @@ mod client;
 mod common;
 #[path = "conformance/fixture.rs"]
 mod fixture;
+#[path = "conformance/task_fixture.rs"]
+mod task_fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -117,9 +119,10 @@ fn waived(path: &Path) -> usize {
 fn served(store: Option<Arc<dyn kinet_core::session::SessionStore>>) -> McpServer {
     let agent = Agent::builder(ScriptedProvider::new([])).build();
     let mut builder = McpServer::builder(agent).name("kinet-conformance");
-    for tool in fixture::tools() {
+    for tool in fixture::tools().into_iter().chain(task_fixture::tools()) {
         builder = builder.expose_dyn(tool);
     }
+    builder = task_fixture::configure(builder);
     if let Some(store) = store {
         builder = builder.stateless(store);
     }
@@ -142,89 +145,158 @@ async fn run_all(node: &str, suite: &Path) -> bool {
     let url = |handle: &kinet_mcp::HttpServerHandle| {
         format!("http://localhost:{}/mcp", handle.local_addr().port())
     };
-    let mut jobs: Vec<(String, Vec<String>)> = Vec::new();
+    let me = std::env::current_exe().unwrap().display().to_string();
+    // A job is one or more runs of the suite, judged against one waiver
+    // list.
+    let mut jobs: Vec<(String, Vec<Vec<String>>)> = Vec::new();
+    let scope = |version: &str| -> Vec<String> {
+        ["--suite", "all", "--spec-version", version]
+            .map(String::from)
+            .to_vec()
+    };
     for version in ["2025-11-25", "2026-07-28"] {
         for (mode, handle) in [("stateful", &stateful), ("stateless", &stateless)] {
-            jobs.push((
-                format!("server-{mode}-{version}"),
-                vec![
-                    "server".into(),
-                    "--url".into(),
-                    url(handle),
-                    "--suite".into(),
-                    "all".into(),
-                    "--spec-version".into(),
-                    version.into(),
-                ],
-            ));
+            let mut args: Vec<String> = vec!["server".into(), "--url".into(), url(handle)];
+            args.extend(scope(version));
+            jobs.push((format!("server-{mode}-{version}"), vec![args]));
         }
-        let me = std::env::current_exe().unwrap();
-        jobs.push((
-            format!("client-{version}"),
-            vec![
-                "client".into(),
-                "--command".into(),
-                me.display().to_string(),
-                "--suite".into(),
-                "all".into(),
-                "--spec-version".into(),
-                version.into(),
-            ],
-        ));
+        let mut args: Vec<String> = vec!["client".into(), "--command".into(), me.clone()];
+        args.extend(scope(version));
+        jobs.push((format!("client-{version}"), vec![args]));
     }
+    // The extensions (Tasks, and others kinet does not offer): the suite
+    // runs them one scenario at a time, at the newest revision.
+    let (server_extensions, client_extensions) = extension_scenarios(node, suite).await;
+    for (mode, handle) in [("stateful", &stateful), ("stateless", &stateless)] {
+        let runs = server_extensions
+            .iter()
+            .map(|scenario| {
+                ["server", "--url", &url(handle), "--scenario", scenario]
+                    .map(String::from)
+                    .to_vec()
+            })
+            .collect();
+        jobs.push((format!("server-{mode}-extension"), runs));
+    }
+    let runs = client_extensions
+        .iter()
+        .map(|scenario| {
+            ["client", "--command", &me, "--scenario", scenario]
+                .map(String::from)
+                .to_vec()
+        })
+        .collect();
+    jobs.push(("client-extension".into(), runs));
     // KINET_CONFORMANCE_ONLY=<prefix> runs only the jobs it names.
     let only = std::env::var("KINET_CONFORMANCE_ONLY").unwrap_or_default();
     jobs.retain(|(name, _)| name.starts_with(&only));
     let mut passed = true;
-    for (name, mut args) in jobs {
+    for (name, runs) in jobs {
         let list = waivers(&name);
-        args.extend([
-            "--expected-failures".into(),
-            list.display().to_string(),
-            "-o".into(),
-            dir.path().join(&name).display().to_string(),
-        ]);
-        let run = tokio::process::Command::new(node)
-            .arg(suite)
-            .args(&args)
-            .kill_on_drop(true)
-            .output();
-        let output = match tokio::time::timeout(Duration::from_secs(900), run).await {
-            Ok(Ok(output)) => output,
-            Ok(Err(error)) => panic!("cannot run the conformance suite: {error}"),
-            Err(_) => {
-                eprintln!("conformance {name}: did not finish in 15 minutes");
-                passed = false;
-                continue;
+        let mut failures = Vec::new();
+        for mut args in runs {
+            args.extend([
+                "--expected-failures".into(),
+                list.display().to_string(),
+                "-o".into(),
+                dir.path().join(&name).display().to_string(),
+            ]);
+            match run_suite(node, suite, &args).await {
+                Ok(summary) => {
+                    if std::env::var_os("KINET_CONFORMANCE_VERBOSE").is_some() {
+                        eprintln!("{summary}");
+                    }
+                }
+                Err(failure) => failures.push(failure),
             }
-        };
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        // The per-scenario summary and the suite's verdict on the waivers.
-        let summary: Vec<&str> = stdout
-            .lines()
-            .skip_while(|line| !line.contains("SUMMARY"))
-            .collect();
+        }
         eprintln!(
             "conformance {name}: {} ({} waived in {})",
-            if output.status.success() {
-                "ok"
-            } else {
-                "FAILED"
-            },
+            if failures.is_empty() { "ok" } else { "FAILED" },
             waived(&list),
             list.strip_prefix(env!("CARGO_MANIFEST_DIR"))
                 .unwrap_or(&list)
                 .display()
         );
-        if !output.status.success() {
-            passed = false;
-            eprintln!("{}", summary.join("\n"));
-            eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        } else if std::env::var_os("KINET_CONFORMANCE_VERBOSE").is_some() {
-            eprintln!("{}", summary.join("\n"));
+        for failure in &failures {
+            eprintln!("{failure}");
         }
+        passed &= failures.is_empty();
     }
     stateful.shutdown().await;
     stateless.shutdown().await;
     passed
+}
+
+/// One run of the suite: its summary when it passed, what it said when it
+/// did not.
+async fn run_suite(node: &str, suite: &Path, args: &[String]) -> Result<String, String> {
+    let run = tokio::process::Command::new(node)
+        .arg(suite)
+        .args(args)
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(Duration::from_secs(900), run).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(error)) => panic!("cannot run the conformance suite: {error}"),
+        Err(_) => return Err(format!("{args:?} did not finish in 15 minutes")),
+    };
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // The per-scenario summary and the suite's verdict on the waivers.
+    let summary: Vec<&str> = stdout
+        .lines()
+        .skip_while(|line| !line.contains("SUMMARY"))
+        .collect();
+    // A single scenario's run has no summary: all of it is.
+    let shown = if summary.is_empty() {
+        stdout.to_string()
+    } else {
+        summary.join("\n")
+    };
+    if output.status.success() {
+        Ok(shown)
+    } else {
+        Err(format!(
+            "{}\n{shown}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+/// The suite's extension scenarios (marked `[extension]` by `list`): for
+/// servers and for clients.
+async fn extension_scenarios(node: &str, suite: &Path) -> (Vec<String>, Vec<String>) {
+    let output = tokio::process::Command::new(node)
+        .arg(suite)
+        .arg("list")
+        .output()
+        .await
+        .expect("the conformance suite lists its scenarios");
+    let listing = String::from_utf8_lossy(&output.stdout);
+    let (mut server, mut client) = (Vec::new(), Vec::new());
+    let mut section = "";
+    for line in listing.lines() {
+        if !line.starts_with(' ') {
+            section = line;
+            continue;
+        }
+        let Some(scenario) = line
+            .trim()
+            .strip_prefix("- ")
+            .and_then(|l| l.strip_suffix(" [extension]"))
+        else {
+            continue;
+        };
+        if section.starts_with("Server") {
+            server.push(scenario.to_owned());
+        } else if section.starts_with("Client") {
+            client.push(scenario.to_owned());
+        }
+    }
+    assert!(
+        !server.is_empty() && !client.is_empty(),
+        "the conformance suite lists no extension scenarios:\n{listing}"
+    );
+    (server, client)
 }

@@ -57,7 +57,7 @@ impl Tool for Ask {
         "ask"
     }
     fn description(&self) -> &str {
-        "Asks for a number."
+        "Asks for a number, within its task."
     }
     fn annotations(&self) -> kinet_core::ToolAnnotations {
         kinet_core::ToolAnnotations::read_only()
@@ -68,6 +68,9 @@ impl Tool for Ask {
             .ok_or_else(|| ToolError::failed("not over MCP"))?;
         let schema =
             json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        // Asked within the task (a question asked before would be asked
+        // in input_required rounds of the call itself).
+        client.escalate_to_task().await;
         let answer = client
             .elicit("number", "Pick a number", schema)
             .await

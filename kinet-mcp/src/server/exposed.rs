@@ -9,18 +9,48 @@ use std::sync::atomic::Ordering;
 use kinet_core::message::{ContentPart, ToolCall};
 use kinet_core::pipeline::CallRecord;
 use kinet_core::tool::EventSink;
+use kinet_core::tool::ToolErrorKind;
 use kinet_core::{AgentEvent, Message, ToolCtx};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
-    LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    JsonObject, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::input::{ClientInput, Rounds};
+use super::TaskSupport;
+use super::input::{ClientInput, Escalation, Rounds};
 use super::session::{ElicitingConfirm, Session, asks_in_rounds, error_result, principal, raised};
+
+/// A served call in flight, movable into a task.
+type Running = std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send>>;
+
+/// Resolves when a call that may become a task asks to (never otherwise).
+async fn wanted(escalation: Option<&Escalation>) {
+    match escalation {
+        Some(escalation) => escalation.wanted.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves after a few polls of the select it is in: a call still
+/// pending then, with no question raised, waits on other work.
+async fn settled() {
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The -32021 error for a tool that runs only as a task.
+fn tasks_required() -> McpError {
+    let mut required = rmcp::model::ClientCapabilities::default();
+    let mut extensions = rmcp::model::ExtensionCapabilities::new();
+    extensions.insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
+    required.extensions = Some(extensions);
+    McpError::missing_required_client_capability(required)
+}
 
 impl Session {
     /// Runs a client's call of a served tool through the pipeline, in the
@@ -37,12 +67,11 @@ impl Session {
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
         let name = &*request.name;
+        let as_task = self.may_run_as_task(name, context)?;
         let capabilities = context.client_capabilities().unwrap_or_default();
         // The answers of earlier rounds hold for this tool and this caller.
-        let bound = format!(
-            "{name}\n{}",
-            principal(context).map(|p| p.owner()).unwrap_or_default()
-        );
+        let owner = principal(context).map(|p| p.owner());
+        let bound = format!("{name}\n{}", owner.as_deref().unwrap_or_default());
         let rounds = if asks_in_rounds(context) {
             Some(Rounds::open(
                 &shared.request_state,
@@ -53,11 +82,22 @@ impl Session {
         } else {
             None
         };
-        let input = Arc::new(match &rounds {
-            Some(rounds) => ClientInput::rounds(Arc::clone(rounds), capabilities),
-            None => ClientInput::direct(context.peer.clone(), capabilities),
+        let escalation = match (&rounds, as_task) {
+            (Some(rounds), true) => Some(Escalation::new(Arc::clone(rounds))),
+            _ => None,
+        };
+        let input = Arc::new(match (&escalation, &rounds) {
+            (Some(escalation), _) => ClientInput::task(Arc::clone(escalation), capabilities),
+            (None, Some(rounds)) => ClientInput::rounds(Arc::clone(rounds), capabilities),
+            (None, None) => ClientInput::direct(context.peer.clone(), capabilities),
         });
-        let cancel = context.ct.child_token();
+        // A call that may outlive its request is not cancelled with it
+        // once it is a task.
+        let cancel = if escalation.is_some() {
+            CancellationToken::new()
+        } else {
+            context.ct.child_token()
+        };
         let base = self.tool_ctx(&input, cancel.clone());
         let call = self.tool_call(name, arguments);
         // What the tool reports while it runs reaches the client as progress
@@ -91,12 +131,17 @@ impl Session {
                     .await;
             }
         };
-        let running = shared.pipeline.call(&shared.tools, call, &base);
-        let mut running = std::pin::pin!(running);
+        let session = self.clone();
+        let mut running: Running = Box::pin(async move {
+            let shared = &session.shared;
+            shared.pipeline.call(&shared.tools, call, &base).await
+        });
         let record = loop {
             tokio::select! {
-                record = &mut running => break record,
-                Some(event) = events.recv() => forward(event).await,
+                // In this order: a question the tool raised while polled is
+                // seen before the call counts as waiting on other work.
+                biased;
+                record = &mut running => break Some(record),
                 () = raised(rounds.as_deref()) => {
                     let Some(rounds) = &rounds else { continue };
                     // Questions asked together (a tool awaiting several at
@@ -118,7 +163,21 @@ impl Session {
                         rounds.input_required(&shared.request_state, &bound)?,
                     ));
                 }
+                () = wanted(escalation.as_deref()) => break None,
+                () = context.ct.cancelled(), if escalation.is_some() && !cancel.is_cancelled() => {
+                    cancel.cancel();
+                }
+                Some(event) = events.recv() => forward(event).await,
+                // Waiting on something other than the client: a task now.
+                () = settled(), if escalation.is_some() => break None,
             }
+        };
+        let record = match (record, escalation) {
+            (Some(record), _) => record,
+            (None, Some(escalation)) => {
+                return self.escalate(name, owner, running, &escalation, cancel);
+            }
+            (None, None) => return Err(McpError::internal_error("the call was lost", None)),
         };
         while let Ok(event) = events.try_recv() {
             forward(event).await;
@@ -201,47 +260,52 @@ impl Session {
         }
     }
 
-    /// Whether a call of `name` runs as a task: the tool is one the host
-    /// marked, and the client (2026-07-28) declared the Tasks extension.
-    pub(super) fn runs_as_task(&self, name: &str, context: &RequestContext<RoleServer>) -> bool {
-        self.shared.task_tools.contains(name)
-            && asks_in_rounds(context)
-            && context
-                .client_capabilities()
-                .is_some_and(|c| c.supports_tasks())
+    /// Whether a call of `name` may run as a task: the host marked the
+    /// tool, and the client (2026-07-28) declared the Tasks extension. A
+    /// tool that runs only as a task refuses (-32021) a 2026-07-28 client
+    /// without it; older clients, which have no tasks, call it as usual.
+    fn may_run_as_task(
+        &self,
+        name: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<bool, McpError> {
+        let Some(support) = self.shared.task_tools.get(name) else {
+            return Ok(false);
+        };
+        if !asks_in_rounds(context) {
+            return Ok(false);
+        }
+        if context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return Ok(true);
+        }
+        match support {
+            TaskSupport::Required => Err(tasks_required()),
+            TaskSupport::Optional => Ok(false),
+        }
     }
 
-    /// Starts a call of a served tool as a task and answers with its
-    /// handle at once. The call runs apart from the request (a client may
-    /// poll, answer and cancel it through any replica); its questions wait
-    /// for `tasks/update`, and `tasks/cancel` stops it with no later effect.
-    pub(super) fn start_task(
+    /// Turns a running call into a task and answers with its handle. The
+    /// call goes on apart from the request (a client may poll, answer and
+    /// cancel it through any replica); its questions wait for
+    /// `tasks/update`, and `tasks/cancel` stops it with no later effect.
+    fn escalate(
         &self,
-        request: &CallToolRequestParams,
-        arguments: Map<String, Value>,
-        context: &RequestContext<RoleServer>,
+        name: &str,
+        owner: Option<String>,
+        running: Running,
+        escalation: &Escalation,
+        cancel: CancellationToken,
     ) -> Result<CallToolResponse, McpError> {
-        let owner = principal(context).map(|p| p.owner());
         let (task, runner) = self.shared.tasks.create(owner)?;
-        let capabilities = context.client_capabilities().unwrap_or_default();
-        let input = Arc::new(ClientInput::task(runner.clone(), capabilities));
-        let cancel = CancellationToken::new();
-        let ctx = self.tool_ctx(&input, cancel.clone());
-        let name = request.name.to_string();
-        let call = self.tool_call(&name, arguments);
+        escalation.start(runner.clone());
+        let name = name.to_owned();
         let session = self.clone();
         tokio::spawn(async move {
-            let shared = Arc::clone(&session.shared);
-            let running = shared.pipeline.call(&shared.tools, call, &ctx);
             tokio::select! {
-                record = running => {
-                    let result = session.result_of(&name, record);
-                    let outcome = match serde_json::to_value(result) {
-                        Ok(Value::Object(result)) => Ok(Some(result)),
-                        _ => Err((-32603, format!("the result of `{name}` cannot be sent"))),
-                    };
-                    runner.end(outcome);
-                }
+                record = running => runner.end(session.outcome(&name, record)),
                 () = runner.cancelled() => {
                     cancel.cancel();
                     runner.end(Ok(None));
@@ -249,6 +313,20 @@ impl Session {
             }
         });
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+
+    /// How a call run as a task ended: its result (a tool's error is still
+    /// a result), or a protocol error when the tool broke.
+    fn outcome(&self, name: &str, record: CallRecord) -> Result<Option<JsonObject>, (i64, String)> {
+        if let Err(error) = &record.result
+            && error.kind() == ToolErrorKind::Panicked
+        {
+            return Err((-32603, error.to_string()));
+        }
+        match serde_json::to_value(self.result_of(name, record)) {
+            Ok(Value::Object(result)) => Ok(Some(result)),
+            _ => Err((-32603, format!("the result of `{name}` cannot be sent"))),
+        }
     }
 
     /// Whether the client wants info-level log messages: it set a level

@@ -84,8 +84,37 @@ enum Mode {
     Direct(Peer<RoleServer>),
     /// 2026-07-28: questions gathered into an `input_required` result.
     Rounds(Arc<Rounds>),
-    /// A call running as a task: questions wait for `tasks/update`.
-    Task(super::tasks::Runner),
+    /// 2026-07-28, a call that may become a task: questions go in rounds
+    /// until it does, then wait for `tasks/update`.
+    Task(Arc<Escalation>),
+}
+
+/// A call that may become a task: its rounds until then, its task after.
+pub(super) struct Escalation {
+    pub(super) rounds: Arc<Rounds>,
+    runner: tokio::sync::watch::Sender<Option<super::tasks::Runner>>,
+    /// Woken when the tool asks to become a task.
+    pub(super) wanted: Notify,
+}
+
+impl Escalation {
+    pub(super) fn new(rounds: Arc<Rounds>) -> Arc<Self> {
+        Arc::new(Self {
+            rounds,
+            runner: tokio::sync::watch::Sender::new(None),
+            wanted: Notify::new(),
+        })
+    }
+
+    /// The call is a task now: questions from here on wait for
+    /// `tasks/update` on `runner`.
+    pub(super) fn start(&self, runner: super::tasks::Runner) {
+        self.runner.send_replace(Some(runner));
+    }
+
+    fn runner(&self) -> Option<super::tasks::Runner> {
+        self.runner.borrow().clone()
+    }
 }
 
 /// The questions and answers of one 2026-07-28 call.
@@ -107,9 +136,9 @@ impl ClientInput {
         }
     }
 
-    pub(super) fn task(runner: super::tasks::Runner, capabilities: ClientCapabilities) -> Self {
+    pub(super) fn task(escalation: Arc<Escalation>, capabilities: ClientCapabilities) -> Self {
         Self {
-            mode: Mode::Task(runner),
+            mode: Mode::Task(escalation),
             capabilities,
             missing: Arc::default(),
         }
@@ -121,6 +150,25 @@ impl ClientInput {
             capabilities,
             missing: Arc::default(),
         }
+    }
+
+    /// Ends the synchronous part of a call the server runs as a task
+    /// ([`McpServerBuilder::run_as_task`](super::McpServerBuilder::run_as_task)):
+    /// the client gets the task now, and the rest of the call runs in it
+    /// (its questions wait for `tasks/update`). Questions a tool asks
+    /// before this, or before it first waits on other work, are asked in
+    /// `input_required` rounds of the `tools/call` itself. Does nothing in
+    /// calls that do not run as tasks, or once the call is a task.
+    pub async fn escalate_to_task(&self) {
+        let Mode::Task(escalation) = &self.mode else {
+            return;
+        };
+        let mut runner = escalation.runner.subscribe();
+        if runner.borrow().is_some() {
+            return;
+        }
+        escalation.wanted.notify_one();
+        let _ = runner.wait_for(Option::is_some).await;
     }
 
     /// Whether the client can show its user a question.
@@ -261,21 +309,19 @@ impl ClientInput {
     ) -> Result<Value, AskError> {
         match &self.mode {
             Mode::Direct(peer) => direct(peer, method, params, what).await,
-            Mode::Task(runner) => Ok(runner
-                .ask(key, json!({"method": method, "params": params}))
-                .await),
-            Mode::Rounds(rounds) => {
-                if let Some(answer) = rounds.answers.get(key) {
+            Mode::Task(escalation) => {
+                // Answered before the call became a task (or a round ago).
+                if let Some(answer) = escalation.rounds.answers.get(key) {
                     return Ok(answer.clone());
                 }
-                if let Ok(mut asked) = rounds.asked.lock() {
-                    asked.insert(key.to_owned(), json!({"method": method, "params": params}));
+                match escalation.runner() {
+                    Some(runner) => Ok(runner
+                        .ask(key, json!({"method": method, "params": params}))
+                        .await),
+                    None => escalation.rounds.ask(key, method, params).await,
                 }
-                rounds.raised.notify_one();
-                // The call ends here: the server answers `input_required`
-                // and drops this call; the client calls again with answers.
-                std::future::pending().await
             }
+            Mode::Rounds(rounds) => rounds.ask(key, method, params).await,
         }
     }
 }
@@ -360,6 +406,21 @@ impl Rounds {
             asked: Mutex::new(BTreeMap::new()),
             raised: Notify::new(),
         }))
+    }
+
+    /// `key`'s answer from an earlier round, or (when there is none) the
+    /// question raised for this round's `input_required`.
+    async fn ask(&self, key: &str, method: &str, params: Value) -> Result<Value, AskError> {
+        if let Some(answer) = self.answers.get(key) {
+            return Ok(answer.clone());
+        }
+        if let Ok(mut asked) = self.asked.lock() {
+            asked.insert(key.to_owned(), json!({"method": method, "params": params}));
+        }
+        self.raised.notify_one();
+        // The call ends here: the server answers `input_required` and
+        // drops this call; the client calls again with answers.
+        std::future::pending().await
     }
 
     /// How many questions are waiting for an answer.

@@ -77,7 +77,7 @@ struct Shared {
     /// The declared output schemas of served tools, compiled.
     shapes: std::collections::HashMap<String, Arc<crate::structured::OutputShape>>,
     /// Served tools whose calls run as tasks for clients that support them.
-    task_tools: std::collections::HashSet<String>,
+    task_tools: std::collections::HashMap<String, TaskSupport>,
     /// Their tasks: in the store when stateless, else in memory.
     tasks: Arc<tasks::Tasks>,
 }
@@ -125,20 +125,43 @@ pub struct McpServerBuilder {
     agent_for: Option<AgentFor>,
     claim_ttl: Duration,
     request_state_key: Option<Vec<u8>>,
-    task_tools: std::collections::HashSet<String>,
+    task_tools: std::collections::HashMap<String, TaskSupport>,
+}
+
+/// Whether a served tool runs as a task.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TaskSupport {
+    /// For clients that declared the Tasks extension.
+    Optional,
+    /// Only as a task (other 2026-07-28 clients are refused).
+    Required,
 }
 
 impl McpServerBuilder {
     /// Runs calls of the served tool `name` as tasks (the Tasks extension
-    /// of MCP 2026-07-28) when the calling client supports them: the call
-    /// answers at once with a task the client polls (`tasks/get`),
-    /// answers the tool's questions through (`tasks/update`) and may
-    /// cancel (`tasks/cancel`), on any replica of a stateless server (the
-    /// task lives in its store; a task whose replica died is reported
+    /// of MCP 2026-07-28) when the calling client supports them. The call
+    /// starts as usual: questions the tool asks first are asked in
+    /// `input_required` rounds, and a call that finishes without waiting
+    /// answers at once. When it first waits on other work (or calls
+    /// [`ClientInput::escalate_to_task`](crate::served::ClientInput::escalate_to_task))
+    /// it becomes a task: the client gets its handle, polls it
+    /// (`tasks/get`), answers its later questions (`tasks/update`) and may
+    /// cancel it (`tasks/cancel`), on any replica of a stateless server
+    /// (the task lives in its store; a task whose replica died is reported
     /// failed). Other clients' calls run as usual. Default: no tool runs
     /// as a task.
     pub fn run_as_task(mut self, name: impl Into<String>) -> Self {
-        self.task_tools.insert(name.into());
+        self.task_tools.insert(name.into(), TaskSupport::Optional);
+        self
+    }
+
+    /// [`run_as_task`](Self::run_as_task) for a tool too long to run
+    /// within one request: a 2026-07-28 client that did not declare the
+    /// Tasks extension is refused (-32021, naming the extension). Clients
+    /// of 2025-11-25 and older, which have no tasks and hold their
+    /// connection open, call it as usual.
+    pub fn run_only_as_task(mut self, name: impl Into<String>) -> Self {
+        self.task_tools.insert(name.into(), TaskSupport::Required);
         self
     }
 
@@ -439,7 +462,7 @@ impl McpServer {
             agent_for: None,
             claim_ttl: conversations::CLAIM_TTL,
             request_state_key: None,
-            task_tools: std::collections::HashSet::new(),
+            task_tools: std::collections::HashMap::new(),
         }
     }
 

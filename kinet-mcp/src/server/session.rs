@@ -395,9 +395,6 @@ impl ServerHandler for Session {
         Ok(match &*request.name {
             "agent" => self.run_agent(&arguments, false, &context).await.into(),
             "reply" => self.run_agent(&arguments, true, &context).await.into(),
-            name if self.runs_as_task(name, &context) => {
-                return self.start_task(&request, arguments, &context);
-            }
             _ => return self.call_exposed(&request, arguments, &context).await,
         })
     }

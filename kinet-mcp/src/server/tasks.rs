@@ -187,7 +187,18 @@ impl Tasks {
     /// `tasks/get`: the task's state. A task whose runner is gone (another
     /// replica's claim expired) is failed here, once.
     pub(super) fn get(&self, id: &str, owner: Option<&str>) -> Result<DetailedTask, McpError> {
-        let (mut record, _) = self.load(id, owner)?;
+        let (mut record, session) = self.load(id, owner)?;
+        // Answers given and not yet taken up by the runner: those
+        // questions wait no more.
+        if record.status == TaskStatus::InputRequired
+            && let Some(Value::Object(waiting)) = &mut record.input_requests
+        {
+            waiting.retain(|key, _| !session.state.contains_key(&format!("{ANSWER}{key}")));
+            if waiting.is_empty() {
+                record.status = TaskStatus::Working;
+                record.input_requests = None;
+            }
+        }
         if !record.status.is_terminal() && self.shared {
             let probe = format!("probe-{}", uuid::Uuid::new_v4().simple());
             if self

@@ -74,7 +74,7 @@ impl PreparedCall for Call {
     }
 }
 
-fn tool<F, Fut>(
+pub(crate) fn tool<F, Fut>(
     name: &'static str,
     description: &'static str,
     schema: Value,
@@ -100,16 +100,16 @@ fn no_arguments() -> Value {
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 /// The client, as the tool sees it.
-fn client(ctx: &ToolCtx) -> Result<Arc<ClientInput>, ToolError> {
+pub(crate) fn client(ctx: &ToolCtx) -> Result<Arc<ClientInput>, ToolError> {
     ctx.extension::<ClientInput>()
         .ok_or_else(|| ToolError::failed("not called over MCP"))
 }
 
-fn asked(error: AskError) -> ToolError {
+pub(crate) fn asked(error: AskError) -> ToolError {
     ToolError::failed(error.to_string())
 }
 
-fn string(arguments: &Map<String, Value>, key: &str) -> String {
+pub(crate) fn string(arguments: &Map<String, Value>, key: &str) -> String {
     arguments
         .get(key)
         .and_then(Value::as_str)
@@ -146,7 +146,7 @@ async fn elicit_and_tell(
 }
 
 /// A field of an accepted answer.
-fn field(answer: &kinet_mcp::served::Elicited, key: &str) -> Value {
+pub(crate) fn field(answer: &kinet_mcp::served::Elicited, key: &str) -> Value {
     answer
         .content
         .as_ref()
@@ -155,7 +155,7 @@ fn field(answer: &kinet_mcp::served::Elicited, key: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-fn name_schema() -> Value {
+pub(crate) fn name_schema() -> Value {
     json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
 }
 
