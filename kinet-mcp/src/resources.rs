@@ -266,18 +266,56 @@ impl McpHub {
                 what: "resource subscriptions",
             });
         }
-        // The hub negotiates a protocol version with `initialize`, where
-        // `resources/subscribe` is the method (`listen` replaces it only in
-        // the sessionless 2026-07-28 protocol).
-        #[allow(deprecated)]
-        let subscribe = peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri));
-        limit(self.request_limit(), server, subscribe).await?;
-        if let Some(slot) = self.slots().iter().find(|s| s.config.name == server)
-            && let Ok(mut subscribed) = slot.subscriptions.lock()
-        {
+        let Some(slot) = self
+            .slots()
+            .iter()
+            .find(|s| s.config.name == server)
+            .cloned()
+        else {
+            return Err(HubError::UnknownServer(server.to_owned()));
+        };
+        if !crate::supervisor::sessionless(&peer) {
+            // Revisions with `initialize`: `resources/subscribe`.
+            #[allow(deprecated)]
+            let subscribe = peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri));
+            limit(self.request_limit(), server, subscribe).await?;
+            if let Ok(mut subscribed) = slot.subscriptions.lock() {
+                subscribed.insert(uri.to_owned());
+            }
+            return Ok(());
+        }
+        if let Ok(mut subscribed) = slot.subscriptions.lock() {
             subscribed.insert(uri.to_owned());
         }
-        Ok(())
+        // 2026-07-28: the connection listens again, for the new set; the
+        // subscription holds once the server's stream accepted it.
+        let mut listening = slot.listening.subscribe();
+        listening.mark_unchanged();
+        slot.subscriptions_changed.notify_one();
+        let accepted = async {
+            let _ = listening.changed().await;
+            listening
+                .borrow()
+                .as_ref()
+                .is_some_and(|accepted| accepted.contains(uri))
+        };
+        match limit(self.request_limit(), server, async {
+            Ok::<_, rmcp::ServiceError>(accepted.await)
+        })
+        .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                if let Ok(mut subscribed) = slot.subscriptions.lock() {
+                    subscribed.remove(uri);
+                }
+                Err(HubError::Unsupported {
+                    server: server.to_owned(),
+                    what: "a subscription to this resource",
+                })
+            }
+            Err(error) => Err(error),
+        }
     }
 
     /// Changes of subscribed resources and of resource and prompt lists,

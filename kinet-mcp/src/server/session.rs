@@ -429,6 +429,18 @@ impl ServerHandler for Session {
         self.shared.tasks.cancel(&request.task_id, owner.as_deref())
     }
 
+    /// `subscriptions/listen` (2026-07-28): acknowledged, with nothing
+    /// accepted. A served tool list does not change while the server runs
+    /// and it has no resources or prompts, so there is nothing to notify
+    /// (and the server advertises no `listChanged`); the stream stays open
+    /// until the client cancels it.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(rmcp::model::SubscriptionFilter::new())
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,

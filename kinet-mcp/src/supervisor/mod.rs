@@ -14,9 +14,11 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 mod connect;
+mod listen;
 
 pub(crate) use connect::authorizer_for;
 use connect::connect;
+pub(crate) use listen::sessionless;
 
 use crate::config::{ServerConfig, ServerTransport};
 use crate::errors::service_error;
@@ -241,6 +243,12 @@ pub(crate) struct ServerSlot {
     pub(crate) updates: Option<tokio::sync::broadcast::Sender<crate::changes::ServerChange>>,
     /// Resources subscribed to (renewed after a reconnect).
     pub(crate) subscriptions: Mutex<std::collections::BTreeSet<String>>,
+    /// Woken when `subscriptions` changed (a 2026-07-28 connection then
+    /// listens again, for the new set).
+    pub(crate) subscriptions_changed: Notify,
+    /// The subscribed resources the server's listen stream accepted
+    /// (2026-07-28; `None` until a stream was opened).
+    pub(crate) listening: watch::Sender<Option<std::collections::BTreeSet<String>>>,
     /// OAuth for a remote server without credentials of its own.
     pub(crate) auth: Option<Arc<crate::oauth::Authorizer>>,
 }
@@ -297,6 +305,8 @@ impl ServerSlot {
             elicitation: None,
             updates: None,
             subscriptions: Mutex::new(std::collections::BTreeSet::new()),
+            subscriptions_changed: Notify::new(),
+            listening: watch::Sender::new(None),
             auth: None,
         }
     }
@@ -479,16 +489,20 @@ pub(crate) async fn supervise(
         was_ready = true;
         let connected_at = tokio::time::Instant::now();
         set_state(ServerState::Ready);
-        // Renew the host's resource subscriptions on the new connection.
-        let subscribed: Vec<String> = slot
-            .subscriptions
-            .lock()
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
+        // Renew the host's resource subscriptions on the new connection:
+        // with `resources/subscribe` on revisions with `initialize`, on a
+        // listen stream (with the lists that change) on 2026-07-28.
+        let sessionless = listen::sessionless(&peer);
+        let subscribed: Vec<String> = if sessionless {
+            Vec::new()
+        } else {
+            slot.subscriptions
+                .lock()
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default()
+        };
         for uri in subscribed {
             let peer = peer.clone();
-            // `resources/subscribe` is the method of the protocol versions
-            // negotiated with `initialize`.
             #[allow(deprecated)]
             tokio::spawn(async move {
                 let _ = peer
@@ -496,6 +510,13 @@ pub(crate) async fn supervise(
                     .await;
             });
         }
+        let mut listening = if sessionless {
+            listen::open(&peer, &slot, startup_timeout).await
+        } else {
+            None
+        };
+        // The stream ended: open it again (not after a refusal).
+        let mut relisten = false;
 
         // Connected: refresh on list_changed until the connection drops or
         // the hub shuts down.
@@ -544,6 +565,22 @@ pub(crate) async fn supervise(
                         }
                         *generation += 1;
                     });
+                }
+                notification = listen::next(&mut listening) => match notification {
+                    Some(notification) => listen::deliver(&handler, notification),
+                    None => {
+                        listening = None;
+                        relisten = true;
+                    }
+                },
+                // Listen again for a new set of resources, or a second
+                // after a stream ended.
+                _ = slot.subscriptions_changed.notified(), if sessionless => {
+                    listening = listen::open(&peer, &slot, startup_timeout).await;
+                }
+                _ = tokio::time::sleep(Duration::from_secs(1)), if relisten => {
+                    relisten = false;
+                    listening = listen::open(&peer, &slot, startup_timeout).await;
                 }
                 _ = slot.challenge_raised() => {
                     if slot.wants_authorization() {
