@@ -5,6 +5,10 @@ pub use crate::ctx::{
     AgentHandle, Confinement, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
     SubAgentSpawner, ToolCtx, WorkspacePath, confinement,
 };
+/// Calendar arithmetic for tools that speak dates.
+pub mod dates {
+    pub use crate::data::dates::*;
+}
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 pub use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};
 pub use crate::data::truncate::TruncationPolicy;

@@ -1,7 +1,7 @@
 //! The memory tools the model calls.
 
 use async_trait::async_trait;
-use kinet_core::tool::Scheduling;
+use kinet_core::tool::{Scheduling, dates};
 use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -379,26 +379,6 @@ impl Run<MemoryAppendArgs> for MemoryPack {
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        4 | 6 | 9 | 11 => 30,
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        _ => 31,
-    }
-}
-
 fn parse_since(since: Since) -> Result<i64, ToolError> {
     match since {
         Since::Seconds(seconds) if seconds.abs() > 100_000_000_000 => {
@@ -410,9 +390,9 @@ fn parse_since(since: Since) -> Result<i64, ToolError> {
         Since::Date(text) => {
             let parts: Vec<&str> = text.get(..10).unwrap_or(&text).split('-').collect();
             match parts.as_slice() {
-                [y, m, d] => match (y.parse::<i64>(), m.parse::<i64>(), d.parse::<i64>()) {
-                    (Ok(y), Ok(m @ 1..=12), Ok(d)) if d >= 1 && d <= days_in_month(y, m) => {
-                        Ok(days_from_civil(y, m, d) * 86_400)
+                [y, m, d] => match (y.parse::<i64>(), m.parse::<u32>(), d.parse::<u32>()) {
+                    (Ok(y), Ok(m @ 1..=12), Ok(d)) if d >= 1 && d <= dates::days_in_month(y, m) => {
+                        Ok(dates::days_from_civil(y, m, d) * 86_400)
                     }
                     _ => Err(ToolError::invalid_arguments(format!(
                         "`{text}` is not a YYYY-MM-DD date"
@@ -427,16 +407,7 @@ fn parse_since(since: Since) -> Result<i64, ToolError> {
 }
 
 fn format_date(seconds: i64) -> String {
-    // Civil date from days (inverse of days_from_civil).
-    let z = seconds.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = dates::civil_from_days(seconds.div_euclid(86_400));
     format!("{year:04}-{month:02}-{day:02}")
 }
 
