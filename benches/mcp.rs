@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 
 use kinet::Agent;
 use kinet::core::testing::ScriptedProvider;
-use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig, ServerState};
 use serde_json::json;
 
@@ -84,31 +83,6 @@ async fn kinet_latency(modules: &Path) -> (f64, f64) {
     )
 }
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    a: i64,
-    b: i64,
-}
-
-struct Add;
-
-#[kinet::async_trait]
-impl Tool for Add {
-    type Args = AddArgs;
-    fn name(&self) -> &str {
-        "add"
-    }
-    fn description(&self) -> &str {
-        "Adds two integers."
-    }
-    fn annotations(&self) -> kinet::ToolAnnotations {
-        kinet::ToolAnnotations::read_only()
-    }
-    async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text((args.a + args.b).to_string()))
-    }
-}
-
 /// `add` round trips from the hub to `config`'s server: p50, p99 in µs,
 /// and the revision spoken.
 async fn add_latency(config: ServerConfig) -> (f64, f64, String) {
@@ -150,7 +124,7 @@ fn revisions() {
     let handle = rt.block_on(async {
         let agent = Agent::builder(ScriptedProvider::new([])).build();
         McpServer::builder(agent)
-            .expose_tool(Add)
+            .expose_tool(support::Add)
             .build()
             .serve_http("127.0.0.1:0".parse().unwrap(), None)
             .await

@@ -34,6 +34,7 @@ use kinet::mcp::oauth::{
 use kinet::mcp::{HubSettings, McpHub, ServerConfig, ServerState};
 use serde_json::json;
 
+#[allow(dead_code)]
 mod support;
 
 const CALLS: usize = 1000;

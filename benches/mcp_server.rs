@@ -20,37 +20,14 @@ use std::time::{Duration, Instant};
 
 use kinet::Agent;
 use kinet::core::testing::ScriptedProvider;
-use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet::mcp::{HubSettings, McpHub, McpServer, ServerConfig};
 use serde_json::json;
 
+#[allow(dead_code)]
+mod support;
+
 const SESSIONS: usize = 16;
 const SECONDS: u64 = 5;
-
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    a: i64,
-    b: i64,
-}
-
-struct Add;
-
-#[kinet::async_trait]
-impl Tool for Add {
-    type Args = AddArgs;
-    fn name(&self) -> &str {
-        "add"
-    }
-    fn description(&self) -> &str {
-        "Adds two integers."
-    }
-    fn annotations(&self) -> kinet::ToolAnnotations {
-        kinet::ToolAnnotations::read_only()
-    }
-    async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text((args.a + args.b).to_string()))
-    }
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -122,7 +99,7 @@ fn main() {
             .unwrap();
         rt.block_on(async {
             let agent = Agent::builder(ScriptedProvider::new([])).build();
-            let server = McpServer::builder(agent).expose_tool(Add).build();
+            let server = McpServer::builder(agent).expose_tool(support::Add).build();
             let addr = format!("127.0.0.1:{port}").parse().unwrap();
             let _handle = server.serve_http(addr, None).await.unwrap();
             futures::future::pending::<()>().await;

@@ -1,7 +1,35 @@
-//! Helpers shared by the MCP benches: finding the Python SDK, percentiles,
-//! and reading a peer script's JSON line.
+//! Helpers shared by the MCP benches: the `add` tool they call, finding
+//! the Python SDK, percentiles, and reading a peer script's JSON line.
 
 use std::process::Command;
+
+use kinet::core::{Tool, ToolCtx, ToolError, ToolOutput};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub(crate) struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+/// `add`: the served tool the MCP benches call.
+pub(crate) struct Add;
+
+#[kinet::async_trait]
+impl Tool for Add {
+    type Args = AddArgs;
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Adds two integers."
+    }
+    fn annotations(&self) -> kinet::ToolAnnotations {
+        kinet::ToolAnnotations::read_only()
+    }
+    async fn call(&self, args: AddArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text((args.a + args.b).to_string()))
+    }
+}
 
 /// The `q` quantile of sorted samples.
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
