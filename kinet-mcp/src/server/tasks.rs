@@ -136,6 +136,7 @@ impl Tasks {
                 id,
                 record: Arc::new(Mutex::new(record)),
                 waiting: Arc::new(Mutex::new(BTreeMap::new())),
+                answers: Arc::new(Mutex::new(HashMap::new())),
             },
         ))
     }
@@ -316,6 +317,8 @@ pub(super) struct Runner {
     record: Arc<Mutex<Record>>,
     /// Questions waiting for an answer, by key.
     waiting: Arc<Mutex<BTreeMap<String, Value>>>,
+    /// Where each waiting question's answer goes.
+    answers: Arc<Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>>,
 }
 
 impl Runner {
@@ -341,47 +344,56 @@ impl Runner {
     }
 
     /// Asks the client `request` (an input request: method and params)
-    /// under `key` and waits for `tasks/update` to answer it.
+    /// under `key` and waits for `tasks/update` to answer it (the answer
+    /// comes through [`cancelled`](Self::cancelled)'s look at the store).
     pub(super) async fn ask(&self, key: &str, request: Value) -> Value {
+        let (answer, answered) = tokio::sync::oneshot::channel();
         if let Ok(mut waiting) = self.waiting.lock() {
             waiting.insert(key.to_owned(), request);
         }
+        if let Ok(mut answers) = self.answers.lock() {
+            answers.insert(key.to_owned(), answer);
+        }
         self.publish();
-        let answer_key = format!("{ANSWER}{key}");
-        loop {
-            tokio::time::sleep(POLL).await;
-            let answer = self
-                .tasks
-                .store
-                .load(&self.id)
-                .ok()
-                .flatten()
-                .and_then(|session| session.state.get(&answer_key).cloned());
-            if let Some(answer) = answer {
-                if let Ok(mut waiting) = self.waiting.lock() {
-                    waiting.remove(key);
-                }
-                self.publish();
-                return answer;
-            }
+        match answered.await {
+            Ok(answer) => answer,
+            // The task ended: nothing will answer.
+            Err(_) => std::future::pending().await,
         }
     }
 
-    /// Resolves when the task is cancelled (through any replica); keeps
-    /// this replica's claim on it meanwhile.
+    /// Resolves when the task is cancelled (through any replica). Until
+    /// then, one look at the store per tick hands answers from
+    /// `tasks/update` to the questions waiting for them, and keeps this
+    /// replica's claim on the task.
     pub(super) async fn cancelled(&self) {
         let mut renewed = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(POLL).await;
-            let cancelled = self
-                .tasks
-                .store
-                .load(&self.id)
-                .ok()
-                .flatten()
-                .is_some_and(|session| session.state.contains_key(CANCEL));
-            if cancelled {
+            let Ok(Some(session)) = self.tasks.store.load(&self.id) else {
+                continue;
+            };
+            if session.state.contains_key(CANCEL) {
                 return;
+            }
+            let mut delivered = false;
+            if let Ok(mut answers) = self.answers.lock() {
+                let keys: Vec<String> = answers.keys().cloned().collect();
+                for key in keys {
+                    let Some(answer) = session.state.get(&format!("{ANSWER}{key}")) else {
+                        continue;
+                    };
+                    if let Some(sender) = answers.remove(&key) {
+                        let _ = sender.send(answer.clone());
+                    }
+                    if let Ok(mut waiting) = self.waiting.lock() {
+                        waiting.remove(&key);
+                    }
+                    delivered = true;
+                }
+            }
+            if delivered {
+                self.publish();
             }
             if self.tasks.shared && renewed.elapsed() >= self.tasks.claim_ttl / 4 {
                 renewed = tokio::time::Instant::now();
