@@ -34,13 +34,20 @@
 //! `input_required` rounds of served tools ([`served::ClientInput`], answers
 //! sealed in `requestState`), the hub answering rounds and task questions
 //! through the host's form, Tasks (a served tool marked
-//! [`McpServerBuilder::run_as_task`] runs as a task kept in the session
-//! store; the hub follows a server's task by polling, `tasks/update` and
-//! `tasks/cancel`), and `outputSchema` enforced both ways. The official
-//! conformance suite runs in `tests/conformance.rs`; what kinet does not
-//! offer (resources, prompts and completions served, audio and embedded
-//! resources in tool results) is listed with reasons in
-//! `tests/conformance/waivers/`.
+//! [`McpServerBuilder::run_as_task`] or
+//! [`run_only_as_task`](McpServerBuilder::run_only_as_task) asks its first
+//! questions in rounds of the call, then becomes a task kept in the
+//! session store when it waits on other work or calls
+//! [`served::ClientInput::escalate_to_task`]; the hub follows a server's
+//! task by polling, `tasks/update` and `tasks/cancel`), the hub's
+//! `subscriptions/listen` stream on 2026-07-28 connections (list changes
+//! and subscribed resources, reopened when the set changes or the stream
+//! ends; rmcp carries the stream), and `outputSchema` enforced both ways.
+//! The official conformance suite runs in `tests/conformance.rs` (both
+//! revisions and the extensions); what kinet does not offer (resources,
+//! prompts and completions served, audio and embedded resources in tool
+//! results, machine-to-machine OAuth grants and DPoP in the hub) is listed
+//! with reasons in `tests/conformance/waivers/`.
 //!
 //! Deprecated by 2026-07-28 (kept for 2025-11-25 peers until at least
 //! 2027-07-28, the end of the revision's 12-month window): the legacy
