@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::TaskSupport;
 use super::input::{ClientInput, Escalation, Rounds};
-use super::session::{ElicitingConfirm, Session, asks_in_rounds, error_result, principal, raised};
+use super::session::{
+    ElicitingConfirm, Session, asks_in_rounds, error_result, principal, raised, tasks_required,
+};
 
 /// A served call in flight, movable into a task.
 type Running = std::pin::Pin<Box<dyn std::future::Future<Output = CallRecord> + Send>>;
@@ -41,15 +43,6 @@ async fn settled() {
     for _ in 0..3 {
         tokio::task::yield_now().await;
     }
-}
-
-/// The -32021 error for a tool that runs only as a task.
-fn tasks_required() -> McpError {
-    let mut required = rmcp::model::ClientCapabilities::default();
-    let mut extensions = rmcp::model::ExtensionCapabilities::new();
-    extensions.insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
-    required.extensions = Some(extensions);
-    McpError::missing_required_client_capability(required)
 }
 
 impl Session {

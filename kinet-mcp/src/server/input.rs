@@ -309,18 +309,14 @@ impl ClientInput {
     ) -> Result<Value, AskError> {
         match &self.mode {
             Mode::Direct(peer) => direct(peer, method, params, what).await,
-            Mode::Task(escalation) => {
-                // Answered before the call became a task (or a round ago).
-                if let Some(answer) = escalation.rounds.answers.get(key) {
-                    return Ok(answer.clone());
-                }
-                match escalation.runner() {
-                    Some(runner) => Ok(runner
-                        .ask(key, json!({"method": method, "params": params}))
-                        .await),
-                    None => escalation.rounds.ask(key, method, params).await,
-                }
-            }
+            // In the task once there is one, unless answered in a round
+            // before it.
+            Mode::Task(escalation) => match escalation.runner() {
+                Some(runner) if !escalation.rounds.answers.contains_key(key) => Ok(runner
+                    .ask(key, json!({"method": method, "params": params}))
+                    .await),
+                _ => escalation.rounds.ask(key, method, params).await,
+            },
             Mode::Rounds(rounds) => rounds.ask(key, method, params).await,
         }
     }

@@ -268,13 +268,19 @@ fn task_caller(context: &RequestContext<RoleServer>) -> Result<Option<String>, M
         .client_capabilities()
         .is_some_and(|c| c.supports_tasks())
     {
-        let mut required = rmcp::model::ClientCapabilities::default();
-        let mut extensions = rmcp::model::ExtensionCapabilities::new();
-        extensions.insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
-        required.extensions = Some(extensions);
-        return Err(McpError::missing_required_client_capability(required));
+        return Err(tasks_required());
     }
     Ok(principal(context).map(|p| p.owner()))
+}
+
+/// The -32021 error naming the Tasks extension: for a client that did not
+/// declare it and asks about tasks or calls a tool that runs only as one.
+pub(super) fn tasks_required() -> McpError {
+    let mut required = rmcp::model::ClientCapabilities::default();
+    let mut extensions = rmcp::model::ExtensionCapabilities::new();
+    extensions.insert(rmcp::model::TASKS_EXTENSION_ID.into(), Default::default());
+    required.extensions = Some(extensions);
+    McpError::missing_required_client_capability(required)
 }
 
 /// Who called, with OAuth.

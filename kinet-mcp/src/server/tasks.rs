@@ -28,6 +28,11 @@ const RECORD: &str = "kinet.mcp.task";
 const CANCEL: &str = "kinet.mcp.task.cancel";
 /// `tasks/update`'s answers, one key per question.
 const ANSWER: &str = "kinet.mcp.task.answer.";
+/// The state key of the answer to question `key`.
+fn answer_key(key: &str) -> String {
+    format!("{ANSWER}{key}")
+}
+
 /// How long a finished task stays readable.
 const KEEP: Duration = Duration::from_secs(3600);
 /// How often a runner looks for answers and a cancellation in the store.
@@ -136,7 +141,6 @@ impl Tasks {
                 id,
                 record: Arc::new(Mutex::new(record)),
                 waiting: Arc::new(Mutex::new(BTreeMap::new())),
-                answers: Arc::new(Mutex::new(HashMap::new())),
             },
         ))
     }
@@ -177,7 +181,7 @@ impl Tasks {
         if record.status == TaskStatus::InputRequired
             && let Some(Value::Object(waiting)) = &mut record.input_requests
         {
-            waiting.retain(|key, _| !session.state.contains_key(&format!("{ANSWER}{key}")));
+            waiting.retain(|key, _| !session.state.contains_key(&answer_key(key)));
             if waiting.is_empty() {
                 record.status = TaskStatus::Working;
                 record.input_requests = None;
@@ -220,7 +224,7 @@ impl Tasks {
         let entries: Vec<JournalEntry> = answers
             .into_iter()
             .map(|(key, value)| JournalEntry::State {
-                key: format!("{ANSWER}{key}"),
+                key: answer_key(&key),
                 value,
             })
             .collect();
@@ -315,10 +319,15 @@ pub(super) struct Runner {
     tasks: Arc<Tasks>,
     id: String,
     record: Arc<Mutex<Record>>,
-    /// Questions waiting for an answer, by key.
-    waiting: Arc<Mutex<BTreeMap<String, Value>>>,
-    /// Where each waiting question's answer goes.
-    answers: Arc<Mutex<HashMap<String, tokio::sync::oneshot::Sender<Value>>>>,
+    /// Questions waiting for an answer, by key: the request and where
+    /// its answer goes.
+    waiting: Arc<Mutex<BTreeMap<String, Waiting>>>,
+}
+
+/// A question waiting for `tasks/update`.
+struct Waiting {
+    request: Value,
+    answer: tokio::sync::oneshot::Sender<Value>,
 }
 
 impl Runner {
@@ -327,7 +336,15 @@ impl Runner {
         let Ok(mut record) = self.record.lock() else {
             return;
         };
-        let waiting = self.waiting.lock().map(|w| w.clone()).unwrap_or_default();
+        let waiting: BTreeMap<String, Value> = self
+            .waiting
+            .lock()
+            .map(|w| {
+                w.iter()
+                    .map(|(key, w)| (key.clone(), w.request.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         if record.status.is_terminal() {
             return;
         }
@@ -349,10 +366,7 @@ impl Runner {
     pub(super) async fn ask(&self, key: &str, request: Value) -> Value {
         let (answer, answered) = tokio::sync::oneshot::channel();
         if let Ok(mut waiting) = self.waiting.lock() {
-            waiting.insert(key.to_owned(), request);
-        }
-        if let Ok(mut answers) = self.answers.lock() {
-            answers.insert(key.to_owned(), answer);
+            waiting.insert(key.to_owned(), Waiting { request, answer });
         }
         self.publish();
         match answered.await {
@@ -376,20 +390,23 @@ impl Runner {
             if session.state.contains_key(CANCEL) {
                 return;
             }
-            let mut delivered = false;
-            if let Ok(mut answers) = self.answers.lock() {
-                let keys: Vec<String> = answers.keys().cloned().collect();
-                for key in keys {
-                    let Some(answer) = session.state.get(&format!("{ANSWER}{key}")) else {
-                        continue;
-                    };
-                    if let Some(sender) = answers.remove(&key) {
-                        let _ = sender.send(answer.clone());
-                    }
-                    if let Ok(mut waiting) = self.waiting.lock() {
-                        waiting.remove(&key);
-                    }
-                    delivered = true;
+            let answered: Vec<(String, Waiting)> = match self.waiting.lock() {
+                Ok(mut waiting) => {
+                    let keys: Vec<String> = waiting
+                        .keys()
+                        .filter(|key| session.state.contains_key(&answer_key(key)))
+                        .cloned()
+                        .collect();
+                    keys.into_iter()
+                        .filter_map(|key| waiting.remove_entry(&key))
+                        .collect()
+                }
+                Err(_) => Vec::new(),
+            };
+            let delivered = !answered.is_empty();
+            for (key, question) in answered {
+                if let Some(answer) = session.state.get(&answer_key(&key)) {
+                    let _ = question.answer.send(answer.clone());
                 }
             }
             if delivered {

@@ -28,11 +28,7 @@ fn filter(peer: &Peer<RoleClient>, slot: &ServerSlot) -> Option<SubscriptionFilt
     let resources = capabilities.resources.as_ref();
     filter.resources_list_changed = changes(resources.and_then(|r| r.list_changed));
     if resources.and_then(|r| r.subscribe).unwrap_or(false) {
-        let subscribed: Vec<String> = slot
-            .subscriptions
-            .lock()
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
+        let subscribed = slot.subscribed();
         filter.resource_subscriptions = (!subscribed.is_empty()).then_some(subscribed);
     }
     (filter != SubscriptionFilter::new()).then_some(filter)

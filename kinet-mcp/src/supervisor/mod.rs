@@ -311,6 +311,14 @@ impl ServerSlot {
         }
     }
 
+    /// The resources the host subscribed to.
+    pub(crate) fn subscribed(&self) -> Vec<String> {
+        self.subscriptions
+            .lock()
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn state(&self) -> ServerState {
         self.state
             .lock()
@@ -493,13 +501,10 @@ pub(crate) async fn supervise(
         // with `resources/subscribe` on revisions with `initialize`, on a
         // listen stream (with the lists that change) on 2026-07-28.
         let sessionless = listen::sessionless(&peer);
-        let subscribed: Vec<String> = if sessionless {
+        let subscribed = if sessionless {
             Vec::new()
         } else {
-            slot.subscriptions
-                .lock()
-                .map(|s| s.iter().cloned().collect())
-                .unwrap_or_default()
+            slot.subscribed()
         };
         for uri in subscribed {
             let peer = peer.clone();
