@@ -2,8 +2,9 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, Confinement, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
-    SubAgentSpawner, ToolCtx, WorkspacePath, confinement,
+    AgentHandle, Confinement, DirEntry, EntryKind, EntryMetadata, EventSink, Extensions,
+    PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx, WorkspaceDir,
+    WorkspacePath, confinement,
 };
 /// Calendar arithmetic for tools that speak dates.
 pub mod dates {

@@ -3,6 +3,7 @@
 #[cfg(target_os = "linux")]
 mod beneath;
 mod checked;
+mod dir;
 mod events;
 mod extensions;
 mod paths;
@@ -23,6 +24,7 @@ use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::ToolError;
 use crate::data::provenance::Provenance;
 
+pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};

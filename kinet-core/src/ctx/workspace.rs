@@ -15,6 +15,7 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use super::dir::WorkspaceDir;
 use super::paths::{Escape, escape, normalize, stopped};
 use crate::data::output::{ToolError, ToolErrorKind};
 
@@ -244,6 +245,42 @@ impl WorkspacePath {
             ));
         }
         File::open(path)
+    }
+
+    /// Opens the path as a directory to walk: its entries are listed from
+    /// the handle and opened by name from it (see [`WorkspaceDir`]), so a
+    /// directory swapped for a symlink mid-walk leads nowhere outside.
+    pub fn open_walk(&self) -> io::Result<WorkspaceDir> {
+        #[cfg(target_os = "linux")]
+        {
+            self.open_dir().map(WorkspaceDir::from_file)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.open_dir()?;
+            Ok(WorkspaceDir::from_path(self.checked()?))
+        }
+    }
+
+    /// The directory this path is in, while that is still inside its
+    /// workspace root (without roots: up to `/`); `None` at the root.
+    pub fn parent(&self) -> Option<WorkspacePath> {
+        let shown = self.shown.parent()?.to_path_buf();
+        let beneath = match &self.beneath {
+            Some((root, rel)) => {
+                if rel.as_os_str().is_empty() {
+                    return None;
+                }
+                Some((root.clone(), rel.parent()?.to_path_buf()))
+            }
+            None => None,
+        };
+        Some(WorkspacePath {
+            given: shown.display().to_string(),
+            shown,
+            beneath,
+            root_dir: std::sync::Arc::clone(&self.root_dir),
+        })
     }
 
     /// Replaces the file with `bytes` atomically: a temporary file in the

@@ -6,13 +6,13 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use globset::GlobBuilder;
-use ignore::WalkState;
 use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{display_path, walker};
+use super::walk::{FileEntry, Flow};
+use super::{confinement_note, display_path, rules, walk_place};
 
 /// Arguments of `glob`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,7 +46,8 @@ impl Default for GlobConfig {
 }
 
 /// Finds files whose path matches a glob, newest-modified first,
-/// `.gitignore`-aware, hidden files skipped.
+/// `.gitignore`-aware, hidden files skipped, symlinks not followed; the
+/// walk opens every directory by handle beneath the workspace root.
 #[derive(Debug, Clone, Default)]
 pub struct GlobTool {
     config: GlobConfig,
@@ -125,37 +126,29 @@ pub(crate) fn glob(
         )));
     }
     let found: Arc<Mutex<Found>> = Arc::new(Mutex::new(Vec::new()));
-    walker(root, None, None, config.threads)?
-        .build_parallel()
-        .run(|| {
-            let mut batch = Batch {
-                local: Vec::new(),
-                found: Arc::clone(&found),
-            };
-            let matcher = &matcher;
-            Box::new(move |entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
-                }
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
-                }
-                let relative = entry.path().strip_prefix(root).unwrap_or(entry.path());
-                if matcher.is_match(relative) {
-                    let modified = entry
-                        .metadata()
-                        .ok()
-                        .and_then(|m| m.modified().ok())
-                        .unwrap_or(SystemTime::UNIX_EPOCH);
-                    batch.local.push((modified, entry.into_path()));
-                }
-                WalkState::Continue
-            })
-        });
-    // Every walker thread's batch was flushed when its closure was dropped.
+    let rules = rules(root, None, None)?;
+    walk_place(place, &rules, config.threads, || {
+        let mut batch = Batch {
+            local: Vec::new(),
+            found: Arc::clone(&found),
+        };
+        let matcher = &matcher;
+        move |entry: FileEntry<'_>| {
+            if cancel.is_cancelled() {
+                return Flow::Quit;
+            }
+            let relative = entry.path.strip_prefix(root).unwrap_or(&entry.path);
+            if matcher.is_match(relative) {
+                let modified = entry
+                    .dir
+                    .metadata(entry.name)
+                    .map_or(SystemTime::UNIX_EPOCH, |m| m.modified);
+                batch.local.push((modified, entry.path));
+            }
+            Flow::Continue
+        }
+    })?;
+    // Every walker thread's batch was flushed when its visitor was dropped.
     let mut found = std::mem::take(
         &mut *found
             .lock()
@@ -169,24 +162,8 @@ pub(crate) fn glob(
     }
     found.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    // What is shown was checked to be inside the root by the kernel (a
-    // directory swapped for a symlink mid-walk could have listed another
-    // one's names).
-    let mut outside = 0usize;
-    let found: Vec<_> = found
-        .into_iter()
-        .filter(|(_, path)| {
-            let inside = path
-                .strip_prefix(root)
-                .ok()
-                .and_then(|below| place.join(below).ok())
-                .is_some_and(|entry| entry.metadata().is_ok_and(|m| m.is_file()));
-            outside += usize::from(!inside);
-            inside
-        })
-        .take(config.max_results)
-        .collect();
-    let total = total - outside;
+    // Every name was listed from a directory opened beneath the root.
+    found.truncate(config.max_results);
     let mut text = if total == 0 {
         format!(
             "No files match `{pattern}` (patterns are relative to `{}`; hidden and .gitignored files are skipped).",
@@ -205,6 +182,10 @@ pub(crate) fn glob(
             "\n[{} more files not shown ({total} in all); use a narrower pattern or path]",
             total - found.len()
         ));
+    }
+    if let Some(note) = confinement_note(place) {
+        text.push('\n');
+        text.push_str(note);
     }
     Ok(ToolOutput::text(text).with_structured(serde_json::json!({ "total": total })))
 }

@@ -1,19 +1,20 @@
-//! `grep`: ripgrep's engine in process (grep-searcher, grep-regex, ignore).
+//! `grep`: ripgrep's engine in process (grep-searcher, grep-regex, and
+//! ignore's matchers over a walk by directory handles).
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::WalkState;
 use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{display_path, walker};
+use super::walk::{FileEntry, Flow};
+use super::{confinement_note, display_path, rules, walk_place};
 
 /// What `grep` returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -218,14 +219,19 @@ struct Search {
 }
 
 impl Search {
-    /// Searches one file, opened through the workspace confinement (a
-    /// directory swapped for a symlink mid-walk leads nowhere outside).
-    fn file(&self, searcher: &mut Searcher, place: &WorkspacePath) -> Option<FileHits> {
+    /// Searches one file, opened through the workspace confinement (from
+    /// its directory's handle during a walk), shown as `path`.
+    fn file(
+        &self,
+        searcher: &mut Searcher,
+        file: std::io::Result<std::fs::File>,
+        path: PathBuf,
+    ) -> Option<FileHits> {
         if self.collected.load(Ordering::Relaxed) >= self.limit {
             return None;
         }
         // Unreadable files are skipped, as ripgrep does.
-        let file = place.open_read().ok()?;
+        let file = file.ok()?;
         let metadata = file.metadata().ok()?;
         if !metadata.is_file() {
             return None;
@@ -235,7 +241,7 @@ impl Search {
             return None;
         }
         let mut hits = FileHits {
-            path: place.path().to_path_buf(),
+            path,
             lines: Vec::new(),
             count: 0,
         };
@@ -328,50 +334,35 @@ pub(crate) fn grep(
     let root = place.path();
     let mut files: Vec<FileHits> = if metadata.is_file() {
         let mut searcher = search.searcher.build();
-        search.file(&mut searcher, place).into_iter().collect()
+        search
+            .file(&mut searcher, place.open_read(), root.to_path_buf())
+            .into_iter()
+            .collect()
     } else {
-        let walk = walker(
-            root,
-            args.glob.as_deref(),
-            args.file_type.as_deref(),
-            config.threads,
-        )?;
-        let found: Arc<Mutex<Vec<FileHits>>> = Arc::new(Mutex::new(Vec::new()));
-        walk.build_parallel().run(|| {
+        let rules = rules(root, args.glob.as_deref(), args.file_type.as_deref())?;
+        let found: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
+        walk_place(place, &rules, config.threads, || {
             let mut searcher = search.searcher.build();
-            let found = Arc::clone(&found);
-            let search = &search;
-            Box::new(move |entry| {
+            let (found, search) = (&found, &search);
+            move |entry: FileEntry<'_>| {
                 if cancel.is_cancelled() {
-                    return WalkState::Quit;
+                    return Flow::Quit;
                 }
-                let Ok(entry) = entry else {
-                    return WalkState::Continue;
-                };
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
-                }
-                let Ok(below) = entry.path().strip_prefix(root) else {
-                    return WalkState::Continue;
-                };
-                let Ok(entry_place) = place.join(below) else {
-                    return WalkState::Continue;
-                };
-                if let Some(hits) = search.file(&mut searcher, &entry_place)
+                let file = entry.dir.open_file(entry.name);
+                if let Some(hits) = search.file(&mut searcher, file, entry.path)
                     && let Ok(mut found) = found.lock()
                 {
                     found.push(hits);
                 }
                 if search.collected.load(Ordering::Relaxed) >= search.limit {
-                    return WalkState::Quit;
+                    return Flow::Quit;
                 }
-                WalkState::Continue
-            })
-        });
-        let mut guard = found
-            .lock()
-            .map_err(|_| ToolError::failed("grep results were poisoned"))?;
-        std::mem::take(&mut *guard)
+                Flow::Continue
+            }
+        })?;
+        found
+            .into_inner()
+            .map_err(|_| ToolError::failed("grep results were poisoned"))?
     };
     if cancel.is_cancelled() {
         return Err(ToolError::new(
@@ -388,6 +379,10 @@ pub(crate) fn grep(
              memory; search them without multiline, or read them in ranges]",
             config.max_multiline_file_bytes / (1024 * 1024)
         ));
+    }
+    if let Some(note) = confinement_note(place) {
+        output.text.push('\n');
+        output.text.push_str(note);
     }
     Ok(output)
 }

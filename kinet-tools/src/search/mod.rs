@@ -1,41 +1,39 @@
-//! `grep` and `glob`, on ripgrep's crates.
+//! `grep` and `glob`, on ripgrep's crates, over a directory walk by
+//! handles ([`walk`]).
 
 mod glob;
 mod grep;
+mod walk;
 
 pub use glob::{GlobArgs, GlobConfig, GlobTool};
 pub use grep::{GrepArgs, GrepConfig, GrepTool, OutputMode};
 
 use std::path::Path;
 
-use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use kinet_core::ToolError;
+use kinet_core::tool::{Confinement, WorkspacePath};
+use walk::{FileEntry, Flow, IgnoreDir, Rules};
 
-/// A directory walk as ripgrep does it by default: `.gitignore`, `.ignore`
-/// and global git excludes respected (also outside a git repository),
-/// hidden files skipped, symlinks not followed.
-pub(crate) fn walker(
+/// The walk's rules as ripgrep's defaults and these options make them:
+/// `glob` overrides (paths relative to `root`), a `file_type` selection.
+pub(crate) fn rules(
     root: &Path,
     glob: Option<&str>,
     file_type: Option<&str>,
-    threads: usize,
-) -> Result<WalkBuilder, ToolError> {
-    let mut walk = WalkBuilder::new(root);
-    walk.require_git(false).threads(threads.max(1));
+) -> Result<Rules, ToolError> {
+    let mut overrides = OverrideBuilder::new(root);
     if let Some(glob) = glob {
-        let mut overrides = OverrideBuilder::new(root);
         overrides
             .add(glob)
             .map_err(|e| ToolError::invalid_arguments(format!("invalid glob `{glob}`: {e}")))?;
-        let overrides = overrides
-            .build()
-            .map_err(|e| ToolError::invalid_arguments(format!("invalid glob `{glob}`: {e}")))?;
-        walk.overrides(overrides);
     }
+    let overrides = overrides.build().map_err(|e| {
+        ToolError::invalid_arguments(format!("invalid glob `{}`: {e}", glob.unwrap_or("")))
+    })?;
+    let mut types = TypesBuilder::new();
     if let Some(name) = file_type {
-        let mut types = TypesBuilder::new();
         types.add_defaults();
         let known = types.definitions().iter().any(|d| d.name() == name);
         if !known {
@@ -44,12 +42,40 @@ pub(crate) fn walker(
             )));
         }
         types.select(name);
-        let types = types
-            .build()
-            .map_err(|e| ToolError::invalid_arguments(format!("file type `{name}`: {e}")))?;
-        walk.types(types);
     }
-    Ok(walk)
+    let types = types.build().map_err(|e| {
+        ToolError::invalid_arguments(format!("file type `{}`: {e}", file_type.unwrap_or("")))
+    })?;
+    Ok(Rules::new(overrides, types))
+}
+
+/// Walks the directory `place` (see [`walk`]) with `rules`, its parents'
+/// ignore files read up to the workspace root.
+pub(crate) fn walk_place<F, V>(
+    place: &WorkspacePath,
+    rules: &Rules,
+    threads: usize,
+    visitor: F,
+) -> Result<(), ToolError>
+where
+    F: Fn() -> V + Sync,
+    V: FnMut(FileEntry<'_>) -> Flow,
+{
+    let start = place.open_walk().map_err(|e| place.error("list", e))?;
+    let parents = IgnoreDir::parents_of(place);
+    walk::walk(start, place.path(), parents, rules, threads, visitor);
+    Ok(())
+}
+
+/// A note for results on machines whose kernel cannot confine the opening
+/// of the search directory (no `openat2`): the walk below it still never
+/// follows a symlink.
+pub(crate) fn confinement_note(place: &WorkspacePath) -> Option<&'static str> {
+    (place.root().is_some() && kinet_core::tool::confinement() != Confinement::Kernel).then_some(
+        "[note: this kernel has no openat2, so the search directory itself was checked for \
+         symlinks in user space, which a concurrent swap can race; nothing below it is \
+         reached through a symlink]",
+    )
 }
 
 /// `path` relative to `cwd` when it lies below it, else as it is.
