@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use kinet_core::sandbox::{Containment, Launch, SandboxPolicy};
+use kinet_core::sandbox::{Containment, EnvPolicy, Launch, SandboxPolicy};
 use kinet_core::tool::ToolErrorKind;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
@@ -49,10 +49,14 @@ pub struct ShellConfig {
     /// it, so every process it starts ends with the call. `false`: a
     /// process group only, which `setsid` daemons can leave. Default `true`.
     pub contain: bool,
-    /// Changes to the host's environment for every command: `Some(value)`
-    /// sets a variable, `None` removes it (an API key the model should not
-    /// read, say). Default: none, the host's environment as it is.
+    /// Variables set (`Some(value)`) or removed (`None`) for every command,
+    /// after `inherit_env` chose what it inherits. Default: none.
     pub env: BTreeMap<String, Option<String>>,
+    /// Which of the host's variables commands inherit (before `env`
+    /// applies). Default [`EnvPolicy::core`]: `PATH`, `HOME`, the locale,
+    /// toolchain homes and no secrets; widen it with
+    /// [`EnvPolicy::allow`], or [`EnvPolicy::inherit_all`].
+    pub inherit_env: EnvPolicy,
 }
 
 impl Default for ShellConfig {
@@ -64,6 +68,7 @@ impl Default for ShellConfig {
             drain_after_exit: Duration::from_millis(250),
             contain: true,
             env: BTreeMap::new(),
+            inherit_env: EnvPolicy::core(),
         }
     }
 }
@@ -235,7 +240,8 @@ impl Tool for ShellTool {
         })?;
         let mut launch = Launch::new()
             .cwd(dir, place.path())
-            .contain(self.config.contain);
+            .contain(self.config.contain)
+            .env(self.config.inherit_env.clone());
         let mut unsandboxed_note = None;
         match self.sandbox_for(&args) {
             Ok(Some(policy)) => {

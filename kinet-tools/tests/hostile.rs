@@ -195,6 +195,258 @@ async fn git_diff_runs_no_program_the_repository_names() {
     assert!(ran.is_empty(), "git ran the repository's programs: {ran:?}");
 }
 
+/// Every hook git knows, in `.git/hooks` and in a `core.hooksPath` the
+/// repository sets, and a credential helper, askpass and ssh command that a
+/// lazy fetch of a missing object would run: none of them runs under
+/// git_diff, and the repository is not written (the index stays as it was).
+#[tokio::test]
+async fn git_diff_runs_no_hook_and_no_credential_helper() {
+    if !common::have_git() {
+        return;
+    }
+    let ws = workspace();
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(&ws.root)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "a@example.invalid"]);
+    git(&["config", "user.name", "a"]);
+    std::fs::write(ws.root.join("a.txt"), "one\n").unwrap();
+    std::fs::write(ws.root.join("gone.txt"), "blob that goes missing\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    // Hooks, by every name git runs, in both places.
+    const HOOKS: &[&str] = &[
+        "applypatch-msg",
+        "pre-applypatch",
+        "post-applypatch",
+        "pre-commit",
+        "pre-merge-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "pre-rebase",
+        "post-checkout",
+        "post-merge",
+        "pre-push",
+        "pre-receive",
+        "update",
+        "proc-receive",
+        "post-receive",
+        "post-update",
+        "reference-transaction",
+        "push-to-checkout",
+        "pre-auto-gc",
+        "post-rewrite",
+        "sendemail-validate",
+        "fsmonitor-watchman",
+        "p4-changelist",
+        "p4-prepare-changelist",
+        "p4-post-changelist",
+        "p4-pre-submit",
+        "post-index-change",
+    ];
+    let marker = |what: &str| ws.outside.join(format!("ran-{what}"));
+    let hooks_elsewhere = ws.root.join("my-hooks");
+    std::fs::create_dir_all(&hooks_elsewhere).unwrap();
+    for dir in [ws.root.join(".git/hooks"), hooks_elsewhere.clone()] {
+        for hook in HOOKS {
+            let path = dir.join(hook);
+            std::fs::write(
+                &path,
+                format!("#!/bin/sh\ntouch '{}'\n", marker(hook).display()),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+    git(&[
+        "config",
+        "core.hooksPath",
+        &hooks_elsewhere.display().to_string(),
+    ]);
+    // A promisor remote that a missing object would be fetched from, with
+    // every program a fetch could start.
+    // The remote: a local server that asks for a password (401), which is
+    // what makes git start a credential helper; it counts connections.
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&connections);
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in server.incoming() {
+            let Ok(mut stream) = stream else { break };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let helper = format!("!touch '{}'; echo", marker("credential").display());
+    let url = format!("http://user@127.0.0.1:{port}/repo.git");
+    git(&["config", "remote.origin.url", &url]);
+    git(&["config", "remote.origin.promisor", "true"]);
+    git(&["config", "extensions.partialClone", "origin"]);
+    git(&["config", "core.repositoryFormatVersion", "1"]);
+    git(&["config", "credential.helper", &helper]);
+    git(&[
+        "config",
+        "core.askPass",
+        &format!("{}", marker("askpass").display()),
+    ]);
+    git(&[
+        "config",
+        "core.sshCommand",
+        &format!("touch '{}'", marker("ssh").display()),
+    ]);
+    git(&[
+        "config",
+        "remote.origin.uploadpack",
+        &format!("touch '{}'", marker("uploadpack").display()),
+    ]);
+    // The blob of gone.txt goes missing; the file changes, so a diff of it
+    // against HEAD needs the old blob.
+    let blob = git(&["rev-parse", "HEAD:gone.txt"]);
+    std::fs::remove_file(
+        ws.root
+            .join(".git/objects")
+            .join(&blob[..2])
+            .join(&blob[2..]),
+    )
+    .unwrap();
+    std::fs::write(ws.root.join("gone.txt"), "changed\n").unwrap();
+    // The index is stale (a.txt touched), so git would like to refresh it.
+    std::fs::write(ws.root.join("a.txt"), "two\n").unwrap();
+    let index_before = std::fs::read(ws.root.join(".git/index")).unwrap();
+    for args in [
+        json!({}),
+        json!({"ref": "HEAD"}),
+        json!({"cached": true}),
+        json!({"file": "gone.txt", "ref": "HEAD"}),
+    ] {
+        // A missing object may make git fail; it must not make it fetch.
+        let _ = call(&GitDiffTool::default(), &ws.ctx, args).await;
+    }
+    let ran: Vec<_> = std::fs::read_dir(&ws.outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("ran-"))
+        .collect();
+    assert!(ran.is_empty(), "git ran the repository's programs: {ran:?}");
+    assert_eq!(
+        std::fs::read(ws.root.join(".git/index")).unwrap(),
+        index_before,
+        "git_diff wrote the index"
+    );
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "git_diff reached the remote"
+    );
+    // The same repository outside git_diff does run its programs (so the
+    // setup above is live): a plain diff fetches the missing blob and asks
+    // the credential helper, a plain commit runs the hooks.
+    let _ = Command::new("git")
+        .args(["diff", "HEAD", "--", "gone.txt"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .current_dir(&ws.root)
+        .output();
+    assert!(
+        marker("credential").exists(),
+        "the credential helper was never live"
+    );
+    let _ = Command::new("git")
+        .args(["commit", "-qam", "x"])
+        .current_dir(&ws.root)
+        .output();
+    assert!(marker("pre-commit").exists(), "the hooks were never live");
+}
+
+/// A write or edit whose call is cancelled through the token leaves
+/// nothing: no target, no changed content, no temporary file, whether
+/// the cancel comes before the call or while a large write is under way.
+#[tokio::test]
+async fn a_cancelled_write_leaves_nothing() {
+    let ws = workspace();
+    let tracker = FileTracker::new();
+    // Cancelled before the call.
+    let ctx = ws.ctx.clone();
+    ctx.cancellation().cancel();
+    let result = call(
+        &WriteFileTool::new(tracker.clone()),
+        &ctx,
+        json!({"path": "new.txt", "content": "x"}),
+    )
+    .await;
+    assert!(result.is_err(), "{result:?}");
+    assert_eq!(std::fs::read_dir(&ws.root).unwrap().count(), 0);
+    // Cancelled while 48 MiB are written, at several moments: either the
+    // write finished before the cancel (the whole content is there) or
+    // nothing is there at all.
+    let content = "0123456789abcdef".repeat(3 << 20);
+    let mut cancelled = 0;
+    for delay_us in [0u64, 200, 1_000, 3_000, 10_000, 30_000] {
+        let ctx = ToolCtx::new(&ws.root).with_roots(vec![ws.root.clone()]);
+        let cancel = ctx.cancellation().clone();
+        let tool = WriteFileTool::new(FileTracker::new());
+        let args = json!({"path": format!("big-{delay_us}.txt"), "content": content});
+        let write = tokio::spawn(async move { call(&tool, &ctx, args).await });
+        tokio::time::sleep(Duration::from_micros(delay_us)).await;
+        cancel.cancel();
+        let result = write.await.unwrap();
+        let target = ws.root.join(format!("big-{delay_us}.txt"));
+        match result {
+            Ok(_) => assert_eq!(
+                std::fs::metadata(&target).unwrap().len(),
+                content.len() as u64
+            ),
+            Err(error) => {
+                assert_eq!(error.kind(), ToolErrorKind::Cancelled, "{error}");
+                assert!(!target.exists(), "a cancelled write landed");
+                cancelled += 1;
+            }
+        }
+        let temps: Vec<_> = std::fs::read_dir(&ws.root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(temps.is_empty(), "temporary files left: {temps:?}");
+    }
+    assert!(cancelled > 0, "no write was cancelled in time");
+    // An edit cancelled before it runs changes nothing.
+    std::fs::write(ws.root.join("keep.txt"), "old\n").unwrap();
+    let _ = call(
+        &ReadFileTool::new(tracker.clone()),
+        &ws.ctx,
+        json!({"path": "keep.txt"}),
+    )
+    .await;
+    let ctx = ws.ctx.clone();
+    ctx.cancellation().cancel();
+    let edited = call(
+        &EditFileTool::new(tracker),
+        &ctx,
+        json!({"path": "keep.txt", "old_string": "old", "new_string": "new"}),
+    )
+    .await;
+    assert!(edited.is_err(), "{edited:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.root.join("keep.txt")).unwrap(),
+        "old\n"
+    );
+}
+
 #[tokio::test]
 async fn git_diff_refuses_a_work_tree_outside_the_workspace() {
     if !common::have_git() {

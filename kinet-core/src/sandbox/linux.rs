@@ -159,7 +159,7 @@ pub(super) fn support() -> Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     *SUPPORT.get_or_init(|| Support {
         landlock_abi: landlock_abi(),
-        namespaces: probe(containment_flags(), Vec::new()),
+        namespaces: probe(containment_flags(), vec![Mount::private_root()]),
         isolation: probe(isolation_flags(), vec![Mount::private_root()]),
     })
 }
@@ -180,21 +180,22 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         mounts,
         ruleset: None,
         host: std::process::id(),
-        fresh_proc: false,
+        fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
     };
     // SAFETY: see `Setup::run`.
     unsafe { command.pre_exec(move || setup.run()) };
     command.status().is_ok_and(|status| status.success())
 }
 
-/// A PID namespace, through a user namespace when not root (root keeps
-/// its own view of files owned by other users).
+/// A PID namespace and a mount namespace (for a `/proc` of its own),
+/// through a user namespace when not root (root keeps its own view of
+/// files owned by other users).
 fn containment_flags() -> libc::c_int {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        libc::CLONE_NEWPID | libc::CLONE_NEWUSER
+        libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWUSER
     } else {
-        libc::CLONE_NEWPID
+        libc::CLONE_NEWPID | libc::CLONE_NEWNS
     }
 }
 
@@ -387,9 +388,10 @@ struct Setup {
     mounts: Vec<Mount>,
     ruleset: Option<OwnedFd>,
     host: u32,
-    /// Mount a `/proc` of the new PID namespace (sandboxes: they have a
-    /// mount namespace), so the host's processes, its own included, and
-    /// their environments and command lines are out of sight.
+    /// Mount a `/proc` of the new PID namespace (whenever there is a
+    /// mount namespace: sandboxed and contained commands), so the host's
+    /// processes, its own included, and their environments and command
+    /// lines are out of sight.
     fresh_proc: bool,
 }
 
@@ -575,7 +577,11 @@ pub(super) fn prepare(
                 Some(ruleset(policy, roots, abi)?),
             )
         }
-        None if launch.contain && support.namespaces => (containment_flags(), Vec::new(), None),
+        // Contained: a /proc of its own (mounted in a private mount
+        // namespace, so the host's mounts are untouched).
+        None if launch.contain && support.namespaces => {
+            (containment_flags(), vec![Mount::private_root()], None)
+        }
         None => (0, Vec::new(), None),
     };
     let setup = Setup {

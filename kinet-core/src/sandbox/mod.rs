@@ -31,19 +31,39 @@
 //!   (ABI 4+). Path-named sockets that lead out (the session and system
 //!   D-Bus, `/run/user`, Docker, X11, `$SSH_AUTH_SOCK`) are hidden under an
 //!   empty tmpfs or `/dev/null`; a socket elsewhere stays reachable.
-//! - **Processes.** A `/proc` of the sandbox's own PID namespace is mounted
-//!   over the host's, so the host's processes are out of sight: a command
-//!   cannot read the agent's environment (API keys) or command line from
-//!   `/proc/<pid>/environ`. (Contained but unsandboxed commands share the
-//!   host's `/proc`; [`protect_process`] closes it to them too.)
+//! - **Processes.** Contained and sandboxed commands alike get a `/proc`
+//!   of their own PID namespace, mounted over the host's in a private
+//!   mount namespace: they see their own processes and nothing of the
+//!   host's, so they cannot read the agent's environment (API keys) or
+//!   command line from `/proc/<pid>/environ`, or signal or trace it, with
+//!   or without [`protect_process`], as root or not. Where the kernel
+//!   refuses a new `/proc` (a container that masks parts of its own), the
+//!   command runs seeing the host's, and [`protect_process`] is what keeps
+//!   the agent's files closed to it. A contained command running as root
+//!   (no user namespace, so it keeps root's power over files) could
+//!   unmount its `/proc`; the sandbox's user namespace and Landlock forbid
+//!   that.
+//! - **Environment.** [`Launch::env`] passes on only the host variables an
+//!   [`EnvPolicy`] allows; the shell tool uses [`EnvPolicy::core`] (the
+//!   [`CORE_VARIABLES`]: `PATH`, `HOME`, locale, toolchain homes, no
+//!   secrets) unless the host widens it.
+//!
+//! What a contained but unsandboxed command still can do: read every file
+//! its user can (the agent's config and `.env` files included: keep
+//! secrets out of the workspace, or sandbox), write where its user can,
+//! use the network, and reach sockets on the filesystem (the session bus,
+//! the ssh agent). The sandbox is what closes those.
 //!
 //! Other systems get process-group containment and no sandbox;
 //! [`support`] says what this machine has.
 
+mod env;
 #[cfg(target_os = "linux")]
 mod linux;
 
 use std::path::PathBuf;
+
+pub use env::{CORE_VARIABLES, EnvPolicy};
 
 /// What a sandboxed command may do. Reading is always allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,6 +273,7 @@ pub struct Launch {
     cwd: Option<(std::fs::File, PathBuf)>,
     sandbox: Option<(SandboxPolicy, Vec<PathBuf>)>,
     contain: bool,
+    env: Option<EnvPolicy>,
 }
 
 impl Launch {
@@ -262,7 +283,15 @@ impl Launch {
             cwd: None,
             sandbox: None,
             contain: true,
+            env: None,
         }
+    }
+
+    /// Passes on only the host's variables `policy` allows (default: the
+    /// whole environment; the shell tool uses [`EnvPolicy::core`]).
+    pub fn env(mut self, policy: EnvPolicy) -> Self {
+        self.env = Some(policy);
+        self
     }
 
     /// Runs in this directory: on Linux the opened `dir` (for example from
@@ -294,6 +323,9 @@ impl Launch {
     /// started child (its pid) to stop everything; with a PID namespace,
     /// killing the child alone is enough.
     pub fn prepare(self, command: &mut std::process::Command) -> Result<Containment, SandboxError> {
+        if let Some(env) = &self.env {
+            env.apply(command);
+        }
         #[cfg(target_os = "linux")]
         {
             linux::prepare(self, command)
