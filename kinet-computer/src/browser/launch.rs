@@ -18,11 +18,12 @@ use kinet_core::sandbox::Launch;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr};
 
+use super::pipe::{self, DevtoolsPipe};
 use super::session::BrowserConfig;
 use crate::ComputerError;
 
-/// The flags every start gets (besides the profile, the port, the window
-/// and the headless mode): no first-run UI, no background traffic, no
+/// The flags every start gets (besides the profile, the window and the
+/// headless mode): no first-run UI, no background traffic, no
 /// throttling of background tabs, no crash reporter.
 const FLAGS: &[&str] = &[
     "--disable-background-networking",
@@ -53,7 +54,7 @@ const FLAGS: &[&str] = &[
     "--mute-audio",
     "--lang=en-US",
     "--enable-automation",
-    "--remote-debugging-port=0",
+    "--remote-debugging-pipe",
     "about:blank",
 ];
 
@@ -63,8 +64,8 @@ const STDERR_KEPT: usize = 4096;
 /// A running Chrome process tree.
 pub(crate) struct Chrome {
     child: Child,
-    /// The DevTools address.
-    pub(crate) ws_url: String,
+    /// The DevTools pipe (no port is open).
+    pub(crate) pipe: Arc<DevtoolsPipe>,
     /// The write end of the profile watcher's pipe: closing it (this value
     /// dropped, or the host gone) lets the watcher remove the profile.
     watcher: Option<std::process::ChildStdin>,
@@ -72,7 +73,8 @@ pub(crate) struct Chrome {
 }
 
 impl Chrome {
-    /// Starts Chrome per `config` and waits for its DevTools address.
+    /// Starts Chrome per `config` and waits until it answers on its
+    /// DevTools pipe.
     pub(crate) async fn start(
         config: &BrowserConfig,
         executable: &Path,
@@ -105,13 +107,24 @@ impl Chrome {
             // Chrome's own sandbox refuses to run as root.
             command.arg("--no-sandbox");
         }
-        Launch::new()
+        let (ends, write, read) = pipe::pipes().map_err(|e| launch_error(executable, e))?;
+        let launch = Launch::new()
+            .pass_fd(ends.commands, 3)
+            .and_then(|launch| launch.pass_fd(ends.replies, 4))
+            .map_err(|e| launch_error(executable, e))?;
+        launch
             .prepare(&mut command)
             .map_err(|e| launch_error(executable, e))?;
-        let mut child = tokio::process::Command::from(command)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| launch_error(executable, e))?;
+        let pipe = DevtoolsPipe::start(write, read).map_err(|e| launch_error(executable, e))?;
+        let mut child = {
+            // Descriptors 3 and 4 taken here while spawning (see
+            // `Launch::pass_fd`); Chrome's ends close with the command.
+            let _low = hold_low_descriptors();
+            tokio::process::Command::from(command)
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| launch_error(executable, e))?
+        };
         let watcher = match (&profile, child.id()) {
             (Some(dir), Some(pid)) => watch_profile(dir.path(), pid),
             _ => None,
@@ -121,31 +134,35 @@ impl Chrome {
             .take()
             .ok_or_else(|| launch_error(executable, "no error output"))?;
         let kept = Arc::new(Mutex::new(String::new()));
-        let found =
-            tokio::time::timeout(config.launch_timeout, devtools_url(stderr, kept.clone())).await;
-        let ws_url = match found {
-            Ok(Some(url)) => url,
-            outcome => {
-                let _ = child.start_kill();
-                let said = kept.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
-                let why = match outcome {
-                    Err(_) => format!(
-                        "no DevTools address within {} s",
-                        config.launch_timeout.as_secs()
-                    ),
-                    _ => "it exited before it was ready".to_owned(),
-                };
-                let reason = if said.is_empty() {
-                    why
-                } else {
-                    format!("{why}; it said: {said}")
-                };
-                return Err(launch_error(executable, reason));
-            }
-        };
+        tokio::spawn(keep_stderr(stderr, kept.clone()));
+        let ready = pipe
+            .call(
+                "Browser.getVersion",
+                None,
+                serde_json::json!({}),
+                config.launch_timeout,
+            )
+            .await;
+        if let Err(error) = ready {
+            let _ = child.start_kill();
+            let said = kept.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
+            let why = match error {
+                ComputerError::Browser(message) if message.contains("did not answer") => format!(
+                    "no answer on the DevTools pipe within {} s",
+                    config.launch_timeout.as_secs()
+                ),
+                _ => "it exited before it was ready".to_owned(),
+            };
+            let reason = if said.is_empty() {
+                why
+            } else {
+                format!("{why}; it said: {said}")
+            };
+            return Err(launch_error(executable, reason));
+        }
         Ok(Self {
             child,
-            ws_url,
+            pipe,
             watcher,
             profile,
         })
@@ -185,19 +202,11 @@ impl Drop for Chrome {
     }
 }
 
-/// Reads Chrome's error output until it names its DevTools address; keeps
-/// the rest of the output drained (a full pipe would stall Chrome), the
-/// first lines kept for messages.
-async fn devtools_url(stderr: ChildStderr, kept: Arc<Mutex<String>>) -> Option<String> {
+/// Keeps Chrome's error output drained (a full pipe would stall Chrome),
+/// its first lines kept for messages.
+async fn keep_stderr(stderr: ChildStderr, kept: Arc<Mutex<String>>) {
     let mut lines = BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        if let Some((_, url)) = line.rsplit_once("listening on ")
-            && url.starts_with("ws")
-        {
-            let url = url.trim().to_owned();
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return Some(url);
-        }
         if let Ok(mut kept) = kept.lock()
             && kept.len() < STDERR_KEPT
         {
@@ -205,7 +214,21 @@ async fn devtools_url(stderr: ChildStderr, kept: Arc<Mutex<String>>) -> Option<S
             kept.push('\n');
         }
     }
-    None
+}
+
+/// Opens `/dev/null` until the descriptors up to 4 are all taken, so the
+/// spawn's own error pipe cannot get 3 or 4 (which Chrome's pipe ends
+/// replace in the child); they close when the value is dropped.
+fn hold_low_descriptors() -> Vec<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let mut held = Vec::new();
+    while let Ok(file) = std::fs::File::open("/dev/null") {
+        if file.as_raw_fd() > 4 {
+            break;
+        }
+        held.push(file);
+    }
+    held
 }
 
 /// Starts the profile watcher: a shell that waits for its input to end

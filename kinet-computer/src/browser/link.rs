@@ -1,34 +1,42 @@
-//! kinet's own DevTools connection beside the driving library's: for what
-//! that library does not do or does differently. It attaches only tabs, so
-//! frames of other sites are reached here; and it queues a navigation
-//! behind the previous one until that has loaded, so `browser_navigate`
-//! sends its `Page.navigate` here, where a new navigation replaces a hung
-//! one at once.
+//! kinet's own DevTools client beside the driving library's, on the same
+//! pipe: for what that library does not do or does differently. It
+//! attaches only tabs, so frames of other sites are reached here; and it
+//! queues a navigation behind the previous one until that has loaded, so
+//! `browser_navigate` sends its `Page.navigate` here, where a new
+//! navigation replaces a hung one at once.
+//!
+//! The link works through a browser session of its own
+//! (`Target.attachToBrowserTarget`) and attaches targets from there, so
+//! the sessions it opens, and their events, never reach the library.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
-use chromiumoxide::Connection;
-use chromiumoxide::types::{CdpJsonEventMessage, Message};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::browser_error;
+use super::pipe::DevtoolsPipe;
 use crate::ComputerError;
 
-/// kinet's own DevTools connection: attaches a target (a tab, a frame of
+/// How long one command may wait for its answer when the caller sets no
+/// shorter limit (callers bound their calls with the session's timeouts).
+const ANSWER_LIMIT: Duration = Duration::from_secs(600);
+
+/// kinet's own DevTools client: attaches a target (a tab, a frame of
 /// another site) and sends it commands on the session that gives.
 pub(crate) struct Link {
-    connection: tokio::sync::Mutex<Connection<CdpJsonEventMessage>>,
+    pipe: Arc<DevtoolsPipe>,
+    browser_session: tokio::sync::OnceCell<String>,
     sessions: tokio::sync::Mutex<HashMap<String, String>>,
 }
 
 impl Link {
-    pub(crate) async fn connect(ws_url: &str) -> Result<Self, ComputerError> {
-        let connection = Connection::connect(ws_url).await.map_err(browser_error)?;
-        Ok(Self {
-            connection: tokio::sync::Mutex::new(connection),
+    pub(crate) fn new(pipe: Arc<DevtoolsPipe>) -> Self {
+        Self {
+            pipe,
+            browser_session: tokio::sync::OnceCell::new(),
             sessions: tokio::sync::Mutex::default(),
-        })
+        }
     }
 
     /// Sends one command and waits for its answer (events are dropped).
@@ -38,24 +46,20 @@ impl Link {
         session: Option<&str>,
         params: Value,
     ) -> Result<Value, ComputerError> {
-        let mut connection = self.connection.lock().await;
-        let id = connection
-            .submit_command(method.into(), session.map(|s| s.to_owned().into()), params)
-            .map_err(browser_error)?;
-        while let Some(message) = connection.next().await {
-            match message.map_err(browser_error)? {
-                Message::Response(response) if response.id == id => {
-                    if let Some(error) = response.error {
-                        return Err(ComputerError::Browser(error.message));
-                    }
-                    return Ok(response.result.unwrap_or(Value::Null));
-                }
-                _ => {}
-            }
-        }
-        Err(ComputerError::Browser(
-            "the browser closed the connection".into(),
-        ))
+        self.pipe.call(method, session, params, ANSWER_LIMIT).await
+    }
+
+    /// The link's own browser session, attached on first use.
+    async fn browser_session(&self) -> Result<&str, ComputerError> {
+        self.browser_session
+            .get_or_try_init(|| async {
+                let reply = self
+                    .call("Target.attachToBrowserTarget", None, json!({}))
+                    .await?;
+                session_of(&reply, "the browser")
+            })
+            .await
+            .map(String::as_str)
     }
 
     /// The session of target `target_id` (a frame's target id is its frame
@@ -64,18 +68,15 @@ impl Link {
         if let Some(session) = self.sessions.lock().await.get(target_id) {
             return Ok(session.clone());
         }
+        let browser = self.browser_session().await?;
         let reply = self
             .call(
                 "Target.attachToTarget",
-                None,
+                Some(browser),
                 json!({ "targetId": target_id, "flatten": true }),
             )
             .await?;
-        let session = reply
-            .get("sessionId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ComputerError::Browser(format!("target {target_id} gave no session")))?
-            .to_owned();
+        let session = session_of(&reply, &format!("target {target_id}"))?;
         self.sessions
             .lock()
             .await
@@ -87,4 +88,12 @@ impl Link {
     pub(crate) async fn forget(&self, session: &str) {
         self.sessions.lock().await.retain(|_, s| s != session);
     }
+}
+
+fn session_of(reply: &Value, what: &str) -> Result<String, ComputerError> {
+    reply
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| ComputerError::Browser(format!("{what} gave no session")))
 }

@@ -57,6 +57,7 @@ mod inspect;
 mod launch;
 mod link;
 mod navigation;
+mod pipe;
 mod policy;
 mod session;
 mod tabs;

@@ -258,7 +258,12 @@ impl BrowserSession {
             request_timeout: config.command_timeout,
             ..HandlerConfig::default()
         };
-        let (browser, mut handler) = Browser::connect_with_config(&chrome.ws_url, handler_config)
+        let endpoint = chrome
+            .pipe
+            .library_endpoint(config.launch_timeout)
+            .await
+            .map_err(|e| launch_error(&executable, e))?;
+        let (browser, mut handler) = Browser::connect_with_config(&endpoint, handler_config)
             .await
             .map_err(|e| launch_error(&executable, e))?;
         let events = tokio::spawn(async move {
@@ -528,12 +533,12 @@ impl BrowserSession {
             if let Some(link) = &running.link {
                 return Ok(Arc::clone(link));
             }
-            let url = running
+            let pipe = running
                 .chrome
                 .as_ref()
-                .map(|chrome| chrome.ws_url.clone())
+                .map(|chrome| Arc::clone(&chrome.pipe))
                 .ok_or_else(|| ComputerError::Browser("the browser is not running".into()))?;
-            let link = Arc::new(Link::connect(&url).await?);
+            let link = Arc::new(Link::new(pipe));
             running.link = Some(Arc::clone(&link));
             Ok(link)
         })

@@ -174,6 +174,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let setup = Setup {
+        fds: Vec::new(),
         cwd: None,
         namespaces,
         maps: Maps::new(),
@@ -382,6 +383,8 @@ impl Maps {
 
 /// Everything the child needs, prepared in the parent.
 struct Setup {
+    /// Descriptors to give the command at these numbers.
+    fds: Vec<(OwnedFd, i32)>,
     cwd: Option<std::fs::File>,
     namespaces: libc::c_int,
     maps: Maps,
@@ -421,6 +424,12 @@ fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
 impl Setup {
     /// Runs in the forked child before `exec`: system calls only.
     fn run(&self) -> io::Result<()> {
+        for (fd, target) in &self.fds {
+            // The source is a close-on-exec copy above 63; the copy at
+            // `target` is not close-on-exec, so the command keeps it.
+            // SAFETY: plain system call on descriptors we own.
+            check(unsafe { libc::dup2(fd.as_raw_fd(), *target) })?;
+        }
         // A session of its own: one group to kill, and no controlling
         // terminal to type into (TIOCSTI) or read from.
         // SAFETY: plain system call.
@@ -585,6 +594,7 @@ pub(super) fn prepare(
         None => (0, Vec::new(), None),
     };
     let setup = Setup {
+        fds: launch.fds,
         cwd: launch.cwd.map(|(dir, _)| dir),
         namespaces,
         maps: Maps::new(),

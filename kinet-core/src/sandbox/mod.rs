@@ -274,6 +274,8 @@ pub struct Launch {
     sandbox: Option<(SandboxPolicy, Vec<PathBuf>)>,
     contain: bool,
     env: Option<EnvPolicy>,
+    #[cfg(target_os = "linux")]
+    fds: Vec<(std::os::fd::OwnedFd, i32)>,
 }
 
 impl Launch {
@@ -284,7 +286,33 @@ impl Launch {
             sandbox: None,
             contain: true,
             env: None,
+            #[cfg(target_os = "linux")]
+            fds: Vec::new(),
         }
+    }
+
+    /// Gives the command `fd` as its descriptor number `target` (3 and up;
+    /// Chrome's DevTools pipe is 3 and 4). The descriptor is moved out of
+    /// the way of the low numbers here, so any two can be passed; the
+    /// caller's copy closes when the prepared command is dropped, which
+    /// must happen once the command has started (so that the pipe's other
+    /// end sees the command's end alone).
+    ///
+    /// Spawn while the numbers `0..=target` are taken in this process (a
+    /// runtime's descriptors usually take them): a free low number could be
+    /// given to the spawn's own error pipe, which the command would then
+    /// overwrite.
+    #[cfg(target_os = "linux")]
+    pub fn pass_fd(mut self, fd: std::os::fd::OwnedFd, target: i32) -> std::io::Result<Self> {
+        if target < 3 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "descriptors 0 to 2 are the command's standard streams",
+            ));
+        }
+        let high = rustix::io::fcntl_dupfd_cloexec(&fd, 64)?;
+        self.fds.push((high, target));
+        Ok(self)
     }
 
     /// Passes on only the host's variables `policy` allows (default: the
