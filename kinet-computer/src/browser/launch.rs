@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinet_core::sandbox::Launch;
+use kinet_core::sandbox::{Launch, SandboxPolicy};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr};
 
@@ -107,8 +107,14 @@ impl Chrome {
             // Chrome's own sandbox refuses to run as root.
             command.arg("--no-sandbox");
         }
+        let downloads = config
+            .downloads_dir
+            .clone()
+            .unwrap_or_else(|| profile_dir.join("Downloads"));
+        std::fs::create_dir_all(&downloads).map_err(|e| launch_error(executable, e))?;
         let (ends, write, read) = pipe::pipes().map_err(|e| launch_error(executable, e))?;
-        let launch = Launch::new()
+        let launch = confined(config, &mut command, &profile_dir, &downloads)
+            .map_err(|e| launch_error(executable, e))?
             .pass_fd(ends.commands, 3)
             .and_then(|launch| launch.pass_fd(ends.replies, 4))
             .map_err(|e| launch_error(executable, e))?;
@@ -143,6 +149,21 @@ impl Chrome {
                 config.launch_timeout,
             )
             .await;
+        let ready = match ready {
+            Ok(_) => {
+                pipe.call(
+                    "Browser.setDownloadBehavior",
+                    None,
+                    serde_json::json!({
+                        "behavior": "allow",
+                        "downloadPath": downloads.display().to_string(),
+                    }),
+                    config.command_timeout,
+                )
+                .await
+            }
+            failed => failed,
+        };
         if let Err(error) = ready {
             let _ = child.start_kill();
             let said = kept.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
@@ -200,6 +221,39 @@ impl Drop for Chrome {
         // the profile once it has gone.
         let _ = self.child.start_kill();
     }
+}
+
+/// A launch with Chrome's writes confined to its profile and its
+/// downloads (see [`BrowserConfig::confine_writes`]). Its temp directory
+/// is a private tmpfs inside the profile (`TMPDIR`), so the listening
+/// socket of Chrome's process singleton, which Chrome always makes, lives
+/// where no process outside Chrome's sandbox can reach it.
+fn confined(
+    config: &BrowserConfig,
+    command: &mut std::process::Command,
+    profile: &Path,
+    downloads: &Path,
+) -> std::io::Result<Launch> {
+    let launch = Launch::new();
+    if !config.confine_writes {
+        return Ok(launch);
+    }
+    let temp = profile.join(".kinet-tmp");
+    std::fs::create_dir_all(&temp)?;
+    let mut policy = SandboxPolicy::workspace_write()
+        .temp_dirs(false)
+        .allow_network(true)
+        .own_proc_writable(true)
+        .private_dir(&temp);
+    if !config.headless {
+        policy = policy.reachable("/tmp/.X11-unix");
+    }
+    if let Some(why) = kinet_core::sandbox::support().sandbox_unavailable(&policy) {
+        tracing::warn!(%why, "Chrome's writes are not confined");
+        return Ok(launch);
+    }
+    command.env("TMPDIR", &temp);
+    Ok(launch.sandbox(policy, vec![profile.to_path_buf(), downloads.to_path_buf()]))
 }
 
 /// Keeps Chrome's error output drained (a full pipe would stall Chrome),

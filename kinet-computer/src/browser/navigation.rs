@@ -99,14 +99,24 @@ struct Watch {
 
 impl Watch {
     async fn new(page: &Page) -> Result<Self, ComputerError> {
+        let requested = listen(page).await?;
+        let started = listen(page).await?;
+        let within_document = listen(page).await?;
+        let loaded = listen(page).await?;
+        let stopped = listen(page).await?;
+        let responses = listen(page).await?;
+        // Asked last, on the same queue as the listeners: once it answers,
+        // every listener is in place, so no event of what follows (the
+        // document's response first of all) can go unheard.
+        let main = page.mainframe().await.ok().flatten();
         Ok(Self {
-            main: page.mainframe().await.ok().flatten(),
-            requested: listen(page).await?,
-            started: listen(page).await?,
-            within_document: listen(page).await?,
-            loaded: listen(page).await?,
-            stopped: listen(page).await?,
-            responses: listen(page).await?,
+            main,
+            requested,
+            started,
+            within_document,
+            loaded,
+            stopped,
+            responses,
             requested_url: None,
         })
     }

@@ -67,6 +67,17 @@ pub struct BrowserConfig {
     /// dismissed. Alerts are always accepted. Either way the model reads
     /// what the dialog said with the next result.
     pub accept_dialogs: bool,
+    /// Where downloads go. Default: `Downloads` in the profile directory.
+    pub downloads_dir: Option<PathBuf>,
+    /// Confines Chrome's writes with kinet's sandbox (Landlock, Linux
+    /// 5.13+ with unprivileged user namespaces): only the profile, the
+    /// downloads directory, the temp directories and Chrome's own `/proc`
+    /// files are writable, whatever a page or an exploit asks; the network
+    /// stays on; the sockets the sandbox hides (session bus, ssh agent;
+    /// X11 too when headless) are out of reach. Where the sandbox is not
+    /// available Chrome runs contained only, and a warning is logged.
+    /// Default true.
+    pub confine_writes: bool,
 }
 
 impl Default for BrowserConfig {
@@ -86,6 +97,8 @@ impl Default for BrowserConfig {
             snapshot_limit: 7_500,
             snapshot_dir: None,
             accept_dialogs: true,
+            downloads_dir: None,
+            confine_writes: true,
         }
     }
 }

@@ -182,6 +182,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         ruleset: None,
         host: std::process::id(),
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
+        proc_writes: 0,
     };
     // SAFETY: see `Setup::run`.
     unsafe { command.pre_exec(move || setup.run()) };
@@ -318,6 +319,7 @@ fn socket_paths(policy: &SandboxPolicy) -> Vec<PathBuf> {
     .map(PathBuf::from)
     .collect();
     paths.extend(std::env::var_os("SSH_AUTH_SOCK").map(PathBuf::from));
+    paths.retain(|path| !policy.reachable.contains(path));
     paths.extend(policy.hidden_paths().iter().cloned());
     paths
 }
@@ -396,6 +398,8 @@ struct Setup {
     /// processes, its own included, and their environments and command
     /// lines are out of sight.
     fresh_proc: bool,
+    /// Allow writes beneath that fresh `/proc` (only once it is mounted).
+    proc_writes: u64,
 }
 
 fn check(result: libc::c_int) -> io::Result<()> {
@@ -424,12 +428,6 @@ fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
 impl Setup {
     /// Runs in the forked child before `exec`: system calls only.
     fn run(&self) -> io::Result<()> {
-        for (fd, target) in &self.fds {
-            // The source is a close-on-exec copy above 63; the copy at
-            // `target` is not close-on-exec, so the command keeps it.
-            // SAFETY: plain system call on descriptors we own.
-            check(unsafe { libc::dup2(fd.as_raw_fd(), *target) })?;
-        }
         // A session of its own: one group to kill, and no controlling
         // terminal to type into (TIOCSTI) or read from.
         // SAFETY: plain system call.
@@ -497,14 +495,17 @@ impl Setup {
                 // Where the kernel refuses (a container that masks parts of
                 // its /proc), the command still runs, seeing the old one.
                 // SAFETY: NUL-terminated strings, as mount(2) takes.
-                unsafe {
+                let mounted = unsafe {
                     libc::mount(
                         c"proc".as_ptr(),
                         c"/proc".as_ptr(),
                         c"proc".as_ptr(),
                         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                         std::ptr::null(),
-                    );
+                    )
+                } == 0;
+                if mounted && self.proc_writes != 0 {
+                    self.allow_own_proc();
                 }
             }
         }
@@ -519,7 +520,52 @@ impl Setup {
                 }
             }
         }
+        // Last, once the descriptors used above (the ruleset, the
+        // directory) are done with: one of them may have the number a
+        // passed descriptor goes to.
+        for (fd, target) in &self.fds {
+            // The source is a close-on-exec copy above 63; the copy at
+            // `target` is not close-on-exec, so the command keeps it.
+            // SAFETY: plain system call on descriptors we own.
+            check(unsafe { libc::dup2(fd.as_raw_fd(), *target) })?;
+        }
         Ok(())
+    }
+}
+
+impl Setup {
+    /// Adds a Landlock rule allowing writes beneath the `/proc` just
+    /// mounted (this namespace's processes only). System calls only; a
+    /// refusal leaves `/proc` read-only.
+    fn allow_own_proc(&self) {
+        let Some(ruleset) = &self.ruleset else {
+            return;
+        };
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let fd = unsafe {
+            libc::open(
+                c"/proc".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return;
+        }
+        let rule = PathBeneathAttr {
+            allowed_access: self.proc_writes,
+            parent_fd: fd,
+        };
+        // SAFETY: a valid path-beneath rule with an open descriptor.
+        unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                RULE_PATH_BENEATH,
+                &rule as *const PathBeneathAttr,
+                0u32,
+            );
+            libc::close(fd);
+        }
     }
 }
 
@@ -570,6 +616,13 @@ pub(super) fn prepare(
     command: &mut std::process::Command,
 ) -> Result<Containment, SandboxError> {
     let support = support();
+    let proc_writes = match &launch.sandbox {
+        Some((policy, _)) if policy.own_proc => {
+            let abi = support.landlock_abi.unwrap_or(1);
+            FS_WRITE_FILE | if abi >= 3 { FS_TRUNCATE } else { 0 }
+        }
+        _ => 0,
+    };
     let (namespaces, mounts, ruleset) = match &launch.sandbox {
         Some((policy, roots)) => {
             if let Some(why) = support.sandbox_unavailable(policy) {
@@ -600,6 +653,7 @@ pub(super) fn prepare(
         maps: Maps::new(),
         mounts,
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
+        proc_writes,
         ruleset,
         host: std::process::id(),
     };

@@ -71,8 +71,10 @@ pub struct SandboxPolicy {
     writable_roots: bool,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
+    reachable: Vec<PathBuf>,
     temp: bool,
     network: bool,
+    own_proc: bool,
 }
 
 impl Default for SandboxPolicy {
@@ -89,8 +91,10 @@ impl SandboxPolicy {
             writable_roots: true,
             writable: Vec::new(),
             hidden: Vec::new(),
+            reachable: Vec::new(),
             temp: true,
             network: false,
+            own_proc: false,
         }
     }
 
@@ -100,8 +104,10 @@ impl SandboxPolicy {
             writable_roots: false,
             writable: Vec::new(),
             hidden: Vec::new(),
+            reachable: Vec::new(),
             temp: false,
             network: false,
+            own_proc: false,
         }
     }
 
@@ -129,6 +135,33 @@ impl SandboxPolicy {
     /// The paths hidden besides the default sockets.
     pub fn hidden_paths(&self) -> &[PathBuf] {
         &self.hidden
+    }
+
+    /// Gives the command a private, empty, writable directory at `dir`
+    /// (an existing directory): a tmpfs mounted there in the sandbox alone,
+    /// so what the command makes there (files, listening sockets) cannot
+    /// be reached from outside, and is gone when the command ends. Writes
+    /// there are allowed when `dir` is beneath a writable directory.
+    pub fn private_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.hidden.push(dir.into());
+        self
+    }
+
+    /// Keeps one of the sockets hidden by default reachable (the X11
+    /// directory `/tmp/.X11-unix` for a program with a window, say).
+    pub fn reachable(mut self, path: impl Into<PathBuf>) -> Self {
+        self.reachable.push(path.into());
+        self
+    }
+
+    /// Lets the command write the `/proc` files of its own processes
+    /// (`uid_map`, `oom_score_adj`: a browser's own sandbox writes them);
+    /// default: no. Only the sandbox's own `/proc` is writable, never the
+    /// host's: where a `/proc` of its own cannot be mounted, nothing in
+    /// `/proc` is.
+    pub fn own_proc_writable(mut self, allow: bool) -> Self {
+        self.own_proc = allow;
+        self
     }
 
     /// Allows the network (default: off).
