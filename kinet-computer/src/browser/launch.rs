@@ -1,4 +1,5 @@
-//! Starting Chrome so that nothing of it outlives the host.
+//! Starting Chrome so that nothing of it outlives the host, with its
+//! DevTools on a pipe (no port) and its writes confined.
 //!
 //! Chrome is started through kinet's process containment
 //! ([`kinet_core::sandbox::Launch`]): on Linux it runs in a PID namespace

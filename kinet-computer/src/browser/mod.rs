@@ -1,7 +1,7 @@
 //! A dedicated Chrome for the agent (feature `browser`): its own profile
 //! directory, started on first use, restarted when it dies, driven over the
-//! DevTools protocol (chromiumoxide, plus a connection of kinet's own for
-//! navigations and frames of other sites).
+//! DevTools protocol over a pipe (chromiumoxide, plus a client of kinet's
+//! own for navigations and frames of other sites, sharing the pipe).
 //!
 //! # What the model reads
 //!
@@ -41,14 +41,26 @@
 //!   ([`kinet_core::sandbox::Launch`]): on Linux every Chrome process ends
 //!   when the host exits in any way, SIGKILL included, and a watcher
 //!   removes the temporary profile.
+//! - **No DevTools port.** Chrome is driven over `--remote-debugging-pipe`
+//!   (its descriptors 3 and 4): no TCP port is open while it runs, so no
+//!   other local process or user can drive it. The driving library, which
+//!   speaks WebSocket only, connects to a one-time loopback endpoint whose
+//!   path holds 128 random bits and which closes as soon as it has
+//!   connected, during the launch.
+//! - **Confined writes** ([`BrowserConfig::confine_writes`], on by
+//!   default): Chrome runs in kinet's sandbox with the network on. Landlock
+//!   allows writes only to the profile, the downloads directory and
+//!   Chrome's own `/proc`; its temp directory is a tmpfs private to it, so
+//!   the Unix socket of Chrome's process singleton (Chrome always makes
+//!   one) cannot be reached from outside; the session bus, the ssh agent
+//!   and (headless) X11 sockets are hidden.
 //!
 //! # What cannot be reached
 //!
 //! Closed shadow roots (as in the browsers' own accessibility tools),
 //! cross-origin frames nested more than four deep, `<canvas>` and plugin
 //! content, and the inside of `<select>` pop-ups (choose options with
-//! `browser_select`). The DevTools port listens on loopback while Chrome
-//! runs; other local users of the machine could connect to it.
+//! `browser_select`).
 
 mod actions;
 mod dialogs;

@@ -229,7 +229,7 @@ impl DevtoolsPipe {
                     Message::Close(_) => break,
                     _ => continue,
                 };
-                if self.from_library(&text).is_err() {
+                if self.send_for_library(&text).is_err() {
                     break;
                 }
             }
@@ -244,7 +244,7 @@ impl DevtoolsPipe {
     }
 
     /// A command from the library: renumbered and sent.
-    fn from_library(&self, text: &str) -> Result<(), ComputerError> {
+    fn send_for_library(&self, text: &str) -> Result<(), ComputerError> {
         let Ok(mut message) = serde_json::from_str::<Value>(text) else {
             return Ok(());
         };
@@ -295,6 +295,8 @@ async fn accept(
     use async_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
     loop {
         let (stream, _) = listener.accept().await.ok()?;
+        // The handshake library's callback type fixes the error's size.
+        #[allow(clippy::result_large_err)]
         let check = |request: &Request, response: Response| {
             if request.uri().path() == path {
                 Ok(response)
@@ -387,5 +389,161 @@ fn close(routes: &Mutex<Routes>) {
                 let _ = reply.send(Err("the browser closed the connection".into()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use async_tungstenite::tungstenite::Message;
+    use tokio::io::AsyncWriteExt;
+
+    /// A stand-in for Chrome on the other ends of the pipes: answers every
+    /// command, announcing attachments as Chrome does (the event before the
+    /// answer), and sends one event on each session it attached plus one
+    /// on the library's session `L`.
+    async fn fake_chrome(ends: ChromeEnds) {
+        let mut commands = tokio::net::unix::pipe::Receiver::from_owned_fd(ends.commands).unwrap();
+        let mut replies = tokio::net::unix::pipe::Sender::from_owned_fd(ends.replies).unwrap();
+        let mut buffer = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Ok(read) = commands.read(&mut chunk).await else {
+                return;
+            };
+            if read == 0 {
+                return;
+            }
+            buffer.extend_from_slice(&chunk[..read]);
+            while let Some(end) = buffer.iter().position(|&b| b == 0) {
+                let frame: Vec<u8> = buffer.drain(..=end).collect();
+                let message: Value = serde_json::from_slice(&frame[..end]).unwrap();
+                let id = message["id"].clone();
+                let mut out = Vec::new();
+                match message["method"].as_str().unwrap() {
+                    "Target.attachToBrowserTarget" => {
+                        out.push(json!({"method": "Target.attachedToTarget",
+                            "params": {"sessionId": "S", "targetInfo": {"type": "browser"}}}));
+                        out.push(json!({"id": id, "result": {"sessionId": "S"}}));
+                    }
+                    "Target.attachToTarget" => {
+                        assert_eq!(
+                            message["sessionId"], "S",
+                            "attached from the browser session"
+                        );
+                        out.push(
+                            json!({"method": "Target.attachedToTarget", "sessionId": "S",
+                            "params": {"sessionId": "C", "targetInfo": {"type": "page"}}}),
+                        );
+                        out.push(json!({"id": id, "result": {"sessionId": "C"}}));
+                        out.push(json!({"method": "Page.loadEventFired", "sessionId": "C", "params": {}}));
+                        out.push(json!({"method": "Page.loadEventFired", "sessionId": "L", "params": {}}));
+                    }
+                    "Fail.please" => {
+                        out.push(
+                            json!({"id": id, "error": {"code": -32000, "message": "refused"}}),
+                        );
+                    }
+                    method => out.push(json!({"id": id, "result": {"echo": method}})),
+                }
+                for message in out {
+                    let mut bytes = serde_json::to_vec(&message).unwrap();
+                    bytes.push(0);
+                    replies.write_all(&bytes).await.unwrap();
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn ids_are_renumbered_and_the_links_sessions_stay_its_own() {
+        let (ends, write, read) = pipes().unwrap();
+        tokio::spawn(fake_chrome(ends));
+        let pipe = DevtoolsPipe::start(write, read).unwrap();
+        let limit = Duration::from_secs(5);
+        let url = pipe.library_endpoint(limit).await.unwrap();
+
+        // A wrong path is refused; the right one connects, and then the
+        // endpoint is gone.
+        let port_url = url.rsplit_once("/devtools").unwrap().0.to_owned();
+        assert!(
+            async_tungstenite::tokio::connect_async(format!("{port_url}/devtools/browser/guess"))
+                .await
+                .is_err()
+        );
+        let (mut library, _) = async_tungstenite::tokio::connect_async(&url).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            async_tungstenite::tokio::connect_async(&url).await.is_err(),
+            "the endpoint stayed open"
+        );
+
+        // The library's id comes back as it sent it.
+        library
+            .send(Message::text(
+                json!({"id": 7, "method": "Browser.getVersion"}).to_string(),
+            ))
+            .await
+            .unwrap();
+        // The link: a browser session, a target attached from it, errors.
+        let link = super::super::link::Link::new(Arc::clone(&pipe));
+        assert_eq!(link.session("T1").await.unwrap(), "C");
+        let err = pipe
+            .call("Fail.please", None, json!({}), limit)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("refused"), "{err}");
+        let echoed = pipe
+            .call("Some.method", Some("C"), json!({}), limit)
+            .await
+            .unwrap();
+        assert_eq!(echoed["echo"], "Some.method");
+
+        // The library heard its answer and the event of its own session,
+        // nothing of the link's.
+        let mut heard = Vec::new();
+        while let Ok(Some(Ok(Message::Text(text)))) =
+            tokio::time::timeout(Duration::from_millis(300), library.next()).await
+        {
+            heard.push(serde_json::from_str::<Value>(&text).unwrap());
+        }
+        assert!(
+            heard
+                .iter()
+                .any(|m| m["id"] == 7 && m["result"]["echo"] == "Browser.getVersion"),
+            "{heard:?}"
+        );
+        assert!(heard.iter().any(|m| m["sessionId"] == "L"), "{heard:?}");
+        for message in &heard {
+            assert!(
+                message["sessionId"] != "S" && message["sessionId"] != "C",
+                "leaked: {message}"
+            );
+            assert!(
+                message["params"]["targetInfo"]["type"] != "browser",
+                "leaked: {message}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_closed_pipe_fails_waiting_calls() {
+        let (ends, write, read) = pipes().unwrap();
+        let pipe = DevtoolsPipe::start(write, read).unwrap();
+        let call = pipe.call("Never.answered", None, json!({}), Duration::from_secs(5));
+        let closer = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            drop(ends);
+        };
+        let (result, ()) = tokio::join!(call, closer);
+        let err = result.unwrap_err();
+        assert!(err.to_string().contains("closed"), "{err}");
+        assert!(
+            pipe.call("After", None, json!({}), Duration::from_secs(1))
+                .await
+                .is_err()
+        );
     }
 }
