@@ -32,8 +32,12 @@
 //! open them beneath its workspace roots through the kernel
 //! ([`kinet_core::tool::WorkspacePath`]): `..`, symlink chains of any
 //! length, symlinks swapped in during a call and `/proc` magic links cannot
-//! lead outside; grep and glob open and list through the same handle, and
-//! the shell enters its `cwd` by a directory opened that way. `git_diff`
+//! lead outside; grep and glob walk by directory handles (each directory
+//! listed from its own descriptor, each entry opened by name from its
+//! parent's, never through a symlink: [`kinet_core::tool::WorkspaceDir`]),
+//! and the shell enters its `cwd` by a directory opened that way. Shell
+//! commands get a `/proc` of their own and only the host variables
+//! [`shell::ShellConfig::inherit_env`] allows. `git_diff`
 //! runs nothing the repository names. The shell contains every process it
 //! starts and can be sandboxed ([`shell::ShellTool::sandboxed`]).
 //!
