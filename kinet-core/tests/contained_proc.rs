@@ -51,15 +51,6 @@ fn act_as_agent(protect: bool) {
     eprint!("{}", String::from_utf8_lossy(&output.stderr));
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-        .unwrap_or(false)
-}
-
 fn run_agent(protect: bool, as_nobody: bool) -> String {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
@@ -96,7 +87,7 @@ fn a_contained_command_sees_nothing_of_the_agent() {
         );
         return;
     }
-    let users: &[bool] = if is_root() {
+    let users: &[bool] = if kinet_core::sandbox::running_as_root() {
         &[false, true]
     } else {
         eprintln!("NOTE: not root, so only the ordinary-user half runs");
@@ -105,7 +96,7 @@ fn a_contained_command_sees_nothing_of_the_agent() {
     for &as_nobody in users {
         for protect in [false, true] {
             let seen = run_agent(protect, as_nobody);
-            let who = if as_nobody || !is_root() {
+            let who = if as_nobody || !kinet_core::sandbox::running_as_root() {
                 "an ordinary user"
             } else {
                 "root"

@@ -89,7 +89,7 @@ fn run_agent(protect: bool) -> Report {
         ])
         .env("KINET_PROTECT_AGENT", if protect { "on" } else { "off" })
         .env("KINET_TEST_API_KEY", SECRET);
-    if nix_is_root() {
+    if kinet_core::sandbox::running_as_root() {
         use std::os::unix::process::CommandExt;
         command.uid(65534).gid(65534);
     }
@@ -108,15 +108,6 @@ fn run_agent(protect: bool) -> Report {
         contained: field("CONTAINED "),
         sandboxed: field("SANDBOXED "),
     }
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1).map(|euid| euid == "0"))
-        .unwrap_or(false)
 }
 
 #[test]

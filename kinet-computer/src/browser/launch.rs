@@ -104,7 +104,7 @@ impl Chrome {
         if config.headless {
             command.args(["--headless=new", "--hide-scrollbars"]);
         }
-        if running_as_root() {
+        if kinet_core::sandbox::running_as_root() {
             // Chrome's own sandbox refuses to run as root.
             command.arg("--no-sandbox");
         }
@@ -317,19 +317,6 @@ sleep 0.1; rm -rf -- \"$2\"";
         let _ = stdin.flush();
         stdin
     })
-}
-
-/// Whether this process runs as root (Chrome's sandbox refuses root).
-fn running_as_root() -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-    }
-    #[cfg(not(unix))]
-    {
-        false
-    }
 }
 
 pub(crate) fn launch_error(executable: &Path, error: impl std::fmt::Display) -> ComputerError {

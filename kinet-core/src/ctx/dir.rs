@@ -146,6 +146,8 @@ mod imp {
 
         /// The entries, `.` and `..` left out, symlinks not followed.
         pub fn entries(&self) -> io::Result<Vec<DirEntry>> {
+            // A descriptor of its own (`.` opened from the handle), so
+            // listings from several threads never share a position.
             let mut dir = rustix::fs::Dir::read_from(&self.fd)?;
             let mut entries = Vec::new();
             while let Some(entry) = dir.read() {

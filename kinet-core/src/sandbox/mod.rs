@@ -255,6 +255,20 @@ pub fn protect_process() -> std::io::Result<bool> {
     }
 }
 
+/// Whether this process runs as root (effective user id 0). A contained
+/// command of root keeps root's power over files; Chrome's own sandbox
+/// refuses root. `false` on systems other than Linux.
+pub fn running_as_root() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::process::geteuid().is_root()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// What this machine can enforce, probed once.
 pub fn support() -> Support {
     #[cfg(target_os = "linux")]
