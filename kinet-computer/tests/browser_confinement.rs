@@ -253,3 +253,35 @@ async fn chrome_writes_only_its_profile_downloads_and_temp() {
         "unconfined downloads: inside {inside}, outside {outside}"
     );
 }
+
+/// As an ordinary user Chrome keeps its own sandbox (no `--no-sandbox`)
+/// inside kinet's: the two tests above pass again as `nobody` (run when
+/// the tests run as root).
+#[test]
+fn the_same_holds_for_an_ordinary_user_with_chromes_own_sandbox() {
+    if !kinet_core::sandbox::running_as_root() || std::env::var_os("KINET_AS_NOBODY").is_some() {
+        return;
+    }
+    if support::browser_with(BrowserConfig::default()).is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(home.path(), Some(65534), Some(65534)).unwrap();
+    use std::os::unix::process::CommandExt;
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--test-threads=1", "chrome_", "no_socket_"])
+        .env("KINET_AS_NOBODY", "1")
+        .env("HOME", home.path())
+        .env("TMPDIR", home.path())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "as nobody: {said}");
+    assert!(said.contains("2 passed"), "as nobody: {said}");
+}
