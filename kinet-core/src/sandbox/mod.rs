@@ -349,7 +349,9 @@ impl Launch {
     /// runtime's descriptors usually take them): a free low number could be
     /// given to the spawn's own error pipe, which the command would then
     /// overwrite.
-    #[cfg(target_os = "linux")]
+    ///
+    /// Implemented on Linux; elsewhere it fails with `Unsupported`.
+    #[cfg(unix)]
     pub fn pass_fd(mut self, fd: std::os::fd::OwnedFd, target: i32) -> std::io::Result<Self> {
         if target < 3 {
             return Err(std::io::Error::new(
@@ -357,9 +359,20 @@ impl Launch {
                 "descriptors 0 to 2 are the command's standard streams",
             ));
         }
-        let high = rustix::io::fcntl_dupfd_cloexec(&fd, 64)?;
-        self.fds.push((high, target));
-        Ok(self)
+        #[cfg(target_os = "linux")]
+        {
+            let high = rustix::io::fcntl_dupfd_cloexec(&fd, 64)?;
+            self.fds.push((high, target));
+            Ok(self)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (&mut self, fd);
+            Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "passing descriptors to a command is implemented on Linux only",
+            ))
+        }
     }
 
     /// Passes on only the host's variables `policy` allows (default: the
