@@ -108,6 +108,7 @@ pub mod pipeline;
 #[cfg(feature = "http")]
 mod providers;
 mod random;
+pub mod rules;
 pub mod sandbox;
 pub mod schema;
 mod scripted;
