@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Serialize;
+
+use crate::rules::{Decision, Rules};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the user is asked to approve.
@@ -230,6 +232,13 @@ pub struct ApprovalPolicy {
     mode: ApprovalMode,
     rules: Vec<(String, ToolRule)>,
     timeout: Duration,
+    /// A rules file ([`crate::rules`]) and the tools whose argument is a
+    /// shell command line: (tool name, argument field).
+    data: Option<std::sync::Arc<Rules>>,
+    command_tools: Vec<(String, String)>,
+    /// A sub-agent's policy: the rules file's allows do not apply, its
+    /// asks deny.
+    sub_agent: bool,
 }
 
 impl Default for ApprovalPolicy {
@@ -254,7 +263,29 @@ impl ApprovalPolicy {
             mode,
             rules: Vec::new(),
             timeout: Duration::from_secs(300),
+            data: None,
+            command_tools: vec![("shell".into(), "command".into())],
+            sub_agent: false,
         }
+    }
+
+    /// Also decides by a rules file ([`Rules`], loaded and checked with
+    /// [`Rules::from_toml`]): its tool rules join the rules above, and the
+    /// command line of each shell call (see
+    /// [`command_tool`](Self::command_tool)) is parsed and checked against
+    /// its command rules: forbidden when any part is, run without asking
+    /// when every part is allowed, asked when the parser cannot prove what
+    /// runs. The strictest of all matching rules wins.
+    pub fn with_rules(mut self, rules: Rules) -> Self {
+        self.data = Some(std::sync::Arc::new(rules));
+        self
+    }
+
+    /// Names a tool whose argument `field` is a shell command line, for
+    /// the rules file's command rules. Default: `shell`'s `command`.
+    pub fn command_tool(mut self, tool: impl Into<String>, field: impl Into<String>) -> Self {
+        self.command_tools.push((tool.into(), field.into()));
+        self
     }
 
     /// Ask before mutating calls (the default).
@@ -322,32 +353,80 @@ impl ApprovalPolicy {
                 .map(|(pattern, _)| (pattern.clone(), ToolRule::Deny))
                 .collect(),
             timeout: self.timeout,
+            data: self.data.clone(),
+            command_tools: self.command_tools.clone(),
+            sub_agent: true,
         }
     }
 
-    fn matching_rule(&self, tool: &str) -> Option<ToolRule> {
-        let mut strictest: Option<ToolRule> = None;
+    /// The strictest rule for this call, with a reason when a rules file
+    /// decided.
+    fn matching_rule(&self, tool: &str, arguments: &str) -> Option<(ToolRule, Option<String>)> {
+        let mut strictest: Option<(ToolRule, Option<String>)> = None;
+        let mut consider = |rule: ToolRule, reason: Option<String>| {
+            let stricter = match &strictest {
+                None => true,
+                Some((held, _)) => rank(rule) > rank(*held),
+            };
+            if stricter {
+                strictest = Some((rule, reason));
+            }
+        };
         for (pattern, rule) in &self.rules {
             if pattern_matches(pattern, tool) {
-                strictest = Some(match (strictest, *rule) {
-                    (Some(ToolRule::Deny), _) | (_, ToolRule::Deny) => ToolRule::Deny,
-                    (Some(ToolRule::Ask), _) | (_, ToolRule::Ask) => ToolRule::Ask,
-                    _ => ToolRule::Allow,
-                });
+                consider(*rule, None);
+            }
+        }
+        if let Some(data) = &self.data {
+            if let Some(rule) = data.check_tool(tool).and_then(|d| self.as_rule(d)) {
+                consider(rule, None);
+            }
+            if let Some(line) = self.command_line(tool, arguments)
+                && let Some(verdict) = data.check_command(&line)
+                && let Some(rule) = self.as_rule(verdict.decision)
+            {
+                consider(rule, Some(verdict.reason));
             }
         }
         strictest
     }
 
-    pub(crate) fn verdict(&self, tool: &str, mutating: bool, session_approved: bool) -> Verdict {
-        match self.matching_rule(tool) {
-            Some(ToolRule::Deny) => {
-                return Verdict::Deny(format!(
-                    "calls to `{tool}` are denied by the approval policy"
-                ));
+    /// A rules-file decision as a rule of this policy. A sub-agent has no
+    /// one to ask: its asks deny, and the file's allows do not apply to it
+    /// (sub-agents run no mutating call).
+    fn as_rule(&self, decision: Decision) -> Option<ToolRule> {
+        match decision {
+            Decision::Forbid => Some(ToolRule::Deny),
+            Decision::Ask if self.sub_agent => Some(ToolRule::Deny),
+            Decision::Ask => Some(ToolRule::Ask),
+            _ if self.sub_agent => None,
+            _ => Some(ToolRule::Allow),
+        }
+    }
+
+    /// The command line of a call to a command tool.
+    fn command_line(&self, tool: &str, arguments: &str) -> Option<String> {
+        let (_, field) = self.command_tools.iter().find(|(name, _)| name == tool)?;
+        let arguments: serde_json::Value = serde_json::from_str(arguments).ok()?;
+        arguments.get(field)?.as_str().map(str::to_owned)
+    }
+
+    pub(crate) fn verdict(
+        &self,
+        tool: &str,
+        arguments: &str,
+        mutating: bool,
+        session_approved: bool,
+    ) -> Verdict {
+        match self.matching_rule(tool, arguments) {
+            Some((ToolRule::Deny, reason)) => {
+                return Verdict::Deny(match reason {
+                    Some(reason) => format!("`{tool}` is forbidden by the rules ({reason})"),
+                    None => format!("calls to `{tool}` are denied by the approval policy"),
+                });
             }
-            Some(ToolRule::Allow) => return Verdict::Run,
-            Some(ToolRule::Ask) => {
+            Some((ToolRule::Allow, _)) => return Verdict::Run,
+            Some((ToolRule::Ask, _)) => {
                 return if session_approved {
                     Verdict::Run
                 } else {
@@ -369,6 +448,15 @@ impl ApprovalPolicy {
     }
 }
 
+/// Deny over Ask over Allow.
+fn rank(rule: ToolRule) -> u8 {
+    match rule {
+        ToolRule::Allow => 0,
+        ToolRule::Ask => 1,
+        ToolRule::Deny => 2,
+    }
+}
+
 /// Whether a tool-name pattern (a name, or a prefix ending in `*`) matches
 /// `tool`.
 pub(crate) fn pattern_matches(pattern: &str, tool: &str) -> bool {
@@ -385,9 +473,12 @@ mod tests {
     #[test]
     fn default_asks_for_mutating_only() {
         let policy = ApprovalPolicy::default();
-        assert_eq!(policy.verdict("shell", true, false), Verdict::Ask);
-        assert_eq!(policy.verdict("read_file", false, false), Verdict::Run);
-        assert_eq!(policy.verdict("shell", true, true), Verdict::Run);
+        assert_eq!(policy.verdict("shell", "{}", true, false), Verdict::Ask);
+        assert_eq!(
+            policy.verdict("read_file", "{}", false, false),
+            Verdict::Run
+        );
+        assert_eq!(policy.verdict("shell", "{}", true, true), Verdict::Run);
     }
 
     #[test]
@@ -396,17 +487,23 @@ mod tests {
             .allow("mcp__db__*")
             .deny("mcp__db__drop");
         assert!(matches!(
-            policy.verdict("mcp__db__drop", false, true),
+            policy.verdict("mcp__db__drop", "{}", false, true),
             Verdict::Deny(_)
         ));
-        assert_eq!(policy.verdict("mcp__db__select", true, false), Verdict::Run);
+        assert_eq!(
+            policy.verdict("mcp__db__select", "{}", true, false),
+            Verdict::Run
+        );
     }
 
     #[test]
     fn ask_rule_applies_to_read_only() {
         let policy = ApprovalPolicy::never().ask_for("web_fetch");
-        assert_eq!(policy.verdict("web_fetch", false, false), Verdict::Ask);
-        assert_eq!(policy.verdict("web_fetch", false, true), Verdict::Run);
+        assert_eq!(
+            policy.verdict("web_fetch", "{}", false, false),
+            Verdict::Ask
+        );
+        assert_eq!(policy.verdict("web_fetch", "{}", false, true), Verdict::Run);
     }
 
     #[test]
@@ -416,23 +513,91 @@ mod tests {
             .allow("shell")
             .for_sub_agent();
         assert!(matches!(
-            policy.verdict("mcp__gmail__read", false, false),
+            policy.verdict("mcp__gmail__read", "{}", false, false),
             Verdict::Deny(_)
         ));
         assert!(matches!(
-            policy.verdict("shell", true, false),
+            policy.verdict("shell", "{}", true, false),
             Verdict::Deny(_)
         ));
-        assert_eq!(policy.verdict("grep", false, false), Verdict::Run);
+        assert_eq!(policy.verdict("grep", "{}", false, false), Verdict::Run);
+    }
+
+    #[test]
+    fn a_rules_file_decides_shell_command_lines() {
+        let rules = Rules::from_toml(
+            r#"
+[[command]]
+program = "cargo"
+args = ["test"]
+decision = "allow"
+match = ["cargo test -p kinet-core"]
+[[command]]
+program = "rm"
+decision = "forbid"
+justification = "use the file tools"
+[[tool]]
+name = "mcp__prod__*"
+decision = "forbid"
+"#,
+        )
+        .unwrap();
+        let policy = ApprovalPolicy::ask()
+            .with_rules(rules)
+            .allow("mcp__prod__read");
+        let shell = |line: &str| serde_json::json!({ "command": line }).to_string();
+        assert_eq!(
+            policy.verdict("shell", &shell("cargo test"), true, false),
+            Verdict::Run
+        );
+        assert_eq!(
+            policy.verdict("shell", &shell("cargo build"), true, false),
+            Verdict::Ask
+        );
+        assert_eq!(
+            policy.verdict("shell", &shell("cargo test && echo $(id)"), true, false),
+            Verdict::Ask
+        );
+        let Verdict::Deny(reason) =
+            policy.verdict("shell", &shell("cargo test; rm -rf ~"), true, true)
+        else {
+            panic!("rm must be forbidden, session approval or not");
+        };
+        assert!(reason.contains("use the file tools"), "{reason}");
+        // Forbid beats the host's allow rule.
+        assert!(matches!(
+            policy.verdict("mcp__prod__read", "{}", false, false),
+            Verdict::Deny(_)
+        ));
+        // Another tool with a command field is not a command tool unless named.
+        assert_eq!(
+            policy.verdict("run", &shell("rm x"), true, false),
+            Verdict::Ask
+        );
+        let named = policy.clone().command_tool("run", "command");
+        assert!(matches!(
+            named.verdict("run", &shell("rm x"), true, false),
+            Verdict::Deny(_)
+        ));
+        // A sub-agent: the file's allows do not apply, its asks deny.
+        let sub = policy.for_sub_agent();
+        assert!(matches!(
+            sub.verdict("shell", &shell("cargo test"), true, false),
+            Verdict::Deny(_)
+        ));
+        assert!(matches!(
+            sub.verdict("shell", &shell("rm x"), true, false),
+            Verdict::Deny(_)
+        ));
     }
 
     #[test]
     fn deny_all_still_reads() {
         let policy = ApprovalPolicy::deny_all();
         assert!(matches!(
-            policy.verdict("write_file", true, false),
+            policy.verdict("write_file", "{}", true, false),
             Verdict::Deny(_)
         ));
-        assert_eq!(policy.verdict("grep", false, false), Verdict::Run);
+        assert_eq!(policy.verdict("grep", "{}", false, false), Verdict::Run);
     }
 }

@@ -118,10 +118,12 @@ impl Pipeline {
         approvals: &mut BTreeSet<String>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
-        let policy_asks = match self
-            .policy()
-            .verdict(&call.name, prepared.mutating, approved)
-        {
+        let policy_asks = match self.policy().verdict(
+            &call.name,
+            &prepared.arguments,
+            prepared.mutating,
+            approved,
+        ) {
             Verdict::Run => false,
             Verdict::Ask => true,
             Verdict::Deny(reason) => {
