@@ -94,6 +94,10 @@ pub struct Rules {
     /// The tool rules, in file order.
     #[serde(default, rename = "tool")]
     pub tools: Vec<ToolNameRule>,
+    /// Command rules by program name (last path component), built at
+    /// load; empty for rules built by hand (then every rule is tried).
+    #[serde(skip)]
+    by_program: std::collections::HashMap<String, Vec<usize>>,
 }
 
 /// Why a rules file did not load.
@@ -161,7 +165,16 @@ impl Rules {
     /// Parses and checks a rules file: every `match` example must match
     /// its rule and every `not_match` example must not.
     pub fn from_toml(text: &str) -> Result<Self, RulesError> {
-        let rules: Rules = toml::from_str(text).map_err(|e| RulesError::Syntax(e.to_string()))?;
+        let mut rules: Rules =
+            toml::from_str(text).map_err(|e| RulesError::Syntax(e.to_string()))?;
+        for (index, rule) in rules.commands.iter().enumerate() {
+            let name = rule.program.rsplit('/').next().unwrap_or(&rule.program);
+            rules
+                .by_program
+                .entry(name.to_owned())
+                .or_default()
+                .push(index);
+        }
         for (index, rule) in rules.commands.iter().enumerate() {
             let fail = |problem: String| RulesError::Example {
                 index: index + 1,
@@ -193,8 +206,15 @@ impl Rules {
     /// The strictest decision of the command rules matching one simple
     /// command, with the rule; `None` when none matches.
     fn decide_one(&self, command: &SimpleCommand) -> Option<(Decision, &CommandRule)> {
-        self.commands
-            .iter()
+        let candidates: Box<dyn Iterator<Item = &CommandRule>> = if self.by_program.is_empty() {
+            Box::new(self.commands.iter())
+        } else {
+            let program = command.argv.first()?;
+            let name = program.rsplit('/').next().unwrap_or(program);
+            let indexes = self.by_program.get(name)?;
+            Box::new(indexes.iter().filter_map(|&i| self.commands.get(i)))
+        };
+        candidates
             .filter(|rule| rule.matches_command(command))
             .max_by_key(|rule| rule.decision)
             .map(|rule| (rule.decision, rule))
