@@ -57,8 +57,12 @@
 //!
 //! Every MCP tool call runs through a kinet-core call pipeline: the hub's
 //! tools are ordinary tools of the agent's pipeline (their server's
-//! `readOnlyHint` and other hints become their annotations, their timeout
-//! bounds the call's deadline), [`McpHub::call`] runs a direct call through
+//! `readOnlyHint` and other hints become their annotations, failing
+//! closed: a tool without annotations, or without `readOnlyHint: true`,
+//! is mutating, so the approval policy asks, destructive, open-world and
+//! scheduled alone; a host's ask or deny rule, or a rules file, overrides
+//! a hint in the strict direction only; their timeout bounds the call's
+//! deadline), [`McpHub::call`] runs a direct call through
 //! one, and served tools run through the agent's pipeline (its hooks and
 //! layers) with the server's own working directory, roots (by default the
 //! working directory: paths outside are refused), approval policy (by

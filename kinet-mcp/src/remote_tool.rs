@@ -461,3 +461,39 @@ async fn tell_cancelled(peer: &Peer<RoleClient>, id: RequestId, reason: &str) {
     let notice = CancelledNotificationParam::new(Some(id), Some(reason.into()));
     let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_cancelled(notice)).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kinet_core::tool::{Scheduling, default_scheduling};
+
+    fn tool(annotations: Option<rmcp::model::ToolAnnotations>) -> rmcp::model::Tool {
+        let mut tool =
+            rmcp::model::Tool::new("t", "a tool", std::sync::Arc::new(serde_json::Map::new()));
+        tool.annotations = annotations;
+        tool
+    }
+
+    /// A tool whose server says nothing about it is taken at its worst: it
+    /// changes things (so the approval policy asks), destroys, is not
+    /// safe to retry, reaches the world, and runs alone.
+    #[test]
+    fn an_unannotated_tool_is_mutating_and_runs_alone() {
+        let unannotated = annotations_of(&tool(None));
+        assert!(!unannotated.read_only && unannotated.destructive && unannotated.open_world);
+        assert!(!unannotated.idempotent);
+        assert_eq!(
+            default_scheduling(unannotated, !unannotated.read_only),
+            Scheduling::Exclusive
+        );
+        // Empty annotations (every hint left out) are the same.
+        let empty = annotations_of(&tool(Some(rmcp::model::ToolAnnotations::new())));
+        assert_eq!(empty, unannotated);
+        // Only an explicit readOnlyHint makes a tool read-only and parallel.
+        let read_only = annotations_of(&tool(Some(
+            rmcp::model::ToolAnnotations::new().read_only(true),
+        )));
+        assert!(read_only.read_only && !read_only.destructive);
+        assert_eq!(default_scheduling(read_only, false), Scheduling::Parallel);
+    }
+}
