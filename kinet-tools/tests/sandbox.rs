@@ -256,3 +256,76 @@ fn sandboxed_commands_run_without_asking_and_unsandboxed_ones_ask() {
     assert_eq!(tool.mutating(&args(json!({"command": "ls"}))), !enforced);
     assert!(tool.mutating(&args(json!({"command": "ls", "unsandboxed": true}))));
 }
+
+/// `.git` and `.kinet` stay read-only inside the workspace: for sandboxed
+/// commands (a read-only bind mount) and for write_file and edit_file
+/// (refused before anything is written, through a symlink too), while an
+/// ordinary file in the same root is written; a host can lift it.
+#[tokio::test]
+async fn protected_directories_stay_read_only() {
+    use kinet_tools::files::{FileTracker, WriteFileTool};
+    let d = dirs();
+    std::fs::create_dir_all(d.root.join(".git/hooks")).unwrap();
+    std::fs::write(d.root.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(d.root.join(".kinet")).unwrap();
+    std::os::unix::fs::symlink(".git/config", d.root.join("innocent.cfg")).unwrap();
+    let ctx = ToolCtx::new(&d.root).with_roots(vec![d.root.clone()]);
+    let write = |path: &'static str, ctx: ToolCtx| async move {
+        let tool = WriteFileTool::new(FileTracker::new()).overwrite_unread(true);
+        tool.call(
+            serde_json::from_value(json!({"path": path, "content": "[core]\nfsmonitor = evil\n"}))
+                .unwrap(),
+            &ctx,
+        )
+        .await
+    };
+    for path in [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".git/index.lock",
+        ".kinet/kinet.db",
+        "sub/.git/hooks/post-checkout",
+        "innocent.cfg",
+    ] {
+        let err = write(path, ctx.clone()).await.unwrap_err();
+        assert!(err.message().contains("read-only"), "{path}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.root.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!d.root.join(".git/hooks/pre-commit").exists());
+    assert!(!d.root.join(".git/index.lock").exists());
+    assert!(!d.root.join("sub").exists());
+    write("ordinary.txt", ctx.clone()).await.unwrap();
+    // The host can lift it.
+    write(
+        ".kinet/notes.txt",
+        ctx.clone().with_protected_names(Vec::new()),
+    )
+    .await
+    .unwrap();
+
+    let policy = SandboxPolicy::workspace_write();
+    if !supported(&policy) {
+        return;
+    }
+    let tool = ShellTool::default().sandboxed(policy);
+    for target in [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        ".git/index.lock",
+        ".kinet/x",
+    ] {
+        let out = text(run(&tool, &ctx, &format!("echo x >> {target}")).await);
+        assert!(out.contains("Read-only file system"), "{target}: {out}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.root.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!d.root.join(".git/index.lock").exists() && !d.root.join(".kinet/x").exists());
+    let out = text(run(&tool, &ctx, "echo y > ordinary2.txt").await);
+    assert!(out.ends_with("[exit code: 0]"), "{out}");
+    assert!(d.root.join("ordinary2.txt").exists());
+}

@@ -122,11 +122,14 @@ fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
 /// stays inside the root. A relative link target is taken from the
 /// directory the link really is in (as the kernel would), which the kernel
 /// reports for the opened directory.
-fn parent_for_write(place: &Root<'_>) -> io::Result<(OwnedFd, PathBuf)> {
+fn parent_for_write(place: &Root<'_>, protected: &[String]) -> io::Result<(OwnedFd, PathBuf)> {
     let (dir, root) = (place.dir, place.path);
     let real_root = real_path(dir)?;
     let mut rel = place.rel.to_path_buf();
     for _ in 0..=MAX_SYMLINK_HOPS {
+        // Every hop's target is checked: a link to `.git/config` is a
+        // write to `.git/config`.
+        super::workspace::protected_in(&rel, protected)?;
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
@@ -184,8 +187,8 @@ pub(super) struct Pending {
 }
 
 /// Creates the temporary file for a write of `root.rel`.
-pub(super) fn begin_write(root: &Root<'_>) -> io::Result<(Pending, File)> {
-    let (dir, name) = parent_for_write(root)?;
+pub(super) fn begin_write(root: &Root<'_>, protected: &[String]) -> io::Result<(Pending, File)> {
+    let (dir, name) = parent_for_write(root, protected)?;
     let mode = match rustix::fs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(stat) => {
             if rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Directory

@@ -40,6 +40,7 @@ struct Shared {
     spawner: Option<Arc<dyn SubAgentSpawner>>,
     extensions: Extensions,
     depth: u32,
+    protected: Arc<[String]>,
 }
 
 /// The context a tool call runs in: working directory and workspace roots,
@@ -81,6 +82,7 @@ impl ToolCtx {
                 spawner: None,
                 extensions: Extensions::new(),
                 depth: 0,
+                protected: workspace::default_protected(),
             }),
             cancel: CancellationToken::new(),
             deadline: None,
@@ -103,6 +105,15 @@ impl ToolCtx {
     /// Confines file tools to these roots (empty: no confinement).
     pub fn with_roots(mut self, roots: Vec<PathBuf>) -> Self {
         self.shared_mut().roots = roots;
+        self
+    }
+
+    /// The directory names that tools may not write beneath, at any depth
+    /// of the workspace (through a symlink too). Default: `.git` (a hook or
+    /// a config written there runs later, outside the agent's control) and
+    /// `.kinet`. An empty list allows writes everywhere in the roots.
+    pub fn with_protected_names(mut self, names: Vec<String>) -> Self {
+        self.shared_mut().protected = names.into();
         self
     }
 
@@ -195,6 +206,7 @@ impl ToolCtx {
     /// path lies outside every root. The path need not exist yet.
     pub fn workspace_path(&self, path: &str) -> Result<WorkspacePath, ToolError> {
         workspace::place(&self.shared.cwd, &self.shared.roots, path)
+            .map(|placed| placed.with_protected(Arc::clone(&self.shared.protected)))
     }
 
     /// [`workspace_path`](Self::workspace_path) for an optional path

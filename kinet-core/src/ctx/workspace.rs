@@ -53,6 +53,13 @@ pub struct WorkspacePath {
     beneath: Option<(PathBuf, PathBuf)>,
     /// The root, opened once and shared by the paths joined to this one.
     root_dir: RootCell,
+    /// Directory names not to write beneath.
+    protected: std::sync::Arc<[String]>,
+}
+
+/// The names protected by default: `.git` and `.kinet`.
+pub(crate) fn default_protected() -> std::sync::Arc<[String]> {
+    vec![".git".to_owned(), ".kinet".to_owned()].into()
 }
 
 #[cfg(target_os = "linux")]
@@ -89,6 +96,7 @@ pub(crate) fn place(cwd: &Path, roots: &[PathBuf], path: &str) -> Result<Workspa
             given: path.to_owned(),
             beneath: None,
             root_dir: Default::default(),
+            protected: default_protected(),
         });
     }
     let beneath = root_of(cwd, roots, &shown)
@@ -105,6 +113,7 @@ pub(crate) fn place(cwd: &Path, roots: &[PathBuf], path: &str) -> Result<Workspa
         given: path.to_owned(),
         beneath: Some(beneath),
         root_dir: Default::default(),
+        protected: default_protected(),
     })
 }
 
@@ -178,7 +187,15 @@ impl WorkspacePath {
                 .as_ref()
                 .map(|(root, below)| (root.clone(), below.join(rel))),
             root_dir: std::sync::Arc::clone(&self.root_dir),
+            protected: std::sync::Arc::clone(&self.protected),
         })
+    }
+
+    /// The same path with these protected names (see
+    /// [`ToolCtx::with_protected_names`](super::ToolCtx::with_protected_names)).
+    pub(crate) fn with_protected(mut self, protected: std::sync::Arc<[String]>) -> Self {
+        self.protected = protected;
+        self
     }
 
     /// The workspace root the path lies under, when the context has roots.
@@ -190,6 +207,12 @@ impl WorkspacePath {
     /// the path (and the root, for an escape); `action` is a verb ("read").
     pub fn error(&self, action: &str, error: io::Error) -> ToolError {
         let shown = self.shown.display();
+        if let Some(protected) = error.get_ref().and_then(|e| e.downcast_ref::<Protected>()) {
+            return ToolError::permission_denied(format!(
+                "cannot {action} `{}`: {protected}",
+                self.given
+            ));
+        }
         if let Some(escape) = error.get_ref().and_then(|e| e.downcast_ref::<Escape>()) {
             let kind = if escape.looped {
                 ToolErrorKind::InvalidArguments
@@ -280,6 +303,7 @@ impl WorkspacePath {
             shown,
             beneath,
             root_dir: std::sync::Arc::clone(&self.root_dir),
+            protected: std::sync::Arc::clone(&self.protected),
         })
     }
 
@@ -300,16 +324,26 @@ impl WorkspacePath {
     /// Starts an atomic write to stream content into (see
     /// [`PendingWrite`]); parent directories are created.
     pub fn begin_write(&self) -> io::Result<PendingWrite> {
+        if let Some((_, rel)) = &self.beneath {
+            protected_in(rel, &self.protected)?;
+        }
         #[cfg(target_os = "linux")]
         if let Some(root) = self.kernel() {
-            let (pending, file) = super::beneath::begin_write(&root?)?;
+            let (pending, file) = super::beneath::begin_write(&root?, &self.protected)?;
             return Ok(PendingWrite {
                 file,
                 target: Pending::Beneath(pending),
                 done: false,
             });
         }
-        let (pending, file) = super::checked::begin_write(&self.checked()?)?;
+        let resolved = self.checked()?;
+        if let Some((root, _)) = &self.beneath
+            && let Some(real_root) = super::checked::resolve_symlinks(root)
+            && let Ok(rel) = resolved.strip_prefix(&real_root)
+        {
+            protected_in(rel, &self.protected)?;
+        }
+        let (pending, file) = super::checked::begin_write(&resolved)?;
         Ok(PendingWrite {
             file,
             target: Pending::Checked(pending),
@@ -358,6 +392,41 @@ impl WorkspacePath {
             Err(escape(root, false))
         }
     }
+}
+
+/// A write refused because it lands beneath a protected directory.
+#[derive(Debug)]
+pub(super) struct Protected {
+    name: String,
+}
+
+impl std::fmt::Display for Protected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "it is inside `{}`, which the workspace keeps read-only (what is written there, \
+             a git hook or config, runs later outside the agent's control); the host can \
+             allow it with ToolCtx::with_protected_names",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for Protected {}
+
+/// Refuses `rel` (a path below a root) when a component is protected.
+pub(super) fn protected_in(rel: &Path, protected: &[String]) -> io::Result<()> {
+    for component in rel.components() {
+        if let Component::Normal(name) = component
+            && let Some(hit) = protected.iter().find(|p| name == p.as_str())
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                Protected { name: hit.clone() },
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A replacement file being written: a temporary file next to the target

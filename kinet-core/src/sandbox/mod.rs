@@ -18,9 +18,11 @@
 //! - **Writes.** Landlock allows writes only beneath the policy's
 //!   directories (the workspace roots, the temp directories, `/dev/null`);
 //!   device nodes are never made; reading and running programs stay
-//!   allowed everywhere. Each root's `.git` is bind-mounted read-only in a
-//!   mount namespace, so nothing written there (a hook, a config with an
-//!   fsmonitor) runs later outside the sandbox.
+//!   allowed everywhere. Each root's `.git` and `.kinet` (the policy's
+//!   [`protected_names`](SandboxPolicy::protected_names)) are bind-mounted
+//!   read-only in a mount namespace, so nothing written there (a hook, a
+//!   config with an fsmonitor, the agent's own session store) runs or
+//!   counts later outside the sandbox.
 //! - **Privileges.** Always in a new user namespace, so even when the host
 //!   runs as root the command holds no capability over the host (no
 //!   devices, modules or mounts outside); its own session, so no
@@ -75,6 +77,7 @@ pub struct SandboxPolicy {
     temp: bool,
     network: bool,
     own_proc: bool,
+    protected: Vec<String>,
 }
 
 impl Default for SandboxPolicy {
@@ -95,6 +98,7 @@ impl SandboxPolicy {
             temp: true,
             network: false,
             own_proc: false,
+            protected: vec![".git".into(), ".kinet".into()],
         }
     }
 
@@ -108,6 +112,7 @@ impl SandboxPolicy {
             temp: false,
             network: false,
             own_proc: false,
+            protected: vec![".git".into(), ".kinet".into()],
         }
     }
 
@@ -135,6 +140,16 @@ impl SandboxPolicy {
     /// The paths hidden besides the default sockets.
     pub fn hidden_paths(&self) -> &[PathBuf] {
         &self.hidden
+    }
+
+    /// The directories kept read-only at the top of each workspace root,
+    /// by name (a bind mount made read-only in the sandbox's mount
+    /// namespace). Default `.git` and `.kinet`: a hook or config planted
+    /// there would run later outside the sandbox. An empty list protects
+    /// nothing.
+    pub fn protected_names(mut self, names: Vec<String>) -> Self {
+        self.protected = names;
+        self
     }
 
     /// Gives the command a private, empty, writable directory at `dir`

@@ -187,7 +187,8 @@ fn socket_paths(policy: &SandboxPolicy) -> Vec<PathBuf> {
     paths
 }
 
-/// The mounts of a sandbox for these roots: `.git` of each root read-only
+/// The mounts of a sandbox for these roots: the protected directories
+/// (`.git`, `.kinet`) of each root read-only
 /// (so nothing the sandbox writes there runs later, outside it: hooks,
 /// config), and the sockets of [`socket_paths`] hidden.
 fn sandbox_mounts(policy: &SandboxPolicy, roots: &[PathBuf]) -> io::Result<Vec<Mount>> {
@@ -197,9 +198,11 @@ fn sandbox_mounts(policy: &SandboxPolicy, roots: &[PathBuf]) -> io::Result<Vec<M
     };
     let mut mounts = vec![Mount::PrivateRoot];
     let mut seen = std::collections::BTreeSet::new();
-    for root in roots {
-        let git = root.join(".git");
-        let Ok(real) = std::fs::canonicalize(&git) else {
+    for protected in roots
+        .iter()
+        .flat_map(|root| policy.protected.iter().map(move |name| root.join(name)))
+    {
+        let Ok(real) = std::fs::canonicalize(&protected) else {
             continue;
         };
         if seen.insert(real.clone()) {
