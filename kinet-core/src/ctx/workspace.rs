@@ -405,8 +405,8 @@ impl std::fmt::Display for Protected {
         write!(
             f,
             "it is inside `{}`, which the workspace keeps read-only (what is written there, \
-             a git hook or config, runs later outside the agent's control); the host can \
-             allow it with ToolCtx::with_protected_names",
+             a git hook or config, runs later outside the agent's control); only the host \
+             can lift this protection",
             self.name
         )
     }
