@@ -280,10 +280,7 @@ impl Rules {
     pub fn check_tool(&self, name: &str) -> Option<Decision> {
         self.tools
             .iter()
-            .filter(|rule| match rule.name.strip_suffix('*') {
-                Some(prefix) => name.starts_with(prefix),
-                None => rule.name == name,
-            })
+            .filter(|rule| crate::confirm::pattern_matches(&rule.name, name))
             .map(|rule| rule.decision)
             .max()
     }

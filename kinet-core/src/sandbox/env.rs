@@ -95,10 +95,7 @@ impl EnvPolicy {
             || self
                 .allowed
                 .iter()
-                .any(|rule| match rule.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => rule == name,
-                })
+                .any(|rule| crate::confirm::pattern_matches(rule, name))
     }
 
     /// Gives `command` the host's allowed variables, then what the caller
