@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
-use crate::rules::{Decision, Rules};
+use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the user is asked to approve.
@@ -454,15 +454,6 @@ fn rank(rule: ToolRule) -> u8 {
         ToolRule::Allow => 0,
         ToolRule::Ask => 1,
         ToolRule::Deny => 2,
-    }
-}
-
-/// Whether a tool-name pattern (a name, or a prefix ending in `*`) matches
-/// `tool`.
-pub(crate) fn pattern_matches(pattern: &str, tool: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => tool.starts_with(prefix),
-        None => pattern == tool,
     }
 }
 

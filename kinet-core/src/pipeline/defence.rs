@@ -229,7 +229,7 @@ impl Defence {
             .rules
             .iter()
             .rev()
-            .find(|(pattern, _)| crate::confirm::pattern_matches(pattern, tool));
+            .find(|(pattern, _)| crate::rules::pattern_matches(pattern, tool));
         match rule {
             Some((_, trust)) => *trust,
             None if annotations.is_none_or(|a| a.open_world) => Trust::Untrusted,

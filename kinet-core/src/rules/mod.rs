@@ -280,9 +280,18 @@ impl Rules {
     pub fn check_tool(&self, name: &str) -> Option<Decision> {
         self.tools
             .iter()
-            .filter(|rule| crate::confirm::pattern_matches(&rule.name, name))
+            .filter(|rule| pattern_matches(&rule.name, name))
             .map(|rule| rule.decision)
             .max()
+    }
+}
+
+/// Whether a tool-name pattern (a name, or a prefix ending in `*`) matches
+/// `tool`.
+pub(crate) fn pattern_matches(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
     }
 }
 

@@ -95,7 +95,7 @@ impl EnvPolicy {
             || self
                 .allowed
                 .iter()
-                .any(|rule| crate::confirm::pattern_matches(rule, name))
+                .any(|rule| crate::rules::pattern_matches(rule, name))
     }
 
     /// Gives `command` the host's allowed variables, then what the caller
