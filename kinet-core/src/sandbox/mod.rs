@@ -30,7 +30,10 @@
 //! - **Network.** Off by default: a new network namespace with nothing in
 //!   it (not even a working loopback; abstract Unix sockets are per network
 //!   namespace too), plus Landlock's TCP rules where the kernel has them
-//!   (ABI 4+). Path-named sockets that lead out (the session and system
+//!   (ABI 4+). With a network allowlist
+//!   ([`SandboxPolicy::allow_hosts`]) the namespace gets a loopback with
+//!   kinet's proxy on it, which reaches the allowed hosts alone (`403` for
+//!   the rest); direct connections still fail. Path-named sockets that lead out (the session and system
 //!   D-Bus, `/run/user`, Docker, X11, `$SSH_AUTH_SOCK`) are hidden under an
 //!   empty tmpfs or `/dev/null`; a socket elsewhere stays reachable.
 //! - **Processes.** Contained and sandboxed commands alike get a `/proc`
@@ -60,12 +63,19 @@
 //! [`support`] says what this machine has.
 
 mod env;
+mod hosts;
 #[cfg(target_os = "linux")]
 mod linux;
 
 use std::path::PathBuf;
 
 pub use env::{CORE_VARIABLES, EnvPolicy};
+pub use hosts::HostPattern;
+
+/// Where a sandbox with a network allowlist finds its proxy: the value of
+/// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (and their lowercase forms)
+/// in the command's environment.
+pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 
 /// What a sandboxed command may do. Reading is always allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +86,8 @@ pub struct SandboxPolicy {
     reachable: Vec<PathBuf>,
     temp: bool,
     network: bool,
+    hosts: Vec<String>,
+    forbidden_hosts: Vec<String>,
     own_proc: bool,
     protected: Vec<String>,
 }
@@ -97,6 +109,8 @@ impl SandboxPolicy {
             reachable: Vec::new(),
             temp: true,
             network: false,
+            hosts: Vec::new(),
+            forbidden_hosts: Vec::new(),
             own_proc: false,
             protected: vec![".git".into(), ".kinet".into()],
         }
@@ -111,6 +125,8 @@ impl SandboxPolicy {
             reachable: Vec::new(),
             temp: false,
             network: false,
+            hosts: Vec::new(),
+            forbidden_hosts: Vec::new(),
             own_proc: false,
             protected: vec![".git".into(), ".kinet".into()],
         }
@@ -179,15 +195,67 @@ impl SandboxPolicy {
         self
     }
 
-    /// Allows the network (default: off).
+    /// Allows the whole network (default: off). Then the allowlist of
+    /// [`allow_hosts`](Self::allow_hosts) does not apply.
     pub fn allow_network(mut self, allow: bool) -> Self {
         self.network = allow;
         self
     }
 
-    /// Whether the network is allowed.
+    /// Whether the whole network is allowed.
     pub fn network(&self) -> bool {
         self.network
+    }
+
+    /// Lets the command reach these hosts, and no others, through a proxy
+    /// kinet runs for it (default: none, so no network at all). Each entry
+    /// is a [`HostPattern`]: `crates.io`, `*.crates.io` (subdomains),
+    /// `localhost:8080`, an IP address. Checked when the command is
+    /// prepared: a bad entry fails it, naming the entry.
+    ///
+    /// The command keeps its network namespace of its own, now with a
+    /// loopback on which the proxy listens at [`PROXY_URL`]; its
+    /// environment says so (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and
+    /// the lowercase forms; `NO_PROXY` removed), which curl, git, pip,
+    /// npm and cargo follow. The proxy serves `CONNECT host:port`
+    /// tunnels (HTTPS) and plain HTTP requests, one per connection; any
+    /// other destination gets `403 Forbidden` with the allowlist in its
+    /// text. A direct connection to any address fails, as without the
+    /// allowlist (no route, and Landlock allows connecting to the proxy's
+    /// port alone where the kernel has its network rules).
+    ///
+    /// The proxy checks the name the command asks for; what travels
+    /// inside a `CONNECT` tunnel (TLS to another name served by the same
+    /// address, as some CDNs allow) it cannot see.
+    pub fn allow_hosts<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.hosts.extend(hosts.into_iter().map(Into::into));
+        self
+    }
+
+    /// Keeps these hosts out even where [`allow_hosts`](Self::allow_hosts)
+    /// lets them in (`gist.github.com` beside `*.github.com`).
+    pub fn forbid_hosts<I, S>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.forbidden_hosts
+            .extend(hosts.into_iter().map(Into::into));
+        self
+    }
+
+    /// The network allowlist's entries.
+    pub fn allowed_hosts(&self) -> &[String] {
+        &self.hosts
+    }
+
+    /// Whether the command gets the allowlist's proxy.
+    fn proxied(&self) -> bool {
+        !self.network && !self.hosts.is_empty()
     }
 
     /// The directories writes are allowed beneath, for a call with these
@@ -320,6 +388,9 @@ pub enum SandboxError {
     /// Setting up the sandbox failed.
     #[error("cannot set up the sandbox: {0}")]
     Setup(#[from] std::io::Error),
+    /// The policy has an entry that means nothing (a bad host pattern).
+    #[error("the sandbox policy is not valid: {0}")]
+    Policy(String),
 }
 
 /// How to start one command: in a directory opened beforehand (so a

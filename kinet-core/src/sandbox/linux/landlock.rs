@@ -11,6 +11,7 @@ use super::super::SandboxPolicy;
 // Landlock's ABI (linux/landlock.h); the libc crate does not carry it.
 const CREATE_RULESET_VERSION: u32 = 1;
 const RULE_PATH_BENEATH: libc::c_int = 1;
+const RULE_NET_PORT: libc::c_int = 2;
 
 const FS_EXECUTE: u64 = 1 << 0;
 pub(super) const FS_WRITE_FILE: u64 = 1 << 1;
@@ -34,6 +35,12 @@ const NET_CONNECT_TCP: u64 = 1 << 1;
 struct RulesetAttr {
     handled_access_fs: u64,
     handled_access_net: u64,
+}
+
+#[repr(C, packed)]
+struct NetPortAttr {
+    allowed_access: u64,
+    port: u64,
 }
 
 #[repr(C, packed)]
@@ -128,6 +135,26 @@ pub(super) fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io
             file_rights
         };
         add_path_rule(&ruleset, target.as_raw_fd(), allowed)?;
+    }
+    if handled_net != 0 && policy.proxied() {
+        // The allowlist's proxy is the one port a command may connect to.
+        let rule = NetPortAttr {
+            allowed_access: NET_CONNECT_TCP,
+            port: u64::from(super::proxy::PORT),
+        };
+        // SAFETY: `rule` is a valid net-port rule.
+        let added = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                RULE_NET_PORT,
+                &rule as *const NetPortAttr,
+                0u32,
+            )
+        };
+        if added != 0 {
+            return Err(io::Error::last_os_error());
+        }
     }
     let _ = (FS_EXECUTE, FS_READ_FILE, FS_READ_DIR);
     Ok(ruleset)

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 mod landlock;
+mod proxy;
 
 use super::{Containment, Launch, SandboxError, SandboxPolicy, Support};
 use landlock::{FS_TRUNCATE, FS_WRITE_FILE, landlock_abi, ruleset};
@@ -46,6 +47,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         host: std::process::id(),
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         proc_writes: 0,
+        proxy: None,
     };
     // SAFETY: see `Setup::run`.
     unsafe { command.pre_exec(move || setup.run()) };
@@ -266,6 +268,93 @@ struct Setup {
     fresh_proc: bool,
     /// Allow writes beneath that fresh `/proc` (only once it is mounted).
     proc_writes: u64,
+    /// The network allowlist's listener, made in the new network
+    /// namespace and sent to the host's proxy.
+    proxy: Option<ProxyListener>,
+}
+
+/// What the sandbox's first process needs to give the host's proxy a
+/// listener inside the sandbox's network namespace, prepared in the parent.
+struct ProxyListener {
+    /// The sandbox's end of the socket pair (close-on-exec: the command
+    /// never holds it; the supervisor keeps it until it exits).
+    channel: OwnedFd,
+    /// `127.0.0.1:3128`.
+    address: libc::sockaddr_in,
+}
+
+impl ProxyListener {
+    fn new(channel: OwnedFd) -> Self {
+        // SAFETY: all-zero is a valid sockaddr_in.
+        let mut address: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        address.sin_family = libc::AF_INET as libc::sa_family_t;
+        address.sin_port = proxy::PORT.to_be();
+        address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        Self { channel, address }
+    }
+
+    /// Runs in the child, in the new network namespace: system calls
+    /// only. Brings the loopback up, listens on the proxy's address and
+    /// sends the listener and this process's pid to the host.
+    fn listen(&self) -> io::Result<()> {
+        // SAFETY: plain system calls on descriptors made here, with
+        // structures prepared in the parent; the message's buffers live on
+        // this stack frame.
+        unsafe {
+            // `lo`, brought up (built here: the structure holds a pointer,
+            // so it cannot be prepared in the parent and moved in).
+            let mut loopback: libc::ifreq = std::mem::zeroed();
+            loopback.ifr_name[0] = b'l' as libc::c_char;
+            loopback.ifr_name[1] = b'o' as libc::c_char;
+            loopback.ifr_ifru.ifru_flags =
+                (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+            let control = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+            check(control)?;
+            let up = libc::ioctl(control, libc::SIOCSIFFLAGS, &loopback as *const libc::ifreq);
+            libc::close(control);
+            check(up)?;
+            let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            check(listener)?;
+            let bound = libc::bind(
+                listener,
+                (&self.address as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            );
+            if bound != 0 || libc::listen(listener, 128) != 0 {
+                let error = io::Error::last_os_error();
+                libc::close(listener);
+                return Err(error);
+            }
+            let mut pid = libc::getpid();
+            let mut iov = libc::iovec {
+                iov_base: (&mut pid as *mut libc::pid_t).cast(),
+                iov_len: std::mem::size_of::<libc::pid_t>(),
+            };
+            let mut space = [0u64; 8];
+            let mut message: libc::msghdr = std::mem::zeroed();
+            message.msg_iov = &mut iov;
+            message.msg_iovlen = 1;
+            message.msg_control = space.as_mut_ptr().cast();
+            message.msg_controllen =
+                libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) as _;
+            let header = libc::CMSG_FIRSTHDR(&message);
+            if header.is_null() {
+                libc::close(listener);
+                return Err(io::Error::other("no room for the listener"));
+            }
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<libc::c_int>(), listener);
+            let sent = libc::sendmsg(self.channel.as_raw_fd(), &message, libc::MSG_NOSIGNAL);
+            let error = io::Error::last_os_error();
+            libc::close(listener);
+            if sent < 0 {
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
 }
 
 fn check(result: libc::c_int) -> io::Result<()> {
@@ -327,6 +416,9 @@ impl Setup {
             for mount in &self.mounts {
                 mount.apply()?;
             }
+            if let Some(proxy) = &self.proxy {
+                proxy.listen()?;
+            }
             // This process becomes the supervisor: it dies with the host
             // (set after unshare, which clears the setting).
             // SAFETY: plain system calls.
@@ -351,7 +443,8 @@ impl Setup {
                 return Err(io::Error::last_os_error());
             }
             if pid > 0 {
-                supervise(pid as libc::pid_t);
+                let keep = self.proxy.as_ref().map_or(-1, |p| p.channel.as_raw_fd());
+                supervise(pid as libc::pid_t, keep);
             }
             // PID 1 of the new namespace: it dies with the supervisor, and
             // when it ends the kernel ends every process in the namespace.
@@ -423,15 +516,26 @@ impl Setup {
     }
 }
 
-/// The supervisor: closes every descriptor (so the output pipe and the
-/// spawn's error pipe belong to the command alone), waits for PID 1 and
-/// exits the way it did.
-fn supervise(pid: libc::pid_t) -> ! {
+/// The supervisor: closes every descriptor but `keep` (the proxy's
+/// channel, whose end tells the host's proxy to stop; -1 for none), so the
+/// output pipe and the spawn's error pipe belong to the command alone;
+/// waits for PID 1 and exits the way it did.
+fn supervise(pid: libc::pid_t, keep: libc::c_int) -> ! {
     // SAFETY: system calls only; `_exit` never returns.
     unsafe {
         // Never dumps core: it is a copy of the host's memory.
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+        let closed = if keep < 0 {
+            libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32)
+        } else {
+            let below = if keep > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32)
+            } else {
+                0
+            };
+            below | libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32)
+        };
+        if closed != 0 {
             let mut limit = libc::rlimit {
                 rlim_cur: 0,
                 rlim_max: 0,
@@ -441,7 +545,7 @@ fn supervise(pid: libc::pid_t) -> ! {
             } else {
                 65_536
             };
-            for fd in 0..top {
+            for fd in (0..top).filter(|&fd| fd != keep) {
                 libc::close(fd);
             }
         }
@@ -477,6 +581,21 @@ pub(super) fn prepare(
         }
         _ => 0,
     };
+    let mut proxy = None;
+    if let Some((policy, _)) = &launch.sandbox
+        && policy.proxied()
+    {
+        let allowlist = super::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
+            .map_err(SandboxError::Policy)?;
+        let (host_end, sandbox_end) = std::os::unix::net::UnixStream::pair()?;
+        proxy::start(OwnedFd::from(host_end), allowlist)?;
+        proxy = Some(ProxyListener::new(OwnedFd::from(sandbox_end)));
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            command.env(name, super::PROXY_URL);
+            command.env(name.to_ascii_lowercase(), super::PROXY_URL);
+        }
+        command.env_remove("NO_PROXY").env_remove("no_proxy");
+    }
     let (namespaces, mounts, ruleset) = match &launch.sandbox {
         Some((policy, roots)) => {
             if let Some(why) = support.sandbox_unavailable(policy) {
@@ -508,6 +627,7 @@ pub(super) fn prepare(
         mounts,
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         proc_writes,
+        proxy,
         ruleset,
         host: std::process::id(),
     };
