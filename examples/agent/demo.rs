@@ -181,6 +181,7 @@ pub async fn run_in(project: &Path, out: &Out, home: Option<&Path>) -> anyhow::R
         project: project.to_path_buf(),
         home: home.map(Path::to_path_buf),
         sandbox: false,
+        rules: None,
         resume: None,
         mcp_wait: Duration::from_secs(10),
         // The sample project builds in its own directory, not in a target

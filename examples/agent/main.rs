@@ -16,7 +16,9 @@
 //! Options (after `--`): `--project DIR` (default: the current directory),
 //! `--resume ID` (continue a session), `--sessions` (list them),
 //! `--sandbox` (shell commands may write only under the project and have
-//! no network), `--demo` (the demonstration even with a model configured),
+//! no network), `--rules FILE` (approval rules as data, and with
+//! `--sandbox` the hosts its commands may reach: see `kinet_core::rules`),
+//! `--demo` (the demonstration even with a model configured),
 //! `--keep` (keep the demonstration's project), `-p PROMPT` (one task,
 //! then exit).
 //!
@@ -49,6 +51,7 @@ struct Args {
     prompt: Option<String>,
     sessions: bool,
     sandbox: bool,
+    rules: Option<PathBuf>,
     demo: bool,
     keep: bool,
 }
@@ -64,11 +67,12 @@ fn parse_args() -> anyhow::Result<Args> {
             "-p" | "--prompt" => args.prompt = Some(value("-p")?),
             "--sessions" => args.sessions = true,
             "--sandbox" => args.sandbox = true,
+            "--rules" => args.rules = Some(value("--rules")?.into()),
             "--demo" => args.demo = true,
             "--keep" => args.keep = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: agent [--project DIR] [--resume ID | --sessions] [--sandbox] [-p PROMPT] [--demo [--keep]]"
+                    "usage: agent [--project DIR] [--resume ID | --sessions] [--sandbox] [--rules FILE] [-p PROMPT] [--demo [--keep]]"
                 );
                 std::process::exit(0);
             }
@@ -130,6 +134,7 @@ async fn main() -> anyhow::Result<()> {
         project,
         home: None,
         sandbox: args.sandbox,
+        rules: args.rules.clone(),
         resume: args.resume.clone(),
         mcp_wait: Duration::from_secs(15),
         shell_env: Vec::new(),

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use kinet::core::confirm::ApprovalPolicy;
+use kinet::core::rules::Rules;
 use kinet::core::sandbox::SandboxPolicy;
 use kinet::core::session::{Session, SessionState, SessionStore, StoreJournal, new_id};
 use kinet::mcp::oauth::{
@@ -51,6 +53,9 @@ pub struct Options {
     pub mcp_wait: Duration,
     /// Extra changes to the shell's environment.
     pub shell_env: Vec<(String, Option<String>)>,
+    /// A rules file (`kinet_core::rules`): command, tool and path rules
+    /// for approvals, host rules for the sandbox's network allowlist.
+    pub rules: Option<PathBuf>,
 }
 
 /// The assembled agent and the handles the terminal needs.
@@ -155,11 +160,36 @@ pub async fn open(
         }
     };
 
-    // Tools: the local pack (its shell sandboxed if asked) and memory.
+    // The rules file, if any: checked now (a failing example stops here).
+    let rules = match &options.rules {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the rules file {}", path.display()))?;
+            let rules = Rules::from_toml(&text)
+                .with_context(|| format!("the rules file {} did not load", path.display()))?;
+            out.line(&format!(
+                "rules    {} ({} command, {} tool, {} path, {} host rules)",
+                path.display(),
+                rules.commands.len(),
+                rules.tools.len(),
+                rules.paths.len(),
+                rules.hosts.len()
+            ));
+            Some(rules)
+        }
+        None => None,
+    };
+
+    // Tools: the local pack (its shell sandboxed if asked, reaching the
+    // rules' hosts) and memory.
     let mut tools = pack.toolset();
     if options.sandbox {
+        let mut policy = SandboxPolicy::workspace_write();
+        if let Some(rules) = &rules {
+            policy = rules.sandbox(policy);
+        }
         tools.retain(|tool| tool.name() != "shell");
-        tools.add(ShellTool::new(pack.shell.clone()).sandboxed(SandboxPolicy::workspace_write()));
+        tools.add(ShellTool::new(pack.shell.clone()).sandboxed(policy));
     }
     let memory_pack = MemoryPack::new(memory.clone(), session_id.clone());
     tools.merge(memory_pack.toolset());
@@ -250,6 +280,9 @@ pub async fn open(
         .cwd(&project)
         .workspace_root(&project)
         .journal(journal.clone());
+    if let Some(rules) = rules {
+        builder = builder.policy(ApprovalPolicy::ask().with_rules(rules));
+    }
     if let Some(model) = model {
         builder = builder.model(model);
     }

@@ -270,12 +270,15 @@ impl ApprovalPolicy {
     }
 
     /// Also decides by a rules file ([`Rules`], loaded and checked with
-    /// [`Rules::from_toml`]): its tool rules join the rules above, and the
-    /// command line of each shell call (see
+    /// [`Rules::from_toml`]): its tool rules (by name and argument
+    /// patterns) join the rules above; its path rules judge the `path` and
+    /// `file_path` arguments, relative to the call's workspace roots; and
+    /// the command line of each shell call (see
     /// [`command_tool`](Self::command_tool)) is parsed and checked against
     /// its command rules: forbidden when any part is, run without asking
     /// when every part is allowed, asked when the parser cannot prove what
-    /// runs. The strictest of all matching rules wins.
+    /// runs. The strictest of all matching rules wins. (The file's host
+    /// rules are for the sandbox: [`Rules::sandbox`].)
     pub fn with_rules(mut self, rules: Rules) -> Self {
         self.data = Some(std::sync::Arc::new(rules));
         self
@@ -361,7 +364,12 @@ impl ApprovalPolicy {
 
     /// The strictest rule for this call, with a reason when a rules file
     /// decided.
-    fn matching_rule(&self, tool: &str, arguments: &str) -> Option<(ToolRule, Option<String>)> {
+    fn matching_rule(
+        &self,
+        tool: &str,
+        arguments: &str,
+        place: Place<'_>,
+    ) -> Option<(ToolRule, Option<String>)> {
         let mut strictest: Option<(ToolRule, Option<String>)> = None;
         let mut consider = |rule: ToolRule, reason: Option<String>| {
             let stricter = match &strictest {
@@ -378,8 +386,17 @@ impl ApprovalPolicy {
             }
         }
         if let Some(data) = &self.data {
-            if let Some(rule) = data.check_tool(tool).and_then(|d| self.as_rule(d)) {
-                consider(rule, None);
+            let parsed: serde_json::Value =
+                serde_json::from_str(arguments).unwrap_or(serde_json::Value::Null);
+            if let Some((decision, reason)) = data.check_tool(tool, &parsed)
+                && let Some(rule) = self.as_rule(decision)
+            {
+                consider(rule, Some(reason));
+            }
+            if let Some((decision, reason)) = data.check_paths(tool, &parsed, place.0, place.1)
+                && let Some(rule) = self.as_rule(decision)
+            {
+                consider(rule, Some(reason));
             }
             if let Some(line) = self.command_line(tool, arguments)
                 && let Some(verdict) = data.check_command(&line)
@@ -411,6 +428,7 @@ impl ApprovalPolicy {
         arguments.get(field)?.as_str().map(str::to_owned)
     }
 
+    #[cfg(test)]
     pub(crate) fn verdict(
         &self,
         tool: &str,
@@ -418,7 +436,26 @@ impl ApprovalPolicy {
         mutating: bool,
         session_approved: bool,
     ) -> Verdict {
-        match self.matching_rule(tool, arguments) {
+        self.verdict_at(
+            tool,
+            arguments,
+            mutating,
+            session_approved,
+            (std::path::Path::new("/"), &[]),
+        )
+    }
+
+    /// The verdict for a call made from `place` (the call's directory and
+    /// workspace roots, against which path rules are matched).
+    pub(crate) fn verdict_at(
+        &self,
+        tool: &str,
+        arguments: &str,
+        mutating: bool,
+        session_approved: bool,
+        place: Place<'_>,
+    ) -> Verdict {
+        match self.matching_rule(tool, arguments, place) {
             Some((ToolRule::Deny, reason)) => {
                 return Verdict::Deny(match reason {
                     Some(reason) => format!("`{tool}` is forbidden by the rules ({reason})"),
@@ -447,6 +484,9 @@ impl ApprovalPolicy {
         }
     }
 }
+
+/// Where a call is made: its directory and workspace roots.
+pub(crate) type Place<'a> = (&'a std::path::Path, &'a [std::path::PathBuf]);
 
 /// Deny over Ask over Allow.
 fn rank(rule: ToolRule) -> u8 {
@@ -578,6 +618,69 @@ decision = "forbid"
         ));
         assert!(matches!(
             sub.verdict("shell", &shell("rm x"), true, false),
+            Verdict::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn a_rules_file_decides_paths_and_tool_arguments() {
+        let rules = Rules::from_toml(
+            r#"
+[[path]]
+pattern = "secrets/**"
+decision = "forbid"
+
+[[path]]
+pattern = "docs/**"
+decision = "allow"
+tools = ["write_file"]
+
+[[tool]]
+name = "web_fetch"
+args = { url = "https://docs.rs/*" }
+decision = "allow"
+"#,
+        )
+        .unwrap();
+        let policy = ApprovalPolicy::ask().allow("read_file").with_rules(rules);
+        let root = std::path::PathBuf::from("/work/repo");
+        let roots = [root.clone()];
+        let place = (root.as_path(), &roots[..]);
+        let path = |p: &str| serde_json::json!({ "path": p }).to_string();
+        // A host allow does not carry a forbidden path.
+        let Verdict::Deny(reason) =
+            policy.verdict_at("read_file", &path("secrets/k"), false, false, place)
+        else {
+            panic!("a forbidden path must be denied");
+        };
+        assert!(reason.contains("path rule `secrets/**`"), "{reason}");
+        assert_eq!(
+            policy.verdict_at("write_file", &path("docs/a.md"), true, false, place),
+            Verdict::Run
+        );
+        assert_eq!(
+            policy.verdict_at(
+                "write_file",
+                &path("/work/repo/src/a.rs"),
+                true,
+                false,
+                place
+            ),
+            Verdict::Ask
+        );
+        let url = |u: &str| serde_json::json!({ "url": u }).to_string();
+        assert_eq!(
+            policy.verdict_at("web_fetch", &url("https://docs.rs/x"), true, false, place),
+            Verdict::Run
+        );
+        assert_eq!(
+            policy.verdict_at("web_fetch", &url("https://example.com"), true, false, place),
+            Verdict::Ask
+        );
+        // A sub-agent keeps the forbidden path, not the allowed one.
+        let sub = policy.for_sub_agent();
+        assert!(matches!(
+            sub.verdict_at("write_file", &path("docs/a.md"), true, false, place),
             Verdict::Deny(_)
         ));
     }

@@ -118,11 +118,12 @@ impl Pipeline {
         approvals: &mut BTreeSet<String>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
-        let policy_asks = match self.policy().verdict(
+        let policy_asks = match self.policy().verdict_at(
             &call.name,
             &prepared.arguments,
             prepared.mutating,
             approved,
+            (base.cwd(), base.roots()),
         ) {
             Verdict::Run => false,
             Verdict::Ask => true,

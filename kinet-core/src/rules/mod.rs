@@ -1,7 +1,8 @@
 //! Approval rules as data: a TOML file of rules for shell commands (by
-//! program and argument prefix) and for tools (by name), each `allow`,
-//! `ask` or `forbid`, each with examples that must and must not match,
-//! checked when the file loads.
+//! program and argument prefix), for tools (by name and argument
+//! patterns), for paths, and for the hosts a sandboxed command may reach;
+//! each `allow`, `ask` or `forbid`, most with examples that must and must
+//! not match, checked when the file loads.
 //!
 //! ```toml
 //! [[command]]
@@ -19,6 +20,27 @@
 //! [[tool]]
 //! name = "mcp__prod_db__*"
 //! decision = "forbid"
+//!
+//! [[tool]]
+//! name = "web_fetch"
+//! args = { url = "https://docs.rs/*" }   # wildcards: * and ?
+//! decision = "allow"
+//! match = [{ url = "https://docs.rs/serde" }]
+//! not_match = [{ url = "https://docs.rs.example.com/" }]
+//!
+//! [[path]]
+//! pattern = "secrets/**"       # relative to each workspace root
+//! decision = "forbid"
+//! match = ["secrets/prod.key"]
+//!
+//! [[path]]
+//! pattern = "docs/**"
+//! decision = "allow"
+//! tools = ["write_file", "edit_file"]   # an allow names its tools
+//!
+//! [[host]]                      # the sandbox's network allowlist
+//! name = "*.crates.io"
+//! decision = "allow"
 //! ```
 //!
 //! When several rules match, `forbid` wins over `ask`, and `ask` over
@@ -26,12 +48,19 @@
 //! allowed only when every simple command in it is allowed (and writes no
 //! file through a redirection), forbidden when any is, and asks when the
 //! parser cannot prove what runs (`$(...)`, `$VAR`, subshells, here
-//! documents, ...). A file whose example does not behave as written does
-//! not load, and the error names the rule and the example.
+//! documents, ...). Path rules look at a call's `path` and `file_path`
+//! arguments, as written and with their symlinks resolved: `ask` and
+//! `forbid` apply when either form matches, `allow` only when both do.
+//! Host rules do not decide calls: [`Rules::sandbox`] turns them into a
+//! sandbox's network allowlist. A file whose example does not behave as
+//! written does not load, and the error names the rule and the example.
 
 pub mod shell;
+mod targets;
 
 use serde::Deserialize;
+
+pub use targets::{HostRule, PathRule, ToolNameRule, wildcard_matches};
 
 use shell::{Parsed, SimpleCommand};
 
@@ -71,19 +100,6 @@ pub struct CommandRule {
     pub justification: Option<String>,
 }
 
-/// A rule for tools, by name or a prefix ending in `*`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolNameRule {
-    /// The tool name or prefix (`mcp__github__*`).
-    pub name: String,
-    /// What the rule says.
-    pub decision: Decision,
-    /// Why, for messages.
-    #[serde(default)]
-    pub justification: Option<String>,
-}
-
 /// A loaded, checked rules file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +110,12 @@ pub struct Rules {
     /// The tool rules, in file order.
     #[serde(default, rename = "tool")]
     pub tools: Vec<ToolNameRule>,
+    /// The path rules, in file order.
+    #[serde(default, rename = "path")]
+    pub paths: Vec<PathRule>,
+    /// The network rules for sandboxed commands, in file order.
+    #[serde(default, rename = "host")]
+    pub hosts: Vec<HostRule>,
     /// Command rules by program name (last path component), built at
     /// load; empty for rules built by hand (then every rule is tried).
     #[serde(skip)]
@@ -115,6 +137,15 @@ pub enum RulesError {
         /// Its program.
         program: String,
         /// What went wrong, naming the example.
+        problem: String,
+    },
+    /// A tool, path or host rule is wrong: a failing example, a bad glob
+    /// or host pattern, an `allow` for paths that names no tools.
+    #[error("{rule}: {problem}")]
+    Invalid {
+        /// The rule: its kind, position from 1 and pattern.
+        rule: String,
+        /// What went wrong.
         problem: String,
     },
 }
@@ -200,6 +231,7 @@ impl Rules {
                 }
             }
         }
+        rules.check_targets()?;
         Ok(rules)
     }
 
@@ -274,15 +306,6 @@ impl Rules {
             }),
             (verdict, _) => verdict,
         }
-    }
-
-    /// What the tool rules say of a tool name (strictest match).
-    pub fn check_tool(&self, name: &str) -> Option<Decision> {
-        self.tools
-            .iter()
-            .filter(|rule| pattern_matches(&rule.name, name))
-            .map(|rule| rule.decision)
-            .max()
     }
 }
 

@@ -110,15 +110,11 @@ fn forbid_wins_over_ask_over_allow() {
         "{}",
         verdict.reason
     );
-    assert_eq!(
-        rules().check_tool("mcp__prod__write"),
-        Some(Decision::Forbid)
-    );
-    assert_eq!(
-        rules().check_tool("mcp__prod__read"),
-        Some(Decision::Forbid)
-    );
-    assert_eq!(rules().check_tool("read_file"), None);
+    let none = serde_json::Value::Null;
+    let tool = |name: &str| rules().check_tool(name, &none).map(|(d, _)| d);
+    assert_eq!(tool("mcp__prod__write"), Some(Decision::Forbid));
+    assert_eq!(tool("mcp__prod__read"), Some(Decision::Forbid));
+    assert_eq!(tool("read_file"), None);
 }
 
 /// Parts of command lines and whether the rules (ls, cat, echo allowed)
@@ -209,4 +205,177 @@ decision = "allow"
     if let Err(error) = outcome {
         panic!("{error}");
     }
+}
+
+const TARGETS: &str = r#"
+[[tool]]
+name = "web_fetch"
+args = { url = "https://docs.rs/*" }
+decision = "allow"
+match = [{ url = "https://docs.rs/serde" }]
+not_match = [{ url = "https://docs.rs.evil.example/" }, { other = "https://docs.rs/x" }]
+
+[[tool]]
+name = "web_*"
+args = { url = "http://*" }
+decision = "forbid"
+justification = "no plain http"
+
+[[tool]]
+name = "todo"
+args = { limit = "1?" }
+decision = "ask"
+
+[[path]]
+pattern = "secrets/**"
+decision = "forbid"
+match = ["secrets/key", "secrets/a/b", "./secrets/x"]
+not_match = ["src/secrets/key", "secretsx/key"]
+
+[[path]]
+pattern = "*.pem"
+decision = "ask"
+match = ["key.pem", "deep/er/key.pem"]
+
+[[path]]
+pattern = "docs/**"
+decision = "allow"
+tools = ["write_file", "edit_file"]
+
+[[host]]
+name = "*.crates.io"
+decision = "allow"
+
+[[host]]
+name = "crates.io"
+decision = "allow"
+
+[[host]]
+name = "evil.crates.io"
+decision = "forbid"
+"#;
+
+#[test]
+fn tool_rules_match_argument_patterns() {
+    let rules = Rules::from_toml(TARGETS).unwrap();
+    let check = |tool: &str, args: serde_json::Value| rules.check_tool(tool, &args).map(|(d, _)| d);
+    use serde_json::json;
+    assert_eq!(
+        check("web_fetch", json!({"url": "https://docs.rs/tokio/latest"})),
+        Some(Decision::Allow)
+    );
+    assert_eq!(
+        check("web_fetch", json!({"url": "https://example.com/"})),
+        None
+    );
+    assert_eq!(check("web_fetch", json!({})), None);
+    let (decision, reason) = rules
+        .check_tool("web_search", &json!({"url": "http://docs.rs/x"}))
+        .unwrap();
+    assert_eq!(decision, Decision::Forbid);
+    assert!(reason.contains("no plain http"), "{reason}");
+    assert_eq!(check("todo", json!({"limit": 12})), Some(Decision::Ask));
+    assert_eq!(check("todo", json!({"limit": 2})), None);
+    assert!(wildcard_matches("a*b*c", "a--b--b--c"));
+    assert!(!wildcard_matches("a*b*c", "a--b--b--"));
+    assert!(wildcard_matches("*", ""));
+    assert!(!wildcard_matches("?", ""));
+
+    let bad = r#"
+[[tool]]
+name = "web_fetch"
+args = { url = "https://docs.rs/*" }
+decision = "allow"
+match = [{ url = "https://crates.io/" }]
+"#;
+    let err = Rules::from_toml(bad).unwrap_err().to_string();
+    assert!(
+        err.contains("tool rule 1 (`web_fetch url=https://docs.rs/*`)")
+            && err.contains("crates.io"),
+        "{err}"
+    );
+}
+
+#[test]
+fn path_rules_match_relative_to_the_roots_and_through_symlinks() {
+    let rules = Rules::from_toml(TARGETS).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("secrets")).unwrap();
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    std::os::unix::fs::symlink("../secrets", root.join("docs/link")).unwrap();
+    let roots = [root.clone()];
+    let check = |tool: &str, path: &str| {
+        rules
+            .check_paths(tool, &serde_json::json!({ "path": path }), &root, &roots)
+            .map(|(d, _)| d)
+    };
+    assert_eq!(check("write_file", "docs/guide.md"), Some(Decision::Allow));
+    assert_eq!(
+        check("shell", "docs/guide.md"),
+        None,
+        "allow names its tools"
+    );
+    assert_eq!(check("read_file", "secrets/key"), Some(Decision::Forbid));
+    assert_eq!(
+        check("write_file", "docs/../secrets/key"),
+        Some(Decision::Forbid)
+    );
+    let absolute = root.join("secrets/key");
+    assert_eq!(
+        check("read_file", absolute.to_str().unwrap()),
+        Some(Decision::Forbid)
+    );
+    // Through a symlink: forbidden where it leads, and not allowed as docs.
+    assert_eq!(check("write_file", "docs/link/key"), Some(Decision::Forbid));
+    assert_eq!(check("write_file", "docs/link"), Some(Decision::Forbid));
+    assert_eq!(check("edit_file", "src/server.pem"), Some(Decision::Ask));
+    assert_eq!(check("read_file", "src/lib.rs"), None);
+    // file_path counts too.
+    assert_eq!(
+        rules
+            .check_paths(
+                "x",
+                &serde_json::json!({"file_path": "secrets/a"}),
+                &root,
+                &roots
+            )
+            .map(|(d, _)| d),
+        Some(Decision::Forbid)
+    );
+
+    for (bad, wanted) in [
+        (
+            "[[path]]\npattern = \"docs/**\"\ndecision = \"allow\"\n",
+            "path rule 1 (`docs/**`): an allow rule for paths must name its tools",
+        ),
+        (
+            "[[path]]\npattern = \"a/**\"\ndecision = \"forbid\"\nmatch = [\"b/c\"]\n",
+            "path rule 1 (`a/**`): the example `b/c` does not match",
+        ),
+        (
+            "[[path]]\npattern = \"a/[\"\ndecision = \"forbid\"\n",
+            "path rule 1 (`a/[`): the pattern is not a valid glob",
+        ),
+        (
+            "[[host]]\nname = \"x.io\"\ndecision = \"ask\"\n",
+            "host rule 1 (`x.io`): a host rule can only allow or forbid",
+        ),
+        (
+            "[[host]]\nname = \"https://x.io\"\ndecision = \"allow\"\n",
+            "host rule 1 (`https://x.io`): the network allowlist entry",
+        ),
+    ] {
+        let err = Rules::from_toml(bad).unwrap_err().to_string();
+        assert!(err.contains(wanted), "{err}");
+    }
+}
+
+#[test]
+fn host_rules_make_the_sandbox_allowlist() {
+    let rules = Rules::from_toml(TARGETS).unwrap();
+    let policy = rules.sandbox(crate::sandbox::SandboxPolicy::workspace_write());
+    assert_eq!(policy.allowed_hosts(), ["*.crates.io", "crates.io"]);
+    let list = crate::sandbox::HostPattern::parse("evil.crates.io").unwrap();
+    assert!(list.matches("evil.crates.io", 443));
 }
