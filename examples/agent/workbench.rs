@@ -186,7 +186,7 @@ pub async fn open(
     if options.sandbox {
         let mut policy = SandboxPolicy::workspace_write();
         if let Some(rules) = &rules {
-            policy = rules.sandbox(policy);
+            policy = policy.with_host_rules(rules);
         }
         tools.retain(|tool| tool.name() != "shell");
         tools.add(ShellTool::new(pack.shell.clone()).sandboxed(policy));

@@ -278,7 +278,8 @@ impl ApprovalPolicy {
     /// its command rules: forbidden when any part is, run without asking
     /// when every part is allowed, asked when the parser cannot prove what
     /// runs. The strictest of all matching rules wins. (The file's host
-    /// rules are for the sandbox: [`Rules::sandbox`].)
+    /// rules are for the sandbox:
+    /// [`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules).)
     pub fn with_rules(mut self, rules: Rules) -> Self {
         self.data = Some(std::sync::Arc::new(rules));
         self

@@ -5,7 +5,10 @@
 //!   what a running tool sees (workspace, confirmation, cancellation,
 //!   deadline, events, sub-agents, host extensions).
 //! - [`ConfirmHandler`] + [`ApprovalPolicy`]: the host's approval UI and the
-//!   rules for when to use it.
+//!   rules for when to use it, in code or as data: a [`rules`] file
+//!   (allow / ask / forbid for command lines, parsed first, for tools by
+//!   name and arguments, for paths, and the sandbox's network allowlist),
+//!   checked against its own examples when it loads.
 //! - [`Provider`]: a streaming model backend ([`provider`] has the shipped
 //!   ones and the kit to write more); [`testing::ScriptedProvider`] plays a
 //!   script offline.
@@ -22,7 +25,8 @@
 //!   chains, swaps during the call and `/proc` magic links cannot lead
 //!   outside. Programs a tool starts go through [`sandbox::Launch`]:
 //!   contained in a PID namespace, optionally confined by Landlock with the
-//!   network off.
+//!   network off or limited to an allowlist of hosts (a proxy kinet runs
+//!   for the sandbox's network namespace), `.git` and `.kinet` read-only.
 //!
 //! - Prompt injection: every tool result the model reads joins the
 //!   conversation's [`provenance`] ledger with its trust (the host declares
@@ -48,7 +52,7 @@
 //!   `opentelemetry` feature exports over OTLP).
 //!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`]
-//! (and its injection defence), [`provenance`], [`confirm`], [`sandbox`], [`session`], [`context`], [`telemetry`],
+//! (and its injection defence), [`provenance`], [`confirm`], [`rules`], [`sandbox`], [`session`], [`context`], [`telemetry`],
 //! [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the

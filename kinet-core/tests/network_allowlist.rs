@@ -202,9 +202,7 @@ fn the_allowlist_lets_one_server_in_and_keeps_the_rest_out() {
     }
     let (_, text) = run(
         &policy,
-        &format!(
-            "exec 3<>/dev/tcp/127.0.0.1/3128; head -c 70000 /dev/zero | tr '\\0' a >&3; timeout 10 cat <&3"
-        ),
+        "exec 3<>/dev/tcp/127.0.0.1/3128; head -c 70000 /dev/zero | tr '\\0' a >&3; timeout 10 cat <&3",
     );
     assert!(text.starts_with("HTTP/1.1 431"), "{text}");
 
@@ -244,7 +242,7 @@ fn the_allowlist_lets_one_server_in_and_keeps_the_rest_out() {
     // Without an allowlist there is no proxy and no network.
     let (ok, text) = run(
         &SandboxPolicy::workspace_write(),
-        &format!("exec 3<>/dev/tcp/127.0.0.1/3128 && echo CONNECTED; echo ${{HTTP_PROXY-none}}"),
+        "exec 3<>/dev/tcp/127.0.0.1/3128 && echo CONNECTED; echo ${HTTP_PROXY-none}",
     );
     assert!(
         !text.contains("CONNECTED") && text.contains("none"),
@@ -264,4 +262,18 @@ fn the_allowlist_lets_one_server_in_and_keeps_the_rest_out() {
         other => panic!("{other:?}"),
     }
     wait_for_no_proxy();
+}
+
+#[test]
+fn host_rules_make_the_allowlist() {
+    let rules = kinet_core::rules::Rules::from_toml(
+        "[[host]]\nname = \"*.crates.io\"\ndecision = \"allow\"\n\n[[host]]\nname = \"crates.io\"\ndecision = \"allow\"\n\n[[host]]\nname = \"evil.crates.io\"\ndecision = \"forbid\"\n",
+    )
+    .unwrap();
+    let policy = SandboxPolicy::workspace_write().with_host_rules(&rules);
+    assert_eq!(policy.allowed_hosts(), ["*.crates.io", "crates.io"]);
+    assert_ne!(
+        policy,
+        SandboxPolicy::workspace_write().allow_hosts(["*.crates.io", "crates.io"])
+    );
 }

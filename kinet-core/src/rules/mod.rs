@@ -51,15 +51,18 @@
 //! documents, ...). Path rules look at a call's `path` and `file_path`
 //! arguments, as written and with their symlinks resolved: `ask` and
 //! `forbid` apply when either form matches, `allow` only when both do.
-//! Host rules do not decide calls: [`Rules::sandbox`] turns them into a
-//! sandbox's network allowlist. A file whose example does not behave as
+//! Host rules do not decide calls:
+//! [`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules)
+//! turns them into a sandbox's network allowlist. A file whose example does not behave as
 //! written does not load, and the error names the rule and the example.
 
+pub(crate) mod hosts;
 pub mod shell;
 mod targets;
 
 use serde::Deserialize;
 
+pub use hosts::HostPattern;
 pub use targets::{HostRule, PathRule, ToolNameRule, wildcard_matches};
 
 use shell::{Parsed, SimpleCommand};

@@ -7,8 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Decision, RulesError, pattern_matches};
-use crate::sandbox::{HostPattern, SandboxPolicy};
+use super::{Decision, HostPattern, RulesError, pattern_matches};
 
 /// A rule for tools, by name or a prefix ending in `*`, and optionally by
 /// argument patterns.
@@ -259,7 +258,8 @@ fn resolve(path: &Path) -> PathBuf {
 }
 
 /// A rule for the hosts a sandboxed command may reach through the
-/// sandbox's proxy ([`SandboxPolicy::allow_hosts`]).
+/// sandbox's proxy
+/// ([`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules)).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostRule {
@@ -356,21 +356,6 @@ impl super::Rules {
             }
         }
         strictest
-    }
-
-    /// `policy` with the host rules' network allowlist added: the
-    /// allowed hosts reachable through the sandbox's proxy, the forbidden
-    /// ones kept out.
-    pub fn sandbox(&self, policy: SandboxPolicy) -> SandboxPolicy {
-        let of = |decision: Decision| {
-            self.hosts
-                .iter()
-                .filter(move |rule| rule.decision == decision)
-                .map(|rule| rule.name.clone())
-        };
-        policy
-            .allow_hosts(of(Decision::Allow))
-            .forbid_hosts(of(Decision::Forbid))
     }
 }
 

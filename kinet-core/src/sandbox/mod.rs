@@ -63,14 +63,13 @@
 //! [`support`] says what this machine has.
 
 mod env;
-mod hosts;
 #[cfg(target_os = "linux")]
 mod linux;
 
 use std::path::PathBuf;
 
+pub use crate::rules::HostPattern;
 pub use env::{CORE_VARIABLES, EnvPolicy};
-pub use hosts::HostPattern;
 
 /// Where a sandbox with a network allowlist finds its proxy: the value of
 /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (and their lowercase forms)
@@ -163,6 +162,12 @@ impl SandboxPolicy {
     /// namespace). Default `.git` and `.kinet`: a hook or config planted
     /// there would run later outside the sandbox. An empty list protects
     /// nothing.
+    ///
+    /// Only names that exist when the command starts are protected: in a
+    /// root that has no `.git`, a command may make one (git then treats
+    /// the root as a repository of the command's making; its hooks run
+    /// only for git commands run there later). Give such a root an empty
+    /// `.git` directory, or sandbox those commands too.
     pub fn protected_names(mut self, names: Vec<String>) -> Self {
         self.protected = names;
         self
@@ -251,6 +256,21 @@ impl SandboxPolicy {
     /// The network allowlist's entries.
     pub fn allowed_hosts(&self) -> &[String] {
         &self.hosts
+    }
+
+    /// Adds a rules file's host rules ([`crate::rules`]): its `allow`
+    /// hosts to the network allowlist, its `forbid` hosts to those kept
+    /// out.
+    pub fn with_host_rules(self, rules: &crate::rules::Rules) -> Self {
+        let of = |decision: crate::rules::Decision| {
+            rules
+                .hosts
+                .iter()
+                .filter(move |rule| rule.decision == decision)
+                .map(|rule| rule.name.clone())
+        };
+        self.allow_hosts(of(crate::rules::Decision::Allow))
+            .forbid_hosts(of(crate::rules::Decision::Forbid))
     }
 
     /// Whether the command gets the allowlist's proxy.

@@ -585,8 +585,9 @@ pub(super) fn prepare(
     if let Some((policy, _)) = &launch.sandbox
         && policy.proxied()
     {
-        let allowlist = super::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
-            .map_err(SandboxError::Policy)?;
+        let allowlist =
+            crate::rules::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
+                .map_err(SandboxError::Policy)?;
         let (host_end, sandbox_end) = std::os::unix::net::UnixStream::pair()?;
         proxy::start(OwnedFd::from(host_end), allowlist)?;
         proxy = Some(ProxyListener::new(OwnedFd::from(sandbox_end)));

@@ -22,7 +22,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 
-use super::super::hosts::{Allowlist, split_host_port};
+use crate::rules::hosts::{Allowlist, split_host_port};
 
 /// The proxy's port on the sandbox's loopback (`HTTP_PROXY` and friends
 /// point there).
