@@ -261,8 +261,17 @@ async fn inner_tools_on_the_display() {
     let mut tools = ScreenTools::new(config, space.clone()).toolset();
     InputTools::new(InputConfig::default(), space).add_to(&mut tools);
 
-    // The whole screen, scaled to half.
-    let shot = call(&tools, "screenshot", json!({})).await.unwrap();
+    // The whole screen, scaled to half. A window mapped and managed may
+    // not be painted yet on a loaded machine: wait until it is.
+    let started = std::time::Instant::now();
+    let shot = loop {
+        let shot = call(&tools, "screenshot", json!({})).await.unwrap();
+        let painted = decode(&shot).pixels().any(|p| p.0 == [255, 255, 255, 255]);
+        if painted || started.elapsed() > std::time::Duration::from_secs(10) {
+            break shot;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
     assert_eq!(
         shot.text,
         "Screenshot of monitor 0 (1024x768, shown at 512x384; give coordinates in the image's pixels)."

@@ -29,8 +29,9 @@ use crate::rules::hosts::{Allowlist, split_host_port};
 pub(crate) const PORT: u16 = 3128;
 /// The longest request head read.
 const MAX_HEAD: usize = 64 * 1024;
-/// The most connections open at once through one sandbox's proxy.
-const MAX_CONNECTIONS: usize = 256;
+/// The most streams open at once through one sandbox's proxy (two per
+/// forwarded connection, one per refused or starting one).
+const MAX_STREAMS: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -142,7 +143,7 @@ fn run(channel: OwnedFd, allowlist: Arc<Allowlist>) -> io::Result<()> {
             match listener.accept() {
                 Ok((stream, _)) => {
                     let _ = stream.set_nonblocking(false);
-                    if open.count() >= MAX_CONNECTIONS {
+                    if open.count() >= MAX_STREAMS {
                         refuse(
                             stream,
                             "503 Service Unavailable",
