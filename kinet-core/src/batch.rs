@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::ctx::ToolCtx;
+use crate::data::deferred::Decisions;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
@@ -56,7 +57,8 @@ struct Batch<'a> {
 
 /// What a turn's calls came to.
 pub(crate) struct Ran {
-    /// One result message per call, in call order.
+    /// One result message per call, in call order (per call answered,
+    /// when a deferral stopped the batch).
     pub(crate) messages: Vec<Message>,
     /// Set when the run must end.
     pub(crate) stop: Option<RunStop>,
@@ -66,7 +68,13 @@ pub(crate) struct Ran {
 }
 
 /// Runs the calls. `approvals` holds the tools the user approved for the
-/// session; the defence checks against `base`'s provenance.
+/// session; the defence checks against `base`'s provenance; `decided` are
+/// decisions given later for calls that were deferred.
+///
+/// When a call's approval is deferred, the run stops there
+/// ([`RunStop::AwaitingApproval`]): the calls of earlier phases have their
+/// results, and that call's phase and everything after it are left
+/// unanswered (no result and no `ToolCallFinished`), to be run on resume.
 pub(crate) async fn run(
     pipeline: &Pipeline,
     tools: &ToolSnapshot,
@@ -74,6 +82,7 @@ pub(crate) async fn run(
     approvals: &mut BTreeSet<String>,
     base: &ToolCtx,
     journal: Option<&dyn crate::session::Journal>,
+    decided: Option<&Decisions>,
 ) -> Ran {
     let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
         .iter()
@@ -86,7 +95,8 @@ pub(crate) async fn run(
     let mut batch = Batch::new(pipeline, tools, calls, base, journal);
 
     let mut start = 0;
-    while start < calls.len() {
+    let mut deferred = false;
+    while start < calls.len() && !deferred {
         let end = if exclusive[start] {
             start + 1
         } else {
@@ -127,7 +137,10 @@ pub(crate) async fn run(
             let call = &mut batch.calls[index];
             let span = batch.spans[index].clone();
             let gate = async {
-                match pipeline.approve(call, &prepared, base, approvals).await {
+                match pipeline
+                    .approve(call, &prepared, base, approvals, decided)
+                    .await
+                {
                     Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
                     other => other,
                 }
@@ -143,7 +156,17 @@ pub(crate) async fn run(
                     batch.stop = Some(stop);
                     batch.finish_not_run(index).await;
                 }
+                Gate::Defer(request) => {
+                    batch.stop = Some(RunStop::AwaitingApproval {
+                        pending: vec![request],
+                    });
+                    deferred = true;
+                    break;
+                }
             }
+        }
+        if deferred {
+            break;
         }
         if batch.stop.is_some() || base.is_cancelled() {
             batch.stop.get_or_insert(RunStop::Cancelled);
@@ -162,6 +185,13 @@ pub(crate) async fn run(
         seen,
         ..
     } = batch;
+    if deferred {
+        return Ran {
+            messages: results.into_iter().flatten().collect(),
+            stop,
+            seen,
+        };
+    }
     let messages = results
         .into_iter()
         .zip(calls)

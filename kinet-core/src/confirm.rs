@@ -11,43 +11,7 @@ use serde::Serialize;
 use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
-/// What the user is asked to approve.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConfirmRequest {
-    /// The tool name.
-    pub tool: String,
-    /// The tool call id.
-    pub call_id: String,
-    /// The arguments as the model gave them (parsed JSON when they parse).
-    pub arguments: serde_json::Value,
-    /// A human-readable summary: the shell command, a unified diff, or the
-    /// pretty-printed arguments.
-    pub summary: String,
-    /// Set when the injection defence flagged the call: why, naming the
-    /// untrusted source its arguments came from (see
-    /// [`Defence`](crate::pipeline::Defence)). Show it to the user; an
-    /// approval then covers this call only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concern: Option<String>,
-}
-
-impl ConfirmRequest {
-    /// A request with no concern.
-    pub fn new(
-        tool: impl Into<String>,
-        call_id: impl Into<String>,
-        arguments: serde_json::Value,
-        summary: impl Into<String>,
-    ) -> Self {
-        Self {
-            tool: tool.into(),
-            call_id: call_id.into(),
-            arguments,
-            summary: summary.into(),
-            concern: None,
-        }
-    }
-}
+pub use crate::data::deferred::ConfirmRequest;
 
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -66,6 +30,12 @@ pub enum ConfirmDecision {
     },
     /// Do not run it and end the run.
     Abort,
+    /// Answer later, perhaps in another process: the run stops with
+    /// [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval),
+    /// the pending calls and the turn saved in the conversation (and its
+    /// session), and [`Agent::resume`](crate::Agent::resume) finishes it
+    /// with the decisions.
+    Defer,
 }
 
 /// A confirmation that could not be obtained. The call is denied.
@@ -239,6 +209,8 @@ pub struct ApprovalPolicy {
     /// A sub-agent's policy: the rules file's allows do not apply, its
     /// asks deny.
     sub_agent: bool,
+    /// Questions stop the run, to be decided later.
+    defer: bool,
 }
 
 impl Default for ApprovalPolicy {
@@ -266,6 +238,7 @@ impl ApprovalPolicy {
             data: None,
             command_tools: vec![("shell".into(), "command".into())],
             sub_agent: false,
+            defer: false,
         }
     }
 
@@ -290,6 +263,24 @@ impl ApprovalPolicy {
     pub fn command_tool(mut self, tool: impl Into<String>, field: impl Into<String>) -> Self {
         self.command_tools.push((tool.into(), field.into()));
         self
+    }
+
+    /// Makes every question stop the run instead of reaching the handler
+    /// (default: no): the run ends with
+    /// [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval),
+    /// and [`Agent::resume`](crate::Agent::resume) finishes it with the
+    /// decisions, in this process or another. For services, where the
+    /// answer comes long after the request that started the run. (A
+    /// handler can also defer one question:
+    /// [`ConfirmDecision::Defer`].)
+    pub fn defer_questions(mut self, defer: bool) -> Self {
+        self.defer = defer;
+        self
+    }
+
+    /// Whether questions stop the run ([`defer_questions`](Self::defer_questions)).
+    pub(crate) fn defers(&self) -> bool {
+        self.defer
     }
 
     /// Ask before mutating calls (the default).
@@ -360,6 +351,7 @@ impl ApprovalPolicy {
             data: self.data.clone(),
             command_tools: self.command_tools.clone(),
             sub_agent: true,
+            defer: false,
         }
     }
 

@@ -12,6 +12,7 @@ use tracing::Instrument as _;
 use crate::backend::Provider;
 use crate::batch;
 use crate::ctx::{EventSink, ToolCtx};
+use crate::data::deferred::Decisions;
 use crate::data::error::{AgentError, HookError};
 use crate::data::event::{AgentEvent, RunOutcome, RunStop};
 use crate::data::message::{ContentPart, Conversation, Message, ToolCall};
@@ -20,6 +21,8 @@ use crate::data::model::{
 };
 use crate::pipeline::{Pipeline, guarded};
 use crate::toolset::{ToolSnapshot, Toolset};
+
+mod deferred;
 
 /// What the loop needs to run: the model side, the tools, and the pipeline
 /// their calls go through. Nothing else of the agent reaches the engine.
@@ -70,8 +73,9 @@ pub(crate) async fn drive(
     conversation: Conversation,
     base: ToolCtx,
     span: tracing::Span,
+    resume: Option<Decisions>,
 ) -> RunOutcome {
-    let outcome = run_loop(config.clone(), conversation, base)
+    let outcome = run_loop(config.clone(), conversation, base, resume)
         .instrument(span.clone())
         .await;
     crate::telemetry::spans::usage(&span, &outcome.usage, outcome.cost);
@@ -93,7 +97,16 @@ async fn run_loop(
     config: Arc<RunSettings>,
     mut conversation: Conversation,
     base: ToolCtx,
+    resume: Option<Decisions>,
 ) -> RunOutcome {
+    // Every call's idempotency key starts with the run's key; a resumed
+    // run keeps the key of the run it continues.
+    let run_key = conversation
+        .deferred
+        .as_ref()
+        .map(|turn| turn.run_key.clone())
+        .unwrap_or_else(crate::random::token);
+    let base = base.with_run_key(&run_key);
     let cancel = base.cancellation().clone();
     let events = base.events().clone();
     let mut usage = Usage::default();
@@ -109,7 +122,28 @@ async fn run_loop(
     if let Some(journal) = &config.journal {
         journal.begin(&conversation.messages);
     }
+    // A turn waiting for approvals is finished first, with the decisions.
+    let mut early = None;
+    if let Some(deferred) = conversation.deferred.take() {
+        match resume {
+            None => {
+                early = Some(RunStop::Failed(AgentError::Resume(format!(
+                    "it is waiting for approval of {}; finish it with Agent::resume and the decisions",
+                    deferred::describe(&deferred.pending)
+                ))));
+                conversation.deferred = Some(deferred);
+            }
+            Some(decisions) => {
+                turn = deferred.turn;
+                early =
+                    deferred::finish(&config, &mut conversation, deferred, &decisions, &base).await;
+            }
+        }
+    }
     let stop = loop {
+        if let Some(stop) = early.take() {
+            break stop;
+        }
         if cancel.is_cancelled() {
             break RunStop::Cancelled;
         }
@@ -285,6 +319,7 @@ async fn run_loop(
             &mut conversation.session_approvals,
             &turn_base,
             config.journal.as_deref(),
+            None,
         )
         .await;
         drop(turn_base);
@@ -298,6 +333,9 @@ async fn run_loop(
             }
         }
         conversation.messages.extend(results);
+        if let Some(RunStop::AwaitingApproval { pending }) = &batch_stop {
+            deferred::keep(&config, &mut conversation, calls, pending, &run_key, turn);
+        }
         events.emit(AgentEvent::TurnEnded {
             turn,
             stop_reason: model_turn.stop,

@@ -8,7 +8,9 @@
 //!   rules for when to use it, in code or as data: a [`rules`] file
 //!   (allow / ask / forbid for command lines, parsed first, for tools by
 //!   name and arguments, for paths, and the sandbox's network allowlist),
-//!   checked against its own examples when it loads.
+//!   checked against its own examples when it loads. A question can also
+//!   be answered later, in another process: the run stops, its turn kept
+//!   in the conversation, and [`Agent::resume`] finishes it ([`deferred`]).
 //! - [`Provider`]: a streaming model backend ([`provider`] has the shipped
 //!   ones and the kit to write more); [`testing::ScriptedProvider`] plays a
 //!   script offline.
@@ -52,7 +54,7 @@
 //!   `opentelemetry` feature exports over OTLP).
 //!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`]
-//! (and its injection defence), [`provenance`], [`confirm`], [`rules`], [`sandbox`], [`session`], [`context`], [`telemetry`],
+//! (and its injection defence), [`provenance`], [`confirm`], [`deferred`], [`rules`], [`sandbox`], [`session`], [`context`], [`telemetry`],
 //! [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the
@@ -122,6 +124,7 @@ mod tooldef;
 mod toolset;
 
 // The public module map: re-exports only, imported by nothing inside.
+pub mod deferred;
 pub mod event;
 pub mod message;
 pub mod provenance;

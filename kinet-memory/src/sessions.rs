@@ -301,6 +301,7 @@ pub(crate) fn kind(entry: &JournalEntry) -> &'static str {
         JournalEntry::Approval { .. } => "approval",
         JournalEntry::State { .. } => "state",
         JournalEntry::Seen { .. } => "seen",
+        JournalEntry::Deferred { .. } => "deferred",
         _ => "other",
     }
 }

@@ -477,6 +477,43 @@ impl Agent {
         conversation: impl Into<Conversation>,
         cancel: CancellationToken,
     ) -> AgentRun {
+        self.start(conversation.into(), cancel, None)
+    }
+
+    /// Finishes a run that stopped at approvals to be given later
+    /// ([`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval)),
+    /// in this process or another: `conversation` is the stopped run's (or
+    /// its session's, loaded from a store), `decisions` answer each
+    /// pending call ([`DeferredTurn::pending`](crate::deferred::DeferredTurn)).
+    /// The turn's calls without a result go through the pipeline as they
+    /// would have in place (the approved ones run, once; the denied ones
+    /// get the denial as their result; the policy's own denials still
+    /// hold), with the idempotency keys they had, and the run goes on as
+    /// usual. It may stop at approvals again.
+    ///
+    /// After a crash during a resume, resume again with the same decisions:
+    /// calls that already have a result do not run again (a call that was
+    /// running when the process died runs again, with the same
+    /// [`ToolCtx::idempotency_key`](crate::ToolCtx::idempotency_key)). A
+    /// conversation that is not waiting for approvals simply runs.
+    ///
+    /// The run fails (`AgentError::Resume`) when a pending call has no
+    /// decision, a decision names a call that is not waiting, or the saved
+    /// turn is not the history's last model turn.
+    pub fn resume(
+        &self,
+        conversation: Conversation,
+        decisions: crate::deferred::Decisions,
+    ) -> AgentRun {
+        self.start(conversation, CancellationToken::new(), Some(decisions))
+    }
+
+    fn start(
+        &self,
+        conversation: Conversation,
+        cancel: CancellationToken,
+        resume: Option<crate::deferred::Decisions>,
+    ) -> AgentRun {
         let cancel = cancel.child_token();
         let (sender, receiver) = mpsc::unbounded_channel();
         let base = self.config.base_ctx(&cancel, &EventSink::new(sender));
@@ -490,9 +527,10 @@ impl Agent {
         );
         let task = tokio::spawn(crate::engine::drive(
             Arc::clone(settings),
-            conversation.into(),
+            conversation,
             base,
             span,
+            resume,
         ));
         AgentRun {
             events: receiver,

@@ -63,6 +63,8 @@ pub struct ToolCtx {
     deadline: Option<Instant>,
     call_id: Arc<str>,
     tool_name: Arc<str>,
+    /// The run's key, for idempotency keys (empty outside a run).
+    run_key: Arc<str>,
     /// What the conversation's model has read (the injection defence's
     /// ledger), as of the start of the turn.
     provenance: Provenance,
@@ -88,6 +90,7 @@ impl ToolCtx {
             deadline: None,
             call_id: Arc::from(""),
             tool_name: Arc::from(""),
+            run_key: Arc::from(""),
             provenance: Provenance::new(),
         }
     }
@@ -186,8 +189,28 @@ impl ToolCtx {
             deadline: self.deadline,
             call_id: Arc::from(call_id),
             tool_name: Arc::from(tool_name),
+            run_key: Arc::clone(&self.run_key),
             provenance: self.provenance.clone(),
         }
+    }
+
+    /// Sets the run's key (the engine does, per run; a resumed run keeps
+    /// the key of the run it continues).
+    pub(crate) fn with_run_key(mut self, key: &str) -> Self {
+        self.run_key = Arc::from(key);
+        self
+    }
+
+    /// A key naming this call for good: the same every time this call is
+    /// run, in any process. A call whose approval was deferred runs after
+    /// [`Agent::resume`](crate::Agent::resume) with the key it had when it
+    /// was deferred, and a resume after a crash runs the turn's unfinished
+    /// calls with theirs, so a tool with effects outside kinet can record
+    /// the key with the effect (an `Idempotency-Key` header, a unique
+    /// column) and recognise a second attempt. `None` outside a run's call.
+    pub fn idempotency_key(&self) -> Option<String> {
+        (!self.run_key.is_empty() && !self.call_id.is_empty())
+            .then(|| format!("{}/{}", self.run_key, self.call_id))
     }
 
     /// The working directory relative paths resolve against.

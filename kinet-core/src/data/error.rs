@@ -22,6 +22,11 @@ pub enum AgentError {
     /// The engine itself failed (a bug: please report it).
     #[error("internal error: {0}")]
     Internal(String),
+    /// A run could not continue a conversation waiting for approvals (a
+    /// plain run on it, a decision missing or for a call not waiting, a
+    /// saved turn that does not match the history).
+    #[error("cannot continue the conversation: {0}")]
+    Resume(String),
     /// A tool returned a fatal error.
     #[error("tool `{tool}` failed fatally: {message}")]
     FatalTool {

@@ -43,6 +43,16 @@ pub enum RunStop {
         /// The budget.
         limit: f64,
     },
+    /// Calls wait for approvals to be given later (the host's handler
+    /// answered [`ConfirmDecision::Defer`](crate::ConfirmDecision::Defer),
+    /// or its policy defers every question). The turn is kept in the
+    /// conversation ([`Conversation::deferred`]); save it (a session
+    /// store's journal already has it) and finish it, in this process or
+    /// another, with [`Agent::resume`](crate::Agent::resume).
+    AwaitingApproval {
+        /// The calls waiting, with what the user is to see.
+        pending: Vec<super::deferred::ConfirmRequest>,
+    },
     /// A provider, hook or fatal tool error ended the run.
     Failed(AgentError),
 }
@@ -57,6 +67,10 @@ impl fmt::Display for RunStop {
             Self::Halted { reason } => write!(f, "ended by a hook: {reason}"),
             Self::BudgetReached { spent, limit } => {
                 write!(f, "stopped at its budget: spent {spent:.4} of {limit:.4}")
+            }
+            Self::AwaitingApproval { pending } => {
+                let tools: Vec<&str> = pending.iter().map(|p| p.tool.as_str()).collect();
+                write!(f, "waiting for approval of {}", tools.join(", "))
             }
             Self::Failed(error) => write!(f, "failed: {error}"),
         }

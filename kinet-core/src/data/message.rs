@@ -200,6 +200,12 @@ pub struct Conversation {
     /// defence (kept with the conversation and its sessions).
     #[serde(default, skip_serializing_if = "Provenance::is_empty")]
     pub provenance: Provenance,
+    /// Set when the last run stopped at approvals to be given later
+    /// ([`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval)):
+    /// the turn and its pending calls. [`Agent::resume`](crate::Agent::resume)
+    /// finishes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<super::deferred::DeferredTurn>,
 }
 
 impl Conversation {
@@ -251,6 +257,7 @@ impl From<Vec<Message>> for Conversation {
             messages,
             session_approvals: BTreeSet::new(),
             provenance: Provenance::new(),
+            deferred: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! kinet-core, so every runtime module can use it without an import circle.
 
 pub(crate) mod dates;
+pub(crate) mod deferred;
 pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod message;

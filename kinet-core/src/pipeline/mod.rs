@@ -32,7 +32,7 @@ use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
-use crate::data::output::{ToolError, ToolOutput};
+use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;
 use crate::layer::{TimeoutLayer, ToolLayer};
@@ -256,7 +256,10 @@ impl Pipeline {
             Err(error) => (Err(error), None),
             Ok(mut prepared) => {
                 let mut approvals = BTreeSet::new();
-                let gate = match self.approve(&call, &prepared, base, &mut approvals).await {
+                let gate = match self
+                    .approve(&call, &prepared, base, &mut approvals, None)
+                    .await
+                {
                     Gate::Run => {
                         self.before_tool(tools, &mut call, &mut prepared, base)
                             .await
@@ -272,6 +275,18 @@ impl Pipeline {
                     }
                     Gate::Refuse(error) => (Err(error), None),
                     Gate::Stop(stop) => (Err(not_run(&stop)), Some(stop)),
+                    // A call made outside a run has no run to stop and
+                    // resume: a deferral denies it.
+                    Gate::Defer(_) => (
+                        Err(ToolError::new(
+                            ToolErrorKind::Denied,
+                            format!(
+                                "the approval of this `{}` call was deferred, and a call made outside a run cannot wait for it; it did not run",
+                                call.name
+                            ),
+                        )),
+                        None,
+                    ),
                 }
             }
         };

@@ -13,6 +13,7 @@ use futures::FutureExt;
 use super::Pipeline;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
+use crate::data::deferred::{Decisions, Resolution};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{ContentPart, Message, ToolCall};
@@ -45,6 +46,8 @@ pub(crate) enum Gate {
     Refuse(ToolError),
     /// It does not, and the run ends.
     Stop(RunStop),
+    /// It waits for a decision given later: the run stops here.
+    Defer(ConfirmRequest),
 }
 
 /// What the last stages made of a result.
@@ -109,13 +112,16 @@ impl Pipeline {
     /// the injection defence and, when they say so, asks the user through
     /// `base`'s handler. A call the defence flags is asked about even when
     /// the policy or a session approval would run it, and is refused
-    /// without asking when the defence is unattended.
+    /// without asking when the defence is unattended. A decision given
+    /// later for this call (`decided`, from a resume) answers what would
+    /// be asked; the policy's denials still hold.
     pub(crate) async fn approve(
         &self,
         call: &ToolCall,
         prepared: &Prepared,
         base: &ToolCtx,
         approvals: &mut BTreeSet<String>,
+        decided: Option<&Decisions>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
         let policy_asks = match self.policy().verdict_at(
@@ -134,6 +140,16 @@ impl Pipeline {
                 ));
             }
         };
+        if let Some(resolution) = decided.and_then(|d| d.get(&call.id)) {
+            return match resolution {
+                Resolution::Deny { reason } => Gate::Refuse(denied(&call.name, reason.clone())),
+                Resolution::ApproveForSession => {
+                    approvals.insert(call.name.clone());
+                    Gate::Run
+                }
+                _ => Gate::Run,
+            };
+        }
         let defence = self.defence();
         let finding = defence.check(
             &prepared.arguments,
@@ -154,7 +170,11 @@ impl Pipeline {
             if refused {
                 return Gate::Refuse(super::Defence::refusal(&call.name, &finding));
             }
-            let decision = ask(base, call, &*prepared.call, Some(finding.reason())).await;
+            let request = request(base, call, &*prepared.call, Some(finding.reason())).await;
+            if self.policy().defers() {
+                return Gate::Defer(request);
+            }
+            let decision = ask(base, request.clone()).await;
             if base.is_cancelled() {
                 return Gate::Stop(RunStop::Cancelled);
             }
@@ -166,12 +186,17 @@ impl Pipeline {
                 ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
                     tool: call.name.clone(),
                 }),
+                ConfirmDecision::Defer => Gate::Defer(request),
             };
         }
         if !policy_asks {
             return Gate::Run;
         }
-        let decision = ask(base, call, &*prepared.call, None).await;
+        let request = request(base, call, &*prepared.call, None).await;
+        if self.policy().defers() {
+            return Gate::Defer(request);
+        }
+        let decision = ask(base, request.clone()).await;
         if base.is_cancelled() {
             return Gate::Stop(RunStop::Cancelled);
         }
@@ -185,6 +210,7 @@ impl Pipeline {
             ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
                 tool: call.name.clone(),
             }),
+            ConfirmDecision::Defer => Gate::Defer(request),
         }
     }
 
@@ -378,12 +404,14 @@ impl Pipeline {
 /// it the user sees the arguments instead.
 const SUMMARY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn ask(
+/// What the user is to see about a call: the tool's summary (the shell
+/// command, a diff) or the pretty-printed arguments.
+async fn request(
     base: &ToolCtx,
     call: &ToolCall,
     prepared: &dyn PreparedCall,
     concern: Option<String>,
-) -> ConfirmDecision {
+) -> ConfirmRequest {
     let ctx = base.for_call(&call.id, &call.name);
     let summary = tokio::select! {
         biased;
@@ -401,6 +429,12 @@ async fn ask(
         summary,
     );
     request.concern = concern;
+    request
+}
+
+/// Asks the host's handler.
+async fn ask(base: &ToolCtx, request: ConfirmRequest) -> ConfirmDecision {
+    let ctx = base.for_call(&request.call_id, &request.tool);
     guarded(ctx.confirm(request))
         .await
         .unwrap_or_else(|panic| ConfirmDecision::Deny {

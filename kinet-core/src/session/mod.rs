@@ -72,6 +72,12 @@ pub enum JournalEntry {
         /// [`SessionState::save`].
         value: serde_json::Value,
     },
+    /// The run stopped at approvals to be given later (`Some`: the turn and
+    /// its pending calls), or a resumed run finished that turn (`None`).
+    Deferred {
+        /// The turn waiting, if any.
+        deferred: Option<crate::deferred::DeferredTurn>,
+    },
 }
 
 /// Where a run writes its steps as they happen, so a process killed
@@ -112,6 +118,7 @@ impl Session {
             JournalEntry::State { key, value } => {
                 self.state.insert(key, value);
             }
+            JournalEntry::Deferred { deferred } => self.deferred = deferred,
         }
     }
 
@@ -135,7 +142,15 @@ impl Session {
             .seen()
             .iter()
             .map(|seen| JournalEntry::Seen { seen: seen.clone() });
-        messages.chain(approvals).chain(state).chain(seen).collect()
+        let deferred = self.deferred.iter().map(|turn| JournalEntry::Deferred {
+            deferred: Some(turn.clone()),
+        });
+        messages
+            .chain(approvals)
+            .chain(state)
+            .chain(seen)
+            .chain(deferred)
+            .collect()
     }
 
     /// An empty session with this id.
@@ -148,6 +163,7 @@ impl Session {
             state: BTreeMap::new(),
             provenance: Provenance::new(),
             forked_from: None,
+            deferred: None,
         }
     }
 }
@@ -183,6 +199,10 @@ pub struct Session {
     /// Set on a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkPoint>,
+    /// A turn waiting for approvals given later
+    /// ([`Conversation::deferred`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<crate::deferred::DeferredTurn>,
 }
 
 /// A session that cannot be read or restored.
@@ -237,6 +257,7 @@ impl Session {
                 .collect(),
             provenance: conversation.provenance.clone(),
             forked_from: None,
+            deferred: conversation.deferred.clone(),
         }
     }
 
@@ -246,6 +267,7 @@ impl Session {
         self.messages = conversation.messages.clone();
         self.approvals = conversation.session_approvals.clone();
         self.provenance = conversation.provenance.clone();
+        self.deferred = conversation.deferred.clone();
         for state in states {
             self.state.insert(state.key().to_owned(), state.save());
         }
@@ -272,6 +294,7 @@ impl Session {
         let mut conversation = Conversation::from(self.messages.clone());
         conversation.session_approvals = self.approvals.clone();
         conversation.provenance = self.provenance.clone();
+        conversation.deferred = self.deferred.clone();
         Ok((conversation, self.clone()))
     }
 
@@ -292,6 +315,8 @@ impl Session {
                 session: self.id.clone(),
                 at,
             }),
+            // A fork before the deferred turn's calls does not wait for it.
+            deferred: self.deferred.clone().filter(|_| at == self.messages.len()),
         }
     }
 

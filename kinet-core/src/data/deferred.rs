@@ -1,0 +1,146 @@
+//! Approvals answered later: what a run that stopped at one keeps, and the
+//! decisions that finish it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::message::ToolCall;
+
+/// What the user is asked to approve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmRequest {
+    /// The tool name.
+    pub tool: String,
+    /// The tool call id.
+    pub call_id: String,
+    /// The arguments as the model gave them (parsed JSON when they parse).
+    pub arguments: serde_json::Value,
+    /// A human-readable summary: the shell command, a unified diff, or the
+    /// pretty-printed arguments.
+    pub summary: String,
+    /// Set when the injection defence flagged the call: why, naming the
+    /// untrusted source its arguments came from (see
+    /// [`Defence`](crate::pipeline::Defence)). Show it to the user; an
+    /// approval then covers this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concern: Option<String>,
+}
+
+impl ConfirmRequest {
+    /// A request with no concern.
+    pub fn new(
+        tool: impl Into<String>,
+        call_id: impl Into<String>,
+        arguments: serde_json::Value,
+        summary: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool: tool.into(),
+            call_id: call_id.into(),
+            arguments,
+            summary: summary.into(),
+            concern: None,
+        }
+    }
+}
+
+/// A turn whose calls wait for approvals given later: kept in the
+/// [`Conversation`](crate::Conversation) (and its session) when a run
+/// stops with [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredTurn {
+    /// Every call of the turn, as the model made them; those with a result
+    /// in the history ran (or were answered) before the stop.
+    pub calls: Vec<ToolCall>,
+    /// The calls waiting for a decision, with what the user is to see.
+    pub pending: Vec<ConfirmRequest>,
+    /// The run's key: with a call's id, the call's idempotency key
+    /// ([`ToolCtx::idempotency_key`](crate::ToolCtx::idempotency_key)),
+    /// the same in every process that runs it.
+    pub run_key: String,
+    /// The turn's number in its run.
+    pub turn: u32,
+}
+
+/// The decision for one pending call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Resolution {
+    /// Run it.
+    Approve,
+    /// Run it, and later calls of the same tool without asking.
+    ApproveForSession,
+    /// Do not run it; the model is told, with the reason if one is given.
+    Deny {
+        /// Shown to the model.
+        reason: Option<String>,
+    },
+    /// Run it with these arguments instead of the model's.
+    Edit {
+        /// The arguments to run with.
+        arguments: serde_json::Value,
+    },
+}
+
+/// The decisions that finish a deferred turn, by call id.
+///
+/// ```
+/// use kinet_core::deferred::Decisions;
+///
+/// let decisions = Decisions::new()
+///     .approve("call_1")
+///     .deny("call_2", "not on Fridays");
+/// assert_eq!(decisions.len(), 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decisions(pub BTreeMap<String, Resolution>);
+
+impl Decisions {
+    /// No decisions yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the decision for a call.
+    pub fn set(mut self, call_id: impl Into<String>, resolution: Resolution) -> Self {
+        self.0.insert(call_id.into(), resolution);
+        self
+    }
+
+    /// Approves a call.
+    pub fn approve(self, call_id: impl Into<String>) -> Self {
+        self.set(call_id, Resolution::Approve)
+    }
+
+    /// Denies a call, telling the model why.
+    pub fn deny(self, call_id: impl Into<String>, reason: impl Into<String>) -> Self {
+        self.set(
+            call_id,
+            Resolution::Deny {
+                reason: Some(reason.into()),
+            },
+        )
+    }
+
+    /// Runs a call with other arguments.
+    pub fn edit(self, call_id: impl Into<String>, arguments: serde_json::Value) -> Self {
+        self.set(call_id, Resolution::Edit { arguments })
+    }
+
+    /// The decision for a call.
+    pub fn get(&self, call_id: &str) -> Option<&Resolution> {
+        self.0.get(call_id)
+    }
+
+    /// How many decisions there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}

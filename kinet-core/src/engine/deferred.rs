@@ -1,0 +1,199 @@
+//! Turns whose calls wait for approvals given later: keeping one when a
+//! run stops at it, and finishing it when the run is resumed.
+
+use std::collections::HashSet;
+
+use super::RunSettings;
+use crate::batch;
+use crate::ctx::ToolCtx;
+use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution};
+use crate::data::error::AgentError;
+use crate::data::event::{AgentEvent, RunStop};
+use crate::data::message::{Conversation, Message, ToolCall};
+use crate::data::model::StopReason;
+use crate::session::JournalEntry;
+
+/// The pending calls, for messages: "`shell` (call_1), `write_file` (call_2)".
+pub(super) fn describe(pending: &[ConfirmRequest]) -> String {
+    pending
+        .iter()
+        .map(|p| format!("`{}` ({})", p.tool, p.call_id))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Keeps the turn in the conversation and the journal: the run stops here.
+pub(super) fn keep(
+    config: &RunSettings,
+    conversation: &mut Conversation,
+    calls: Vec<ToolCall>,
+    pending: &[ConfirmRequest],
+    run_key: &str,
+    turn: u32,
+) {
+    let deferred = DeferredTurn {
+        calls,
+        pending: pending.to_vec(),
+        run_key: run_key.to_owned(),
+        turn,
+    };
+    if let Some(journal) = &config.journal {
+        journal.record(&JournalEntry::Deferred {
+            deferred: Some(deferred.clone()),
+        });
+    }
+    conversation.deferred = Some(deferred);
+}
+
+/// Finishes a deferred turn with the decisions: the calls without a
+/// result run (or are denied) through the pipeline as the turn would have
+/// run them, with the turn's idempotency keys. `None` when the turn is
+/// done and the run goes on; otherwise why the run stops (another
+/// deferral, a cancellation, an abort, a decision that does not fit).
+pub(super) async fn finish(
+    config: &RunSettings,
+    conversation: &mut Conversation,
+    deferred: DeferredTurn,
+    decisions: &Decisions,
+    base: &ToolCtx,
+) -> Option<RunStop> {
+    let events = base.events().clone();
+    let turn = deferred.turn;
+    if let Err(why) = check(conversation, &deferred, decisions) {
+        conversation.deferred = Some(deferred);
+        return Some(RunStop::Failed(AgentError::Resume(why)));
+    }
+    let answered: HashSet<String> = answered(conversation);
+    // What runs: every call of the turn without a result (after a crash
+    // mid-resume, some have one), with edited arguments where decided.
+    let remaining: Vec<ToolCall> = deferred
+        .calls
+        .iter()
+        .filter(|call| !answered.contains(&call.id))
+        .map(|call| match decisions.get(&call.id) {
+            Some(Resolution::Edit { arguments }) => ToolCall {
+                arguments: arguments.to_string(),
+                ..call.clone()
+            },
+            _ => call.clone(),
+        })
+        .collect();
+    events.emit(AgentEvent::TurnStarted { turn });
+    let tools = match crate::pipeline::guarded(
+        config
+            .tools
+            .snapshot_for_window(config.context.window_for(&config.model)),
+    )
+    .await
+    {
+        Ok(tools) => tools,
+        Err(panic) => {
+            conversation.deferred = Some(deferred);
+            return Some(RunStop::Failed(AgentError::Internal(format!(
+                "a tool source panicked: {panic}"
+            ))));
+        }
+    };
+    let approved_before = conversation.session_approvals.clone();
+    let turn_base = base
+        .clone()
+        .with_provenance(conversation.provenance.clone());
+    let ran = batch::run(
+        &config.pipeline,
+        &tools,
+        &remaining,
+        &mut conversation.session_approvals,
+        &turn_base,
+        config.journal.as_deref(),
+        Some(decisions),
+    )
+    .await;
+    drop(turn_base);
+    for seen in ran.seen {
+        conversation.provenance.record(seen);
+    }
+    if let Some(journal) = &config.journal {
+        for tool in conversation.session_approvals.difference(&approved_before) {
+            journal.record(&JournalEntry::Approval { tool: tool.clone() });
+        }
+    }
+    conversation.messages.extend(ran.messages);
+    match &ran.stop {
+        Some(RunStop::AwaitingApproval { pending }) => {
+            keep(
+                config,
+                conversation,
+                deferred.calls,
+                pending,
+                &deferred.run_key,
+                turn,
+            );
+        }
+        _ => {
+            if let Some(journal) = &config.journal {
+                journal.record(&JournalEntry::Deferred { deferred: None });
+            }
+        }
+    }
+    events.emit(AgentEvent::TurnEnded {
+        turn,
+        stop_reason: StopReason::ToolUse,
+    });
+    ran.stop
+}
+
+/// The ids of the calls that have a result in the history.
+fn answered(conversation: &Conversation) -> HashSet<String> {
+    conversation
+        .messages
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether the saved turn is the history's last model turn, and the
+/// decisions answer exactly the calls still waiting.
+fn check(
+    conversation: &Conversation,
+    deferred: &DeferredTurn,
+    decisions: &Decisions,
+) -> Result<(), String> {
+    let last = conversation
+        .messages
+        .iter()
+        .rev()
+        .find_map(|message| match message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => Some(tool_calls),
+            _ => None,
+        });
+    let ids = |calls: &[ToolCall]| calls.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+    if last.map(|calls| ids(calls)) != Some(ids(&deferred.calls)) {
+        return Err(
+            "the saved turn is not the history's last model turn (was the history changed after the run stopped?)"
+                .into(),
+        );
+    }
+    let answered = answered(conversation);
+    for request in &deferred.pending {
+        if !answered.contains(&request.call_id) && decisions.get(&request.call_id).is_none() {
+            return Err(format!(
+                "no decision for the `{}` call {} (waiting: {})",
+                request.tool,
+                request.call_id,
+                describe(&deferred.pending)
+            ));
+        }
+    }
+    for id in decisions.0.keys() {
+        if !deferred.pending.iter().any(|p| &p.call_id == id) {
+            return Err(format!(
+                "call {id} is not waiting for a decision (waiting: {})",
+                describe(&deferred.pending)
+            ));
+        }
+    }
+    Ok(())
+}
