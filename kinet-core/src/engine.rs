@@ -99,14 +99,6 @@ async fn run_loop(
     base: ToolCtx,
     resume: Option<Decisions>,
 ) -> RunOutcome {
-    // Every call's idempotency key starts with the run's key; a resumed
-    // run keeps the key of the run it continues.
-    let run_key = conversation
-        .deferred
-        .as_ref()
-        .map(|turn| turn.run_key.clone())
-        .unwrap_or_else(crate::random::token);
-    let base = base.with_run_key(&run_key);
     let cancel = base.cancellation().clone();
     let events = base.events().clone();
     let mut usage = Usage::default();
@@ -122,9 +114,29 @@ async fn run_loop(
     if let Some(journal) = &config.journal {
         journal.begin(&conversation.messages);
     }
-    // A turn waiting for approvals is finished first, with the decisions.
+    // Every call's idempotency key starts with the conversation's run key,
+    // made (and journalled) by its first run.
+    let run_key = match &conversation.run_key {
+        Some(key) => key.clone(),
+        None => {
+            let key = crate::random::token();
+            if let Some(journal) = &config.journal {
+                journal.record(&crate::session::JournalEntry::RunKey { key: key.clone() });
+            }
+            conversation.run_key = Some(key.clone());
+            key
+        }
+    };
+    let base = base.with_run_key(&run_key);
+    // A turn waiting for approvals (or, on resume, one a crash cut short)
+    // is finished first.
     let mut early = None;
-    if let Some(deferred) = conversation.deferred.take() {
+    let waiting = conversation.deferred.take().or_else(|| {
+        resume
+            .as_ref()
+            .and_then(|_| deferred::unfinished(&conversation))
+    });
+    if let Some(deferred) = waiting {
         match resume {
             None => {
                 early = Some(RunStop::Failed(AgentError::Resume(format!(
@@ -334,7 +346,7 @@ async fn run_loop(
         }
         conversation.messages.extend(results);
         if let Some(RunStop::AwaitingApproval { pending }) = &batch_stop {
-            deferred::keep(&config, &mut conversation, calls, pending, &run_key, turn);
+            deferred::keep(&config, &mut conversation, calls, pending, turn);
         }
         events.emit(AgentEvent::TurnEnded {
             turn,

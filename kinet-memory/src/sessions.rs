@@ -302,6 +302,7 @@ pub(crate) fn kind(entry: &JournalEntry) -> &'static str {
         JournalEntry::State { .. } => "state",
         JournalEntry::Seen { .. } => "seen",
         JournalEntry::Deferred { .. } => "deferred",
+        JournalEntry::RunKey { .. } => "run_key",
         _ => "other",
     }
 }

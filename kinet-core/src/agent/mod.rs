@@ -491,11 +491,15 @@ impl Agent {
     /// hold), with the idempotency keys they had, and the run goes on as
     /// usual. It may stop at approvals again.
     ///
-    /// After a crash during a resume, resume again with the same decisions:
-    /// calls that already have a result do not run again (a call that was
-    /// running when the process died runs again, with the same
-    /// [`ToolCtx::idempotency_key`](crate::ToolCtx::idempotency_key)). A
-    /// conversation that is not waiting for approvals simply runs.
+    /// It also continues a run a crash cut short: loaded from its session
+    /// store, a conversation whose last model turn has calls without a
+    /// result runs those calls (a plain [`run`](Self::run) would answer
+    /// them "interrupted") and goes on. So after a crash, during a resume
+    /// or any run, resume again with the same decisions: calls that already
+    /// have a result do not run again, and a call that was running when
+    /// the process died runs again with the same
+    /// [`ToolCtx::idempotency_key`](crate::ToolCtx::idempotency_key). A
+    /// conversation with nothing unfinished simply runs.
     ///
     /// The run fails (`AgentError::Resume`) when a pending call has no
     /// decision, a decision names a call that is not waiting, or the saved

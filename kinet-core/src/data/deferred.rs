@@ -53,12 +53,10 @@ pub struct DeferredTurn {
     /// Every call of the turn, as the model made them; those with a result
     /// in the history ran (or were answered) before the stop.
     pub calls: Vec<ToolCall>,
-    /// The calls waiting for a decision, with what the user is to see.
+    /// The calls waiting for a decision, with what the user is to see
+    /// (empty for a turn a crash interrupted, which
+    /// [`Agent::resume`](crate::Agent::resume) also finishes).
     pub pending: Vec<ConfirmRequest>,
-    /// The run's key: with a call's id, the call's idempotency key
-    /// ([`ToolCtx::idempotency_key`](crate::ToolCtx::idempotency_key)),
-    /// the same in every process that runs it.
-    pub run_key: String,
     /// The turn's number in its run.
     pub turn: u32,
 }

@@ -206,6 +206,12 @@ pub struct Conversation {
     /// finishes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred: Option<super::deferred::DeferredTurn>,
+    /// The key of this conversation's runs, set by the first run: with a
+    /// call's id, the call's
+    /// [`idempotency_key`](crate::ToolCtx::idempotency_key), the same in
+    /// every process that continues the conversation. A fork gets its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_key: Option<String>,
 }
 
 impl Conversation {
@@ -258,6 +264,7 @@ impl From<Vec<Message>> for Conversation {
             session_approvals: BTreeSet::new(),
             provenance: Provenance::new(),
             deferred: None,
+            run_key: None,
         }
     }
 }

@@ -28,13 +28,11 @@ pub(super) fn keep(
     conversation: &mut Conversation,
     calls: Vec<ToolCall>,
     pending: &[ConfirmRequest],
-    run_key: &str,
     turn: u32,
 ) {
     let deferred = DeferredTurn {
         calls,
         pending: pending.to_vec(),
-        run_key: run_key.to_owned(),
         turn,
     };
     if let Some(journal) = &config.journal {
@@ -120,14 +118,7 @@ pub(super) async fn finish(
     conversation.messages.extend(ran.messages);
     match &ran.stop {
         Some(RunStop::AwaitingApproval { pending }) => {
-            keep(
-                config,
-                conversation,
-                deferred.calls,
-                pending,
-                &deferred.run_key,
-                turn,
-            );
+            keep(config, conversation, deferred.calls, pending, turn);
         }
         _ => {
             if let Some(journal) = &config.journal {
@@ -140,6 +131,35 @@ pub(super) async fn finish(
         stop_reason: StopReason::ToolUse,
     });
     ran.stop
+}
+
+/// The history's last model turn when a crash cut it short (some of its
+/// calls have no result, and nothing came after it): a turn to finish with
+/// no decisions pending.
+pub(super) fn unfinished(conversation: &Conversation) -> Option<DeferredTurn> {
+    let (index, calls) = conversation
+        .messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, message)| !matches!(message, Message::Tool { .. }))
+        .and_then(|(index, message)| match message {
+            Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+                Some((index, tool_calls))
+            }
+            _ => None,
+        })?;
+    let answered = answered(conversation);
+    let open = calls.iter().any(|call| !answered.contains(&call.id));
+    let turn = conversation.messages[..=index]
+        .iter()
+        .filter(|m| matches!(m, Message::Assistant { .. }))
+        .count();
+    open.then(|| DeferredTurn {
+        calls: calls.clone(),
+        pending: Vec::new(),
+        turn: u32::try_from(turn).unwrap_or(u32::MAX),
+    })
 }
 
 /// The ids of the calls that have a result in the history.

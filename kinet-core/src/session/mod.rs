@@ -78,6 +78,12 @@ pub enum JournalEntry {
         /// The turn waiting, if any.
         deferred: Option<crate::deferred::DeferredTurn>,
     },
+    /// The key of the conversation's runs, written by its first run
+    /// ([`Conversation::run_key`]).
+    RunKey {
+        /// The key.
+        key: String,
+    },
 }
 
 /// Where a run writes its steps as they happen, so a process killed
@@ -119,6 +125,7 @@ impl Session {
                 self.state.insert(key, value);
             }
             JournalEntry::Deferred { deferred } => self.deferred = deferred,
+            JournalEntry::RunKey { key } => self.run_key = Some(key),
         }
     }
 
@@ -145,7 +152,12 @@ impl Session {
         let deferred = self.deferred.iter().map(|turn| JournalEntry::Deferred {
             deferred: Some(turn.clone()),
         });
+        let key = self
+            .run_key
+            .iter()
+            .map(|key| JournalEntry::RunKey { key: key.clone() });
         messages
+            .chain(key)
             .chain(approvals)
             .chain(state)
             .chain(seen)
@@ -164,6 +176,7 @@ impl Session {
             provenance: Provenance::new(),
             forked_from: None,
             deferred: None,
+            run_key: None,
         }
     }
 }
@@ -203,6 +216,9 @@ pub struct Session {
     /// ([`Conversation::deferred`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deferred: Option<crate::deferred::DeferredTurn>,
+    /// The key of the conversation's runs ([`Conversation::run_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_key: Option<String>,
 }
 
 /// A session that cannot be read or restored.
@@ -258,6 +274,7 @@ impl Session {
             provenance: conversation.provenance.clone(),
             forked_from: None,
             deferred: conversation.deferred.clone(),
+            run_key: conversation.run_key.clone(),
         }
     }
 
@@ -268,6 +285,7 @@ impl Session {
         self.approvals = conversation.session_approvals.clone();
         self.provenance = conversation.provenance.clone();
         self.deferred = conversation.deferred.clone();
+        self.run_key = conversation.run_key.clone();
         for state in states {
             self.state.insert(state.key().to_owned(), state.save());
         }
@@ -276,7 +294,9 @@ impl Session {
     /// The conversation to run next (approvals included), after putting
     /// back every state in `states` that the session has. The history is
     /// repaired before the next request as always (a call interrupted by a
-    /// crash gets an "interrupted" result).
+    /// crash gets an "interrupted" result), unless the run is continued
+    /// with [`Agent::resume`](crate::Agent::resume), which runs such calls
+    /// (and finishes a turn waiting for approvals).
     pub fn resume(
         &self,
         states: &[Arc<dyn SessionState>],
@@ -295,6 +315,7 @@ impl Session {
         conversation.session_approvals = self.approvals.clone();
         conversation.provenance = self.provenance.clone();
         conversation.deferred = self.deferred.clone();
+        conversation.run_key = self.run_key.clone();
         Ok((conversation, self.clone()))
     }
 
@@ -317,6 +338,8 @@ impl Session {
             }),
             // A fork before the deferred turn's calls does not wait for it.
             deferred: self.deferred.clone().filter(|_| at == self.messages.len()),
+            // The fork's calls are its own: their keys must differ.
+            run_key: None,
         }
     }
 
