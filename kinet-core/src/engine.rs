@@ -323,7 +323,8 @@ async fn run_loop(
         // wrote them; what they return joins the ledger after the turn.
         let turn_base = base
             .clone()
-            .with_provenance(conversation.provenance.clone());
+            .with_provenance(conversation.provenance.clone())
+            .with_tool_caller(Some(config.pipeline.turn_tools(&tools)));
         let ran = batch::run(
             &config.pipeline,
             &tools,

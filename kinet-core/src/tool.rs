@@ -3,8 +3,8 @@
 
 pub use crate::ctx::{
     AgentHandle, Confinement, DirEntry, EntryKind, EntryMetadata, EventSink, Extensions,
-    PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx, WorkspaceDir,
-    WorkspacePath, confinement,
+    PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCaller, ToolCtx,
+    WorkspaceDir, WorkspacePath, confinement,
 };
 /// Calendar arithmetic for tools that speak dates.
 pub mod dates {

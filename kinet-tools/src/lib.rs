@@ -65,6 +65,8 @@
 
 #[cfg(feature = "agents")]
 pub mod agents;
+#[cfg(feature = "code-mode")]
+pub mod code_mode;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "git")]

@@ -6,6 +6,7 @@ mod checked;
 mod dir;
 mod events;
 mod extensions;
+mod nested;
 mod paths;
 mod spawn;
 mod workspace;
@@ -21,12 +22,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
 use crate::data::event::{AgentEvent, PackEvent};
-use crate::data::output::ToolError;
+use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
 
 pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
 pub use events::EventSink;
 pub use extensions::Extensions;
+pub use nested::ToolCaller;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
 pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 
@@ -65,6 +67,8 @@ pub struct ToolCtx {
     tool_name: Arc<str>,
     /// The run's key, for idempotency keys (empty outside a run).
     run_key: Arc<str>,
+    /// The turn's tools, for tools that call tools.
+    caller: Option<Arc<dyn ToolCaller>>,
     /// What the conversation's model has read (the injection defence's
     /// ledger), as of the start of the turn.
     provenance: Provenance,
@@ -91,6 +95,7 @@ impl ToolCtx {
             call_id: Arc::from(""),
             tool_name: Arc::from(""),
             run_key: Arc::from(""),
+            caller: None,
             provenance: Provenance::new(),
         }
     }
@@ -190,6 +195,7 @@ impl ToolCtx {
             call_id: Arc::from(call_id),
             tool_name: Arc::from(tool_name),
             run_key: Arc::clone(&self.run_key),
+            caller: self.caller.clone(),
             provenance: self.provenance.clone(),
         }
     }
@@ -199,6 +205,42 @@ impl ToolCtx {
     pub(crate) fn with_run_key(mut self, key: &str) -> Self {
         self.run_key = Arc::from(key);
         self
+    }
+
+    /// Lets tools of this context call the turn's tools (the engine does,
+    /// per turn).
+    pub fn with_tool_caller(mut self, caller: Option<Arc<dyn ToolCaller>>) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// The tools [`call_tool`](Self::call_tool) can call: the turn's, when
+    /// this context is a run's.
+    pub fn callable_tools(&self) -> &[crate::data::spec::ToolSpec] {
+        self.caller.as_deref().map(ToolCaller::specs).unwrap_or(&[])
+    }
+
+    /// Calls another of the run's tools from inside this call, through
+    /// the whole pipeline as if the model had called it: the approval
+    /// policy and the host's handler (an approval for the session counts
+    /// for one call here), the injection defence, hooks, layers, events
+    /// (`ToolCallStarted`/`Finished` with `id`) and spans. Fails when this
+    /// context is not a run's, or the tool is unknown, denied or fails.
+    /// A deferred approval denies the call here.
+    pub async fn call_tool(
+        &self,
+        id: impl Into<String>,
+        name: &str,
+        arguments: &serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(caller) = &self.caller else {
+            return Err(ToolError::failed(format!(
+                "`{name}` cannot be called from here: this tool runs outside an agent's run"
+            )));
+        };
+        caller
+            .call(self, id.into(), name, arguments.to_string())
+            .await
     }
 
     /// A key naming this call for good: the same every time this call is

@@ -95,7 +95,8 @@ pub(super) async fn finish(
     let approved_before = conversation.session_approvals.clone();
     let turn_base = base
         .clone()
-        .with_provenance(conversation.provenance.clone());
+        .with_provenance(conversation.provenance.clone())
+        .with_tool_caller(Some(config.pipeline.turn_tools(&tools)));
     let ran = batch::run(
         &config.pipeline,
         &tools,

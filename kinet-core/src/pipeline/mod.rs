@@ -228,6 +228,15 @@ impl Pipeline {
             .await
     }
 
+    /// The turn's tools through this pipeline, for tools that call tools
+    /// ([`ToolCtx::call_tool`]).
+    pub(crate) fn turn_tools(&self, tools: &Arc<ToolSnapshot>) -> Arc<dyn crate::ctx::ToolCaller> {
+        Arc::new(TurnTools {
+            pipeline: self.clone(),
+            tools: Arc::clone(tools),
+        })
+    }
+
     /// The `execute_tool` span of `call` (see [`telemetry`](crate::telemetry)).
     pub(crate) fn tool_span(&self, call: &ToolCall) -> tracing::Span {
         let span = crate::telemetry::spans::tool(&call.name, &call.id);
@@ -304,6 +313,36 @@ impl Pipeline {
             message: finished.message,
             truncated_for_model: finished.truncated,
         }
+    }
+}
+
+/// A turn's tools and the pipeline their calls go through.
+struct TurnTools {
+    pipeline: Pipeline,
+    tools: Arc<ToolSnapshot>,
+}
+
+#[async_trait::async_trait]
+impl crate::ctx::ToolCaller for TurnTools {
+    fn specs(&self) -> &[crate::data::spec::ToolSpec] {
+        self.tools.specs()
+    }
+
+    async fn call(
+        &self,
+        ctx: &ToolCtx,
+        id: String,
+        name: &str,
+        arguments: String,
+    ) -> Result<ToolOutput, ToolError> {
+        // One level only: a called tool cannot call tools in turn.
+        let base = ctx.clone().with_tool_caller(None);
+        let call = ToolCall {
+            id,
+            name: name.to_owned(),
+            arguments,
+        };
+        self.pipeline.call(&self.tools, call, &base).await.result
     }
 }
 

@@ -1,0 +1,394 @@
+//! Code Mode: `run_code`, a Python script in which the agent's tools are
+//! functions. For work that is many small calls (read 50 files and count,
+//! look up 20 prices and sum), the model writes one script instead of one
+//! turn per call, and reads only what the script prints.
+//!
+//! The script runs in [monty](https://crates.io/crates/monty), a sandboxed
+//! interpreter of a Python subset written in Rust, in this process: no
+//! file, socket, environment or clock access (such calls raise
+//! `PermissionError`), no imports beyond the modules monty implements. Each
+//! tool call in the script goes through the agent's pipeline as if the
+//! model had made it ([`ToolCtx::call_tool`]): the approval policy and the
+//! host's handler, the injection defence, hooks, layers, events and spans.
+//! A denied or failed call raises `RuntimeError` in the script (catch it
+//! with `except Exception as e`). A tool returns its text, or the dict or
+//! list its text holds when it is JSON.
+//!
+//! Limits ([`CodeMode`]'s builder): the interpreter's time (default 10 s,
+//! not counting the tools' own time, which their timeouts bound), the
+//! number of tool calls (100), the printed output (64 KiB) and memory
+//! (256 MiB; enforced only when the program installs monty's allocator
+//! crate, `monty-alloc`, as its global allocator).
+//!
+//! When it pays: many calls whose results the model need not read one by
+//! one (filter, count, sum, join), and loops whose shape is known. When it
+//! does not: one or two calls, or when each result decides the next step
+//! in ways that need the model's judgment; and models that write poor
+//! Python do better with plain calls. Not yet: a call whose approval is
+//! deferred is denied inside a script (the script cannot pause).
+//!
+//! ```
+//! use kinet_core::tool::Toolset;
+//! use kinet_tools::code_mode::CodeMode;
+//!
+//! let mut tools = kinet_tools::default_tools();
+//! let code = CodeMode::new(&tools).max_tool_calls(50);
+//! tools.add(code);
+//! ```
+
+mod convert;
+mod describe;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kinet_core::tool::{Scheduling, ToolAnnotations, ToolSpec, Toolset};
+use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
+use monty::{MontyRun, RunProgress};
+use monty_types::{ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The `run_code` tool. Build it after the tools it offers are in the
+/// toolset (it lists them in its description); add it to the same one.
+#[derive(Debug, Clone)]
+pub struct CodeMode {
+    specs: Vec<ToolSpec>,
+    description: String,
+    time: Duration,
+    memory: usize,
+    calls: usize,
+    output: usize,
+}
+
+/// The script.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunCodeArgs {
+    /// The Python script. Tools are functions; print what you need to see;
+    /// the value of the last expression is shown too.
+    pub code: String,
+}
+
+impl CodeMode {
+    /// Offers the toolset's tools (its static ones: tools from sources
+    /// such as MCP servers are offered when built with
+    /// [`for_specs`](Self::for_specs) from a snapshot). Defaults: 10 s of
+    /// interpreter time, 256 MiB, 100 tool calls, 64 KiB of output.
+    pub fn new(tools: &Toolset) -> Self {
+        Self::for_specs(tools.static_tools().specs().to_vec())
+    }
+
+    /// Offers these tools.
+    pub fn for_specs(specs: Vec<ToolSpec>) -> Self {
+        let mut code = Self {
+            specs: specs
+                .into_iter()
+                .filter(|spec| spec.name != "run_code")
+                .collect(),
+            description: String::new(),
+            time: Duration::from_secs(10),
+            memory: 256 << 20,
+            calls: 100,
+            output: 64 << 10,
+        };
+        code.describe();
+        code
+    }
+
+    /// The interpreter's time limit (tool calls not counted).
+    pub fn time_limit(mut self, limit: Duration) -> Self {
+        self.time = limit;
+        self.describe();
+        self
+    }
+
+    /// The memory limit in bytes (needs `monty-alloc` as the program's
+    /// global allocator to be enforced).
+    pub fn memory_limit(mut self, bytes: usize) -> Self {
+        self.memory = bytes;
+        self
+    }
+
+    /// The most tool calls one script may make.
+    pub fn max_tool_calls(mut self, calls: usize) -> Self {
+        self.calls = calls;
+        self.describe();
+        self
+    }
+
+    /// The most printed output kept, in bytes.
+    pub fn max_output(mut self, bytes: usize) -> Self {
+        self.output = bytes;
+        self.describe();
+        self
+    }
+
+    fn describe(&mut self) {
+        let mut text = String::from(
+            "Runs a Python script in which your tools are functions. Use it for work that \
+             is many tool calls (loops, filters, counts, sums): only what the script prints, \
+             and the value of its last expression, come back to you. The Python is a \
+             sandboxed subset: no files, network, environment or clock except through the \
+             functions below; no imports beyond a few standard modules.\n\
+             A function returns the tool's text (or a dict or list when the text is JSON). \
+             A failed or denied call raises RuntimeError: catch it with \
+             `except Exception as e` to go on.\n",
+        );
+        text.push_str(&format!(
+            "Limits: {} s of interpreter time, {} tool calls, {} KiB of output.\n\nFunctions:\n",
+            self.time.as_secs_f64(),
+            self.calls,
+            self.output / 1024
+        ));
+        for spec in &self.specs {
+            text.push_str(&describe::signature(spec));
+        }
+        self.description = text;
+    }
+}
+
+fn exception(kind: ExcType, message: impl Into<String>) -> MontyException {
+    MontyException::new(kind, Some(message.into()))
+}
+
+/// A value for the model: JSON when it has a JSON form, else its repr.
+fn show(value: &MontyObject) -> String {
+    match convert::to_json(value) {
+        Some(serde_json::Value::String(text)) => text,
+        Some(json) => json.to_string(),
+        None => format!("{value:?}"),
+    }
+}
+
+#[async_trait]
+impl Tool for CodeMode {
+    type Args = RunCodeArgs;
+
+    fn name(&self) -> &str {
+        "run_code"
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Its tool calls are approved one by one in the pipeline; the script
+    /// itself changes nothing.
+    fn mutating(&self, _args: &RunCodeArgs) -> bool {
+        false
+    }
+
+    /// Alone: the script's calls may change things.
+    fn scheduling(&self, _args: &RunCodeArgs) -> Scheduling {
+        Scheduling::Exclusive
+    }
+
+    /// What comes back may carry what untrusted tools returned.
+    fn annotations(&self) -> ToolAnnotations {
+        let mut annotations = ToolAnnotations::default();
+        annotations.read_only = false;
+        annotations.destructive = false;
+        annotations.open_world = true;
+        annotations
+    }
+
+    async fn call(&self, args: RunCodeArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        let names: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
+        let runner = MontyRun::new(
+            args.code,
+            "script.py",
+            names.clone(),
+            monty_types::CompileOptions::default(),
+        )
+        .map_err(|e| ToolError::invalid_arguments(format!("the script does not parse: {e}")))?;
+        let inputs = names
+            .iter()
+            .map(|name| MontyObject::Function {
+                name: name.clone(),
+                docstring: None,
+            })
+            .collect();
+        let limits = monty_types::ResourceLimits {
+            max_duration: Some(self.time),
+            max_memory: Some(self.memory),
+            max_suspensions: self.calls.saturating_add(16),
+            ..monty_types::ResourceLimits::default()
+        };
+        let max_output = self.output;
+        let mut printed = String::new();
+        let step = |printed: String,
+                    work: Box<
+            dyn FnOnce(&mut String) -> Result<RunProgress, MontyException> + Send,
+        >| {
+            tokio::task::spawn_blocking(move || {
+                let mut printed = printed;
+                let progress = work(&mut printed);
+                (progress, printed)
+            })
+        };
+        let (mut progress, out) = step(
+            printed,
+            Box::new(move |out| {
+                runner.start(
+                    inputs,
+                    monty_types::ResourceTracker::new(limits),
+                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                )
+            }),
+        )
+        .await
+        .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
+        printed = out;
+        let mut calls = 0usize;
+        let value = loop {
+            let next: Box<dyn FnOnce(&mut String) -> Result<RunProgress, MontyException> + Send> =
+                match progress {
+                    Err(error) => {
+                        let mut text = printed;
+                        if !text.is_empty() && !text.ends_with('\n') {
+                            text.push('\n');
+                        }
+                        text.push_str(&error.to_string());
+                        return Err(ToolError::failed(format!("the script failed:\n{text}")));
+                    }
+                    Ok(RunProgress::Complete(value)) => break value,
+                    Ok(RunProgress::FunctionCall(call)) => {
+                        calls += 1;
+                        if calls > self.calls {
+                            let limit = self.calls;
+                            let stop = exception(
+                                ExcType::RuntimeError,
+                                format!("the script made more than {limit} tool calls"),
+                            );
+                            Box::new(move |out: &mut String| {
+                                call.abort(
+                                    stop,
+                                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                                )
+                            })
+                                as Box<dyn FnOnce(&mut String) -> _ + Send>
+                        } else {
+                            let request = (
+                                call.function_name.clone(),
+                                call.args.clone(),
+                                call.kwargs.clone(),
+                            );
+                            let answer = self.run_tool(ctx, calls, request).await;
+                            Box::new(move |out: &mut String| {
+                                call.resume(
+                                    answer,
+                                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                                )
+                            })
+                        }
+                    }
+                    Ok(RunProgress::OsCall(call)) => {
+                        let refusal = exception(
+                            ExcType::PermissionError,
+                            "scripts have no file, network, environment or clock access; use the tools",
+                        );
+                        Box::new(move |out: &mut String| {
+                            call.resume(
+                                ExtFunctionResult::Error(refusal),
+                                monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                            )
+                        })
+                    }
+                    Ok(RunProgress::NameLookup(lookup)) => Box::new(move |out: &mut String| {
+                        lookup.resume(
+                            NameLookupResult::Undefined,
+                            monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                        )
+                    }),
+                    Ok(RunProgress::ResolveFutures(waiting)) => {
+                        let refusal = exception(
+                            ExcType::RuntimeError,
+                            "tool functions are not async: call them without await",
+                        );
+                        Box::new(move |out: &mut String| {
+                            waiting.abort(
+                                refusal,
+                                monty_types::PrintWriter::CollectString(out, Some(max_output)),
+                            )
+                        })
+                    }
+                };
+            if ctx.is_cancelled() {
+                return Err(ToolError::failed("the script was cancelled"));
+            }
+            let (next_progress, out) = step(printed, next)
+                .await
+                .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
+            progress = next_progress;
+            printed = out;
+        };
+        let mut text = printed;
+        if !matches!(value, MontyObject::None) {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&show(&value));
+        }
+        if text.is_empty() {
+            text = "(the script printed nothing)".into();
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+impl CodeMode {
+    /// One tool call of the script, through the pipeline: the tool's
+    /// answer, or the exception the script sees.
+    async fn run_tool(
+        &self,
+        ctx: &ToolCtx,
+        n: usize,
+        (name, args, kwargs): (String, Vec<MontyObject>, Vec<(MontyObject, MontyObject)>),
+    ) -> ExtFunctionResult {
+        let Some(spec) = self.specs.iter().find(|s| s.name == name) else {
+            return ExtFunctionResult::NotFound(name);
+        };
+        let json = |value: &MontyObject| {
+            convert::to_json(value).ok_or_else(|| {
+                format!(
+                    "{}() takes JSON values (str, int, float, bool, None, list, dict with str keys)",
+                    spec.name
+                )
+            })
+        };
+        let positional: Result<Vec<_>, _> = args.iter().map(json).collect();
+        let keywords: Result<Vec<_>, String> = kwargs
+            .iter()
+            .map(|(key, value)| match key {
+                MontyObject::String(key) => Ok((key.clone(), json(value)?)),
+                _ => Err("keyword names must be strings".to_owned()),
+            })
+            .collect();
+        let arguments = match (positional, keywords) {
+            (Ok(p), Ok(k)) => describe::arguments(spec, p, k),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        let arguments = match arguments {
+            Ok(arguments) => arguments,
+            Err(problem) => {
+                return ExtFunctionResult::Error(exception(ExcType::TypeError, problem));
+            }
+        };
+        let id = format!("{}.{n}", ctx.call_id());
+        match ctx.call_tool(id, &spec.name, &arguments).await {
+            Ok(output) => {
+                let value = match serde_json::from_str::<serde_json::Value>(&output.text) {
+                    Ok(json @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
+                        convert::from_json(&json)
+                    }
+                    _ => MontyObject::String(output.text),
+                };
+                ExtFunctionResult::Return(value)
+            }
+            Err(error) => ExtFunctionResult::Error(exception(
+                ExcType::RuntimeError,
+                format!("{} failed: {}", spec.name, error.message()),
+            )),
+        }
+    }
+}
