@@ -18,6 +18,12 @@
 //! | [`skills::LoadSkillTool`] `load_skill` (+ [`skills::SkillsHook`]) | `skills` | no | yes |
 //! | [`web::WebFetchTool`] `web_fetch`, [`web::WebSearchTool`] `web_search` | `web` | no | yes |
 //!
+//! Code Mode in `code_mode` (feature `code-mode`, off by default, not in
+//! [`default_tools`]): `run_code`, a sandboxed Python script in which the
+//! toolset's tools are functions, each call through the agent's pipeline
+//! (so approval is asked per call inside the script; `run_code` itself
+//! asks nothing and runs alone).
+//!
 //! Vendor integrations in [`integrations`] (off by default, not in
 //! [`default_tools`]; each needs the vendor's credentials):
 //!

@@ -201,138 +201,155 @@ impl Tool for CodeMode {
             monty_types::CompileOptions::default(),
         )
         .map_err(|e| ToolError::invalid_arguments(format!("the script does not parse: {e}")))?;
-        let inputs = names
-            .iter()
-            .map(|name| MontyObject::Function {
-                name: name.clone(),
-                docstring: None,
-            })
-            .collect();
-        let limits = monty_types::ResourceLimits {
-            max_duration: Some(self.time),
-            max_memory: Some(self.memory),
-            max_suspensions: self.calls.saturating_add(16),
-            ..monty_types::ResourceLimits::default()
+        let limits = Limits {
+            time: self.time,
+            memory: self.memory,
+            calls: self.calls,
+            output: self.output,
         };
-        let max_output = self.output;
-        let mut printed = String::new();
-        let step = |printed: String,
-                    work: Box<
-            dyn FnOnce(&mut String) -> Result<RunProgress, MontyException> + Send,
-        >| {
-            tokio::task::spawn_blocking(move || {
-                let mut printed = printed;
-                let progress = work(&mut printed);
-                (progress, printed)
-            })
-        };
-        let (mut progress, out) = step(
-            printed,
-            Box::new(move |out| {
-                runner.start(
-                    inputs,
-                    monty_types::ResourceTracker::new(limits),
-                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                )
-            }),
-        )
-        .await
-        .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
-        printed = out;
-        let mut calls = 0usize;
-        let value = loop {
-            let next: Box<dyn FnOnce(&mut String) -> Result<RunProgress, MontyException> + Send> =
-                match progress {
-                    Err(error) => {
-                        let mut text = printed;
-                        if !text.is_empty() && !text.ends_with('\n') {
-                            text.push('\n');
-                        }
-                        text.push_str(&error.to_string());
-                        return Err(ToolError::failed(format!("the script failed:\n{text}")));
-                    }
-                    Ok(RunProgress::Complete(value)) => break value,
-                    Ok(RunProgress::FunctionCall(call)) => {
-                        calls += 1;
-                        if calls > self.calls {
-                            let limit = self.calls;
-                            let stop = exception(
-                                ExcType::RuntimeError,
-                                format!("the script made more than {limit} tool calls"),
-                            );
-                            Box::new(move |out: &mut String| {
-                                call.abort(
-                                    stop,
-                                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                                )
-                            })
-                                as Box<dyn FnOnce(&mut String) -> _ + Send>
-                        } else {
-                            let request = (
-                                call.function_name.clone(),
-                                call.args.clone(),
-                                call.kwargs.clone(),
-                            );
-                            let answer = self.run_tool(ctx, calls, request).await;
-                            Box::new(move |out: &mut String| {
-                                call.resume(
-                                    answer,
-                                    monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                                )
-                            })
-                        }
-                    }
-                    Ok(RunProgress::OsCall(call)) => {
-                        let refusal = exception(
-                            ExcType::PermissionError,
-                            "scripts have no file, network, environment or clock access; use the tools",
-                        );
-                        Box::new(move |out: &mut String| {
-                            call.resume(
-                                ExtFunctionResult::Error(refusal),
-                                monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                            )
-                        })
-                    }
-                    Ok(RunProgress::NameLookup(lookup)) => Box::new(move |out: &mut String| {
-                        lookup.resume(
-                            NameLookupResult::Undefined,
-                            monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                        )
-                    }),
-                    Ok(RunProgress::ResolveFutures(waiting)) => {
-                        let refusal = exception(
-                            ExcType::RuntimeError,
-                            "tool functions are not async: call them without await",
-                        );
-                        Box::new(move |out: &mut String| {
-                            waiting.abort(
-                                refusal,
-                                monty_types::PrintWriter::CollectString(out, Some(max_output)),
-                            )
-                        })
-                    }
-                };
-            if ctx.is_cancelled() {
-                return Err(ToolError::failed("the script was cancelled"));
-            }
-            let (next_progress, out) = step(printed, next)
-                .await
-                .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
-            progress = next_progress;
-            printed = out;
-        };
+        // The interpreter runs on a blocking thread of its own; each tool
+        // call comes here over a channel and its answer goes back. When
+        // this call is dropped (cancelled, timed out), the channel closes
+        // and the script is stopped at its next call.
+        let (requests, mut incoming) = tokio::sync::mpsc::channel::<Request>(1);
+        let script =
+            tokio::task::spawn_blocking(move || interpret(runner, names, limits, &requests));
+        let mut n = 0;
+        while let Some(request) = incoming.recv().await {
+            n += 1;
+            let answer = self.run_tool(ctx, n, request.call).await;
+            let _ = request.reply.send(answer);
+        }
+        let (result, printed) = script
+            .await
+            .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
         let mut text = printed;
-        if !matches!(value, MontyObject::None) {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
+        match result {
+            Ok(value) => {
+                if !matches!(value, MontyObject::None) {
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    text.push_str(&show(&value));
+                }
+                if text.is_empty() {
+                    text = "(the script printed nothing)".into();
+                }
+                Ok(ToolOutput::text(text))
             }
-            text.push_str(&show(&value));
+            Err(error) => {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push_str(&error.to_string());
+                Err(ToolError::failed(format!("the script failed:\n{text}")))
+            }
         }
-        if text.is_empty() {
-            text = "(the script printed nothing)".into();
-        }
-        Ok(ToolOutput::text(text))
+    }
+}
+
+/// The limits the interpreter's thread enforces.
+struct Limits {
+    time: Duration,
+    memory: usize,
+    calls: usize,
+    output: usize,
+}
+
+/// A tool call of the script: its function, arguments and keyword
+/// arguments.
+type ScriptCall = (String, Vec<MontyObject>, Vec<(MontyObject, MontyObject)>);
+
+/// A tool call on its way from the interpreter's thread, with the way
+/// back.
+struct Request {
+    call: ScriptCall,
+    reply: tokio::sync::oneshot::Sender<ExtFunctionResult>,
+}
+
+/// Runs the script on this (blocking) thread to its end: the final value
+/// or the exception, and what it printed.
+fn interpret(
+    runner: MontyRun,
+    names: Vec<String>,
+    limits: Limits,
+    requests: &tokio::sync::mpsc::Sender<Request>,
+) -> (Result<MontyObject, MontyException>, String) {
+    let inputs = names
+        .into_iter()
+        .map(|name| MontyObject::Function {
+            name,
+            docstring: None,
+        })
+        .collect();
+    let tracker = monty_types::ResourceTracker::new(monty_types::ResourceLimits {
+        max_duration: Some(limits.time),
+        max_memory: Some(limits.memory),
+        max_suspensions: limits.calls.saturating_add(16),
+        ..monty_types::ResourceLimits::default()
+    });
+    let mut printed = String::new();
+    let max = Some(limits.output);
+    let mut progress = runner.start(
+        inputs,
+        tracker,
+        monty_types::PrintWriter::CollectString(&mut printed, max),
+    );
+    let mut calls = 0usize;
+    loop {
+        let print = monty_types::PrintWriter::CollectString(&mut printed, max);
+        progress = match progress {
+            Err(error) => return (Err(error), printed),
+            Ok(RunProgress::Complete(value)) => return (Ok(value), printed),
+            Ok(RunProgress::FunctionCall(call)) => {
+                calls += 1;
+                if calls > limits.calls {
+                    let stop = exception(
+                        ExcType::RuntimeError,
+                        format!("the script made more than {} tool calls", limits.calls),
+                    );
+                    call.abort(stop, print)
+                } else {
+                    let (reply, answer) = tokio::sync::oneshot::channel();
+                    let request = Request {
+                        call: (
+                            call.function_name.clone(),
+                            call.args.clone(),
+                            call.kwargs.clone(),
+                        ),
+                        reply,
+                    };
+                    let answer = match requests.blocking_send(request) {
+                        Ok(()) => answer.blocking_recv().ok(),
+                        Err(_) => None,
+                    };
+                    match answer {
+                        Some(answer) => call.resume(answer, print),
+                        None => call.abort(
+                            exception(ExcType::RuntimeError, "the script was cancelled"),
+                            print,
+                        ),
+                    }
+                }
+            }
+            Ok(RunProgress::OsCall(call)) => call.resume(
+                ExtFunctionResult::Error(exception(
+                    ExcType::PermissionError,
+                    "scripts have no file, network, environment or clock access; use the tools",
+                )),
+                print,
+            ),
+            Ok(RunProgress::NameLookup(lookup)) => {
+                lookup.resume(NameLookupResult::Undefined, print)
+            }
+            Ok(RunProgress::ResolveFutures(waiting)) => waiting.abort(
+                exception(
+                    ExcType::RuntimeError,
+                    "tool functions are not async: call them without await",
+                ),
+                print,
+            ),
+        };
     }
 }
 
@@ -343,7 +360,7 @@ impl CodeMode {
         &self,
         ctx: &ToolCtx,
         n: usize,
-        (name, args, kwargs): (String, Vec<MontyObject>, Vec<(MontyObject, MontyObject)>),
+        (name, args, kwargs): ScriptCall,
     ) -> ExtFunctionResult {
         let Some(spec) = self.specs.iter().find(|s| s.name == name) else {
             return ExtFunctionResult::NotFound(name);
