@@ -10,7 +10,7 @@ use kinet::core::session::Session;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::{Agent, ApprovalPolicy, RunStop};
 
-/// The same agent on every replica (here with a scripted model).
+/// The same agent on every replica (with a scripted model here).
 fn agent(dir: &std::path::Path, model: ScriptedProvider) -> Agent {
     Agent::builder(model)
         .toolset(kinet::tools::default_tools())
@@ -33,11 +33,8 @@ async fn main() -> anyhow::Result<()> {
     let RunStop::AwaitingApproval { pending } = &outcome.stop else {
         anyhow::bail!("expected a pending approval, got: {}", outcome.stop);
     };
-    for request in pending {
-        println!(
-            "[ask the person] {} ({}):\n{}",
-            request.tool, request.call_id, request.summary
-        );
+    for ask in pending {
+        println!("[ask] {} ({}):\n{}", ask.tool, ask.call_id, ask.summary);
     }
     std::fs::write(
         &saved,

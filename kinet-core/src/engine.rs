@@ -318,34 +318,9 @@ async fn run_loop(
             break stop;
         }
 
-        let approved_before = conversation.session_approvals.clone();
-        // The calls are checked against what the model had read when it
-        // wrote them; what they return joins the ledger after the turn.
-        let turn_base = base
-            .clone()
-            .with_provenance(conversation.provenance.clone())
-            .with_tool_caller(Some(config.pipeline.turn_tools(&tools)));
-        let ran = batch::run(
-            &config.pipeline,
-            &tools,
-            &calls,
-            &mut conversation.session_approvals,
-            &turn_base,
-            config.journal.as_deref(),
-            None,
-        )
-        .await;
-        drop(turn_base);
-        for seen in ran.seen {
-            conversation.provenance.record(seen);
-        }
-        let (results, batch_stop) = (ran.messages, ran.stop);
-        if let Some(journal) = &config.journal {
-            for tool in conversation.session_approvals.difference(&approved_before) {
-                journal.record(&crate::session::JournalEntry::Approval { tool: tool.clone() });
-            }
-        }
-        conversation.messages.extend(results);
+        let ran = run_calls(&config, &mut conversation, &tools, &calls, &base, None).await;
+        let batch_stop = ran.stop;
+        conversation.messages.extend(ran.messages);
         if let Some(RunStop::AwaitingApproval { pending }) = &batch_stop {
             deferred::keep(&config, &mut conversation, calls, pending, turn);
         }
@@ -369,6 +344,45 @@ async fn run_loop(
         cost,
         turns: turn,
     }
+}
+
+/// Runs a turn's calls through the batch: checked against what the model
+/// had read when it wrote them (what they return joins the ledger after),
+/// with the turn's tools callable from inside a call
+/// ([`ToolCtx::call_tool`]); approvals granted for the session are
+/// journalled. `decided`: decisions given later, on a resume.
+async fn run_calls(
+    config: &RunSettings,
+    conversation: &mut Conversation,
+    tools: &Arc<ToolSnapshot>,
+    calls: &[ToolCall],
+    base: &ToolCtx,
+    decided: Option<&Decisions>,
+) -> batch::Ran {
+    let approved_before = conversation.session_approvals.clone();
+    let turn_base = base
+        .clone()
+        .with_provenance(conversation.provenance.clone())
+        .with_tool_caller(Some(config.pipeline.turn_tools(tools)));
+    let mut ran = batch::run(
+        &config.pipeline,
+        tools,
+        calls,
+        &mut conversation.session_approvals,
+        &turn_base,
+        config.journal.as_deref(),
+        decided,
+    )
+    .await;
+    for seen in ran.seen.drain(..) {
+        conversation.provenance.record(seen);
+    }
+    if let Some(journal) = &config.journal {
+        for tool in conversation.session_approvals.difference(&approved_before) {
+            journal.record(&crate::session::JournalEntry::Approval { tool: tool.clone() });
+        }
+    }
+    ran
 }
 
 /// Records the run's input (the user's new messages, the system prompt) in

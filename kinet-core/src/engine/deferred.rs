@@ -4,7 +4,6 @@
 use std::collections::HashSet;
 
 use super::RunSettings;
-use crate::batch;
 use crate::ctx::ToolCtx;
 use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution};
 use crate::data::error::AgentError;
@@ -92,30 +91,15 @@ pub(super) async fn finish(
             ))));
         }
     };
-    let approved_before = conversation.session_approvals.clone();
-    let turn_base = base
-        .clone()
-        .with_provenance(conversation.provenance.clone())
-        .with_tool_caller(Some(config.pipeline.turn_tools(&tools)));
-    let ran = batch::run(
-        &config.pipeline,
+    let ran = super::run_calls(
+        config,
+        conversation,
         &tools,
         &remaining,
-        &mut conversation.session_approvals,
-        &turn_base,
-        config.journal.as_deref(),
+        base,
         Some(decisions),
     )
     .await;
-    drop(turn_base);
-    for seen in ran.seen {
-        conversation.provenance.record(seen);
-    }
-    if let Some(journal) = &config.journal {
-        for tool in conversation.session_approvals.difference(&approved_before) {
-            journal.record(&JournalEntry::Approval { tool: tool.clone() });
-        }
-    }
     conversation.messages.extend(ran.messages);
     match &ran.stop {
         Some(RunStop::AwaitingApproval { pending }) => {

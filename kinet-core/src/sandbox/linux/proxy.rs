@@ -120,8 +120,11 @@ fn run(channel: OwnedFd, allowlist: Arc<Allowlist>) -> io::Result<()> {
     }
     let pid = rustix::process::Pid::from_raw(i32::from_ne_bytes(pid_bytes))
         .ok_or_else(|| io::Error::other("the sandbox sent a bad process id"))?;
-    // The sender is the sandbox's supervisor, the host's unreaped child:
-    // its pid cannot have been reused while it lives.
+    // The sender is the sandbox's supervisor, a child of the host: its pid
+    // is not reused until it has been reaped, and if it has been already
+    // (a command that ended at once), pidfd_open fails and the proxy ends.
+    // Reaped and reused in the microseconds between is the one miss: the
+    // proxy would then serve nobody until that other process ends.
     let ended = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?;
     let listener = TcpListener::from(listener);
     listener.set_nonblocking(true)?;
@@ -134,7 +137,7 @@ fn run(channel: OwnedFd, allowlist: Arc<Allowlist>) -> io::Result<()> {
         match poll(&mut fds, None) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
-            Err(error) => return Err(error.into()),
+            Err(_) => break,
         }
         if !fds[1].revents().is_empty() {
             break;
