@@ -194,6 +194,14 @@ impl Tasks {
                 .claim(id, &probe, Duration::from_secs(5))
                 .unwrap_or(false)
             {
+                // The runner may have finished (written its result, then
+                // let go of its claim) since the record was read: read it
+                // again now that nobody else can write it.
+                let (fresh, _) = self.load(id, owner)?;
+                if fresh.status.is_terminal() {
+                    let _ = self.store.release(id, &probe);
+                    return Ok(detailed(id, &fresh));
+                }
                 record = finish(
                     record,
                     TaskStatus::Failed,
