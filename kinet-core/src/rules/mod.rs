@@ -210,29 +210,14 @@ impl Rules {
                 .push(index);
         }
         for (index, rule) in rules.commands.iter().enumerate() {
-            let fail = |problem: String| RulesError::Example {
+            check_examples(&rule.matches, &rule.not_match, |line| {
+                rule.matches_line(line)
+            })
+            .map_err(|problem| RulesError::Example {
                 index: index + 1,
                 program: rule.describe(),
                 problem,
-            };
-            for example in &rule.matches {
-                match rule.matches_line(example) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        return Err(fail(format!("the example `{example}` does not match")));
-                    }
-                    Err(why) => {
-                        return Err(fail(format!(
-                            "the example `{example}` cannot be matched: {why}"
-                        )));
-                    }
-                }
-            }
-            for example in &rule.not_match {
-                if rule.matches_line(example) == Ok(true) {
-                    return Err(fail(format!("the counter-example `{example}` matches")));
-                }
-            }
+            })?;
         }
         rules.check_targets()?;
         Ok(rules)
@@ -286,10 +271,7 @@ impl Rules {
                 }
                 Some((decision, rule)) => (
                     decision,
-                    match &rule.justification {
-                        Some(why) => format!("rule `{}`: {why}", rule.describe()),
-                        None => format!("rule `{}`", rule.describe()),
-                    },
+                    because(format!("rule `{}`", rule.describe()), &rule.justification),
                 ),
                 None => {
                     unmatched.get_or_insert_with(|| command.argv.join(" "));
@@ -309,6 +291,38 @@ impl Rules {
             }),
             (verdict, _) => verdict,
         }
+    }
+}
+
+/// Checks a rule's examples: each of `matches` must match and none of
+/// `not_match` may; `matcher` says whether one does, or why it cannot be
+/// matched. The error names the example.
+fn check_examples<T: std::fmt::Display>(
+    matches: &[T],
+    not_match: &[T],
+    matcher: impl Fn(&T) -> Result<bool, String>,
+) -> Result<(), String> {
+    for example in matches {
+        match matcher(example) {
+            Ok(true) => {}
+            Ok(false) => return Err(format!("the example `{example}` does not match")),
+            Err(why) => return Err(format!("the example `{example}` cannot be matched: {why}")),
+        }
+    }
+    for example in not_match {
+        if matcher(example) == Ok(true) {
+            return Err(format!("the counter-example `{example}` matches"));
+        }
+    }
+    Ok(())
+}
+
+/// A rule's reason for messages: what matched, and the rule's
+/// justification when it has one.
+fn because(what: String, justification: &Option<String>) -> String {
+    match justification {
+        Some(why) => format!("{what}: {why}"),
+        None => what,
     }
 }
 

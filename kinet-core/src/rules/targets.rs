@@ -7,7 +7,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Decision, HostPattern, RulesError, pattern_matches};
+use super::{Decision, HostPattern, RulesError, because, check_examples, pattern_matches};
 
 /// A rule for tools, by name or a prefix ending in `*`, and optionally by
 /// argument patterns.
@@ -63,21 +63,13 @@ impl ToolNameRule {
     }
 
     fn check_examples(&self, index: usize) -> Result<(), RulesError> {
-        let fail = |problem: String| RulesError::Invalid {
+        check_examples(&self.matches, &self.not_match, |example| {
+            Ok(self.matches_arguments(example))
+        })
+        .map_err(|problem| RulesError::Invalid {
             rule: format!("tool rule {index} (`{}`)", self.describe()),
             problem,
-        };
-        for example in &self.matches {
-            if !self.matches_arguments(example) {
-                return Err(fail(format!("the example `{example}` does not match")));
-            }
-        }
-        for example in &self.not_match {
-            if self.matches_arguments(example) {
-                return Err(fail(format!("the counter-example `{example}` matches")));
-            }
-        }
-        Ok(())
+        })
     }
 }
 
@@ -143,18 +135,13 @@ impl PathRule {
             set.build()
                 .map_err(|e| fail(format!("the pattern is not a valid glob: {e}")))?,
         );
+        // Examples are names relative to a root, not files: matched as
+        // written, with nothing looked up on this machine.
         let root = Path::new("/root-of-the-examples");
-        for example in &self.matches {
-            if !self.matches_path(&forms(example, root, &[root.to_path_buf()]), true) {
-                return Err(fail(format!("the example `{example}` does not match")));
-            }
-        }
-        for example in &self.not_match {
-            if self.matches_path(&forms(example, root, &[root.to_path_buf()]), false) {
-                return Err(fail(format!("the counter-example `{example}` matches")));
-            }
-        }
-        Ok(())
+        check_examples(&self.matches, &self.not_match, |example| {
+            Ok(self.matches_path(&forms(example, root, &[root.to_path_buf()], false), false))
+        })
+        .map_err(fail)
     }
 
     /// Whether the rule applies to tool `tool`.
@@ -192,11 +179,15 @@ struct PathForm {
     relative: Option<PathBuf>,
 }
 
-/// The path as written (made absolute from `cwd`, `..` folded) and, when
-/// it differs, with its existing part's symlinks resolved.
-fn forms(path: &str, cwd: &Path, roots: &[PathBuf]) -> Vec<PathForm> {
+/// The path as written (made absolute from `cwd`, `..` folded) and, with
+/// `links` and when it differs, with its existing part's symlinks resolved.
+fn forms(path: &str, cwd: &Path, roots: &[PathBuf], links: bool) -> Vec<PathForm> {
     let written = normalize(&cwd.join(path));
-    let resolved = resolve(&written);
+    let resolved = if links {
+        resolve(&written)
+    } else {
+        written.clone()
+    };
     let roots: Vec<PathBuf> = if roots.is_empty() {
         vec![normalize(cwd)]
     } else {
@@ -309,11 +300,8 @@ impl super::Rules {
             .filter(|rule| rule.matches_call(name, arguments))
             .max_by_key(|rule| rule.decision)
             .map(|rule| {
-                let reason = match &rule.justification {
-                    Some(why) => format!("rule `{}`: {why}", rule.describe()),
-                    None => format!("rule `{}`", rule.describe()),
-                };
-                (rule.decision, reason)
+                let what = format!("rule `{}`", rule.describe());
+                (rule.decision, because(what, &rule.justification))
             })
     }
 
@@ -337,7 +325,7 @@ impl super::Rules {
             let Some(path) = arguments.get(field).and_then(|v| v.as_str()) else {
                 continue;
             };
-            let forms = forms(path, cwd, roots);
+            let forms = forms(path, cwd, roots, true);
             for rule in self.paths.iter().filter(|rule| rule.covers(tool)) {
                 let all = rule.decision == Decision::Allow;
                 if !rule.matches_path(&forms, all) {
@@ -347,11 +335,8 @@ impl super::Rules {
                     .as_ref()
                     .is_none_or(|(held, _)| rule.decision > *held)
                 {
-                    let reason = match &rule.justification {
-                        Some(why) => format!("path rule `{}` for `{path}`: {why}", rule.pattern),
-                        None => format!("path rule `{}` for `{path}`", rule.pattern),
-                    };
-                    strictest = Some((rule.decision, reason));
+                    let what = format!("path rule `{}` for `{path}`", rule.pattern);
+                    strictest = Some((rule.decision, because(what, &rule.justification)));
                 }
             }
         }
