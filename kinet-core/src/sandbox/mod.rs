@@ -71,10 +71,21 @@ use std::path::PathBuf;
 pub use crate::rules::HostPattern;
 pub use env::{CORE_VARIABLES, EnvPolicy};
 
+/// The allowlist proxy's port, written once for both constants below.
+macro_rules! proxy_port {
+    () => {
+        3128
+    };
+}
+
 /// Where a sandbox with a network allowlist finds its proxy: the value of
 /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (and their lowercase forms)
 /// in the command's environment.
-pub const PROXY_URL: &str = "http://127.0.0.1:3128";
+pub const PROXY_URL: &str = concat!("http://127.0.0.1:", proxy_port!());
+
+/// The proxy's port on the sandbox's loopback.
+#[cfg(target_os = "linux")]
+const PROXY_PORT: u16 = proxy_port!();
 
 /// What a sandboxed command may do. Reading is always allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]

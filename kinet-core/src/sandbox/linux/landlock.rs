@@ -140,21 +140,9 @@ pub(super) fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io
         // The allowlist's proxy is the one port a command may connect to.
         let rule = NetPortAttr {
             allowed_access: NET_CONNECT_TCP,
-            port: u64::from(super::proxy::PORT),
+            port: u64::from(super::super::PROXY_PORT),
         };
-        // SAFETY: `rule` is a valid net-port rule.
-        let added = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset.as_raw_fd(),
-                RULE_NET_PORT,
-                &rule as *const NetPortAttr,
-                0u32,
-            )
-        };
-        if added != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        add_rule(&ruleset, RULE_NET_PORT, &rule)?;
     }
     let _ = (FS_EXECUTE, FS_READ_FILE, FS_READ_DIR);
     Ok(ruleset)
@@ -167,13 +155,20 @@ pub(super) fn add_path_rule(ruleset: &OwnedFd, fd: libc::c_int, access: u64) -> 
         allowed_access: access,
         parent_fd: fd,
     };
-    // SAFETY: `rule` is a valid path-beneath rule with an open descriptor.
+    add_rule(ruleset, RULE_PATH_BENEATH, &rule)
+}
+
+/// Adds one rule of `kind` (its attribute structure is `rule`). A system
+/// call only.
+fn add_rule<T>(ruleset: &OwnedFd, kind: libc::c_int, rule: &T) -> io::Result<()> {
+    // SAFETY: callers pass the attribute structure that `kind` takes
+    // (`PathBeneathAttr` with an open descriptor, `NetPortAttr`).
     let added = unsafe {
         libc::syscall(
             libc::SYS_landlock_add_rule,
             ruleset.as_raw_fd(),
-            RULE_PATH_BENEATH,
-            &rule as *const PathBeneathAttr,
+            kind,
+            rule as *const T,
             0u32,
         )
     };

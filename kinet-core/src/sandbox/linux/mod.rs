@@ -288,7 +288,7 @@ impl ProxyListener {
         // SAFETY: all-zero is a valid sockaddr_in.
         let mut address: libc::sockaddr_in = unsafe { std::mem::zeroed() };
         address.sin_family = libc::AF_INET as libc::sa_family_t;
-        address.sin_port = proxy::PORT.to_be();
+        address.sin_port = super::PROXY_PORT.to_be();
         address.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
         Self { channel, address }
     }
@@ -581,22 +581,6 @@ pub(super) fn prepare(
         }
         _ => 0,
     };
-    let mut proxy = None;
-    if let Some((policy, _)) = &launch.sandbox
-        && policy.proxied()
-    {
-        let allowlist =
-            crate::rules::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
-                .map_err(SandboxError::Policy)?;
-        let (host_end, sandbox_end) = std::os::unix::net::UnixStream::pair()?;
-        proxy::start(OwnedFd::from(host_end), allowlist)?;
-        proxy = Some(ProxyListener::new(OwnedFd::from(sandbox_end)));
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-            command.env(name, super::PROXY_URL);
-            command.env(name.to_ascii_lowercase(), super::PROXY_URL);
-        }
-        command.env_remove("NO_PROXY").env_remove("no_proxy");
-    }
     let (namespaces, mounts, ruleset) = match &launch.sandbox {
         Some((policy, roots)) => {
             if let Some(why) = support.sandbox_unavailable(policy) {
@@ -620,6 +604,11 @@ pub(super) fn prepare(
         }
         None => (0, Vec::new(), None),
     };
+    // Last: nothing above can fail once the proxy's thread is started.
+    let proxy = match &launch.sandbox {
+        Some((policy, _)) if policy.proxied() => Some(start_proxy(policy, command)?),
+        _ => None,
+    };
     let setup = Setup {
         fds: launch.fds,
         cwd: launch.cwd.map(|(dir, _)| dir),
@@ -640,6 +629,25 @@ pub(super) fn prepare(
     } else {
         Containment::ProcessGroup
     })
+}
+
+/// Starts the host's side of the allowlist's proxy and points the
+/// command's environment at it; returns what the sandbox's first process
+/// needs to give the proxy its listener.
+fn start_proxy(
+    policy: &SandboxPolicy,
+    command: &mut std::process::Command,
+) -> Result<ProxyListener, SandboxError> {
+    let allowlist = crate::rules::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
+        .map_err(SandboxError::Policy)?;
+    let (host_end, sandbox_end) = std::os::unix::net::UnixStream::pair()?;
+    proxy::start(OwnedFd::from(host_end), allowlist)?;
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        command.env(name, super::PROXY_URL);
+        command.env(name.to_ascii_lowercase(), super::PROXY_URL);
+    }
+    command.env_remove("NO_PROXY").env_remove("no_proxy");
+    Ok(ProxyListener::new(OwnedFd::from(sandbox_end)))
 }
 
 /// Marks this process non-dumpable (see `protect_process`).

@@ -2,7 +2,7 @@
 //! a listening socket that lives in the sandbox's network namespace.
 //!
 //! The sandbox's first process brings its loopback up, listens on
-//! `127.0.0.1:`[`PORT`] there and sends that socket, with its own pid, over
+//! [`PROXY_URL`](crate::sandbox::PROXY_URL) there and sends that socket, with its own pid, over
 //! a socket pair to the thread started here. A socket keeps the network
 //! namespace it was made in, so this thread accepts connections made
 //! inside the sandbox while its own connections leave from the host's
@@ -24,9 +24,6 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg}
 
 use crate::rules::hosts::{Allowlist, split_host_port};
 
-/// The proxy's port on the sandbox's loopback (`HTTP_PROXY` and friends
-/// point there).
-pub(crate) const PORT: u16 = 3128;
 /// The longest request head read.
 const MAX_HEAD: usize = 64 * 1024;
 /// The most streams open at once through one sandbox's proxy (two per
