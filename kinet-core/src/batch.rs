@@ -95,8 +95,7 @@ pub(crate) async fn run(
     let mut batch = Batch::new(pipeline, tools, calls, base, journal);
 
     let mut start = 0;
-    let mut deferred = false;
-    while start < calls.len() && !deferred {
+    while start < calls.len() && !batch.deferred() {
         let end = if exclusive[start] {
             start + 1
         } else {
@@ -160,12 +159,11 @@ pub(crate) async fn run(
                     batch.stop = Some(RunStop::AwaitingApproval {
                         pending: vec![request],
                     });
-                    deferred = true;
                     break;
                 }
             }
         }
-        if deferred {
+        if batch.deferred() {
             break;
         }
         if batch.stop.is_some() || base.is_cancelled() {
@@ -179,6 +177,7 @@ pub(crate) async fn run(
         batch.execute(runnable).await;
     }
 
+    let deferred = batch.deferred();
     let Batch {
         results,
         stop,
@@ -240,6 +239,12 @@ pub(crate) async fn refuse_all(
 }
 
 impl<'a> Batch<'a> {
+    /// Whether a deferred approval stopped the batch (the rest of the turn
+    /// waits, unanswered).
+    fn deferred(&self) -> bool {
+        matches!(self.stop, Some(RunStop::AwaitingApproval { .. }))
+    }
+
     fn new(
         pipeline: &'a Pipeline,
         tools: &'a ToolSnapshot,

@@ -168,11 +168,9 @@ async fn run_loop(
         let tools = tokio::select! {
             biased;
             _ = cancel.cancelled() => break RunStop::Cancelled,
-            tools = guarded(config.tools.snapshot_for_window(config.context.window_for(&config.model))) => match tools {
+            tools = turn_tools(&config) => match tools {
                 Ok(tools) => tools,
-                Err(panic) => break RunStop::Failed(AgentError::Internal(
-                    format!("a tool source panicked: {panic}"),
-                )),
+                Err(error) => break RunStop::Failed(error),
             },
         };
         for warning in tools.warnings() {
@@ -344,6 +342,17 @@ async fn run_loop(
         cost,
         turns: turn,
     }
+}
+
+/// The tools of a turn, sized for the model's window.
+async fn turn_tools(config: &RunSettings) -> Result<Arc<ToolSnapshot>, AgentError> {
+    guarded(
+        config
+            .tools
+            .snapshot_for_window(config.context.window_for(&config.model)),
+    )
+    .await
+    .map_err(|panic| AgentError::Internal(format!("a tool source panicked: {panic}")))
 }
 
 /// Runs a turn's calls through the batch: checked against what the model

@@ -214,12 +214,6 @@ impl ToolCtx {
         self
     }
 
-    /// The tools [`call_tool`](Self::call_tool) can call: the turn's, when
-    /// this context is a run's.
-    pub fn callable_tools(&self) -> &[crate::data::spec::ToolSpec] {
-        self.caller.as_deref().map(ToolCaller::specs).unwrap_or(&[])
-    }
-
     /// Calls another of the run's tools from inside this call, through
     /// the whole pipeline as if the model had called it: the approval
     /// policy and the host's handler (an approval for the session counts

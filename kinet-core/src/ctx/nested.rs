@@ -6,16 +6,12 @@ use async_trait::async_trait;
 
 use super::ToolCtx;
 use crate::data::output::{ToolError, ToolOutput};
-use crate::data::spec::ToolSpec;
 
 /// Runs calls of the run's tools through the run's pipeline, for a tool
 /// that calls other tools (a script runner). The engine installs one per
 /// turn; see [`ToolCtx::call_tool`].
 #[async_trait]
 pub trait ToolCaller: Send + Sync {
-    /// The tools that can be called (the turn's tools).
-    fn specs(&self) -> &[ToolSpec];
-
     /// Runs one call through every stage of the pipeline (approval, hooks,
     /// layers, events, spans), in a context derived from `ctx`, the calling
     /// tool's. `id` names the call in events.

@@ -56,11 +56,11 @@ pub(super) async fn finish(
 ) -> Option<RunStop> {
     let events = base.events().clone();
     let turn = deferred.turn;
-    if let Err(why) = check(conversation, &deferred, decisions) {
+    let answered = answered(conversation);
+    if let Err(why) = check(conversation, &answered, &deferred, decisions) {
         conversation.deferred = Some(deferred);
         return Some(RunStop::Failed(AgentError::Resume(why)));
     }
-    let answered: HashSet<String> = answered(conversation);
     // What runs: every call of the turn without a result (after a crash
     // mid-resume, some have one), with edited arguments where decided.
     let remaining: Vec<ToolCall> = deferred
@@ -76,19 +76,11 @@ pub(super) async fn finish(
         })
         .collect();
     events.emit(AgentEvent::TurnStarted { turn });
-    let tools = match crate::pipeline::guarded(
-        config
-            .tools
-            .snapshot_for_window(config.context.window_for(&config.model)),
-    )
-    .await
-    {
+    let tools = match super::turn_tools(config).await {
         Ok(tools) => tools,
-        Err(panic) => {
+        Err(error) => {
             conversation.deferred = Some(deferred);
-            return Some(RunStop::Failed(AgentError::Internal(format!(
-                "a tool source panicked: {panic}"
-            ))));
+            return Some(RunStop::Failed(error));
         }
     };
     let ran = super::run_calls(
@@ -163,6 +155,7 @@ fn answered(conversation: &Conversation) -> HashSet<String> {
 /// decisions answer exactly the calls still waiting.
 fn check(
     conversation: &Conversation,
+    answered: &HashSet<String>,
     deferred: &DeferredTurn,
     decisions: &Decisions,
 ) -> Result<(), String> {
@@ -181,7 +174,6 @@ fn check(
                 .into(),
         );
     }
-    let answered = answered(conversation);
     for request in &deferred.pending {
         if !answered.contains(&request.call_id) && decisions.get(&request.call_id).is_none() {
             return Err(format!(

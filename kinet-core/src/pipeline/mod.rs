@@ -324,10 +324,6 @@ struct TurnTools {
 
 #[async_trait::async_trait]
 impl crate::ctx::ToolCaller for TurnTools {
-    fn specs(&self) -> &[crate::data::spec::ToolSpec] {
-        self.tools.specs()
-    }
-
     async fn call(
         &self,
         ctx: &ToolCtx,

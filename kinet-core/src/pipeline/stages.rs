@@ -170,14 +170,11 @@ impl Pipeline {
             if refused {
                 return Gate::Refuse(super::Defence::refusal(&call.name, &finding));
             }
-            let request = request(base, call, &*prepared.call, Some(finding.reason())).await;
-            if self.policy().defers() {
-                return Gate::Defer(request);
-            }
-            let decision = ask(base, request.clone()).await;
-            if base.is_cancelled() {
-                return Gate::Stop(RunStop::Cancelled);
-            }
+            let (decision, request) =
+                match self.ask(base, call, prepared, Some(finding.reason())).await {
+                    Ok(answer) => answer,
+                    Err(gate) => return gate,
+                };
             // An approval covers this call only: the next flagged one asks
             // again.
             return match decision {
@@ -192,14 +189,10 @@ impl Pipeline {
         if !policy_asks {
             return Gate::Run;
         }
-        let request = request(base, call, &*prepared.call, None).await;
-        if self.policy().defers() {
-            return Gate::Defer(request);
-        }
-        let decision = ask(base, request.clone()).await;
-        if base.is_cancelled() {
-            return Gate::Stop(RunStop::Cancelled);
-        }
+        let (decision, request) = match self.ask(base, call, prepared, None).await {
+            Ok(answer) => answer,
+            Err(gate) => return gate,
+        };
         match decision {
             ConfirmDecision::Approve => Gate::Run,
             ConfirmDecision::ApproveForSession => {
@@ -404,19 +397,47 @@ impl Pipeline {
 /// it the user sees the arguments instead.
 const SUMMARY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What the user is to see about a call: the tool's summary (the shell
-/// command, a diff) or the pretty-printed arguments.
+impl Pipeline {
+    /// Asks the host's handler about a call: its decision and the request
+    /// it was shown. The question stops here instead (`Err`) when the
+    /// policy defers every question, or the run was cancelled meanwhile.
+    async fn ask(
+        &self,
+        base: &ToolCtx,
+        call: &ToolCall,
+        prepared: &Prepared,
+        concern: Option<String>,
+    ) -> Result<(ConfirmDecision, ConfirmRequest), Gate> {
+        let ctx = base.for_call(&call.id, &call.name);
+        let request = request(&ctx, call, &*prepared.call, concern).await;
+        if self.policy().defers() {
+            return Err(Gate::Defer(request));
+        }
+        let decision = guarded(ctx.confirm(request.clone()))
+            .await
+            .unwrap_or_else(|panic| ConfirmDecision::Deny {
+                reason: Some(format!("the confirmation handler panicked: {panic}")),
+            });
+        if base.is_cancelled() {
+            return Err(Gate::Stop(RunStop::Cancelled));
+        }
+        Ok((decision, request))
+    }
+}
+
+/// What the user is to see about a call (in `ctx`, the call's): the
+/// tool's summary (the shell command, a diff) or the pretty-printed
+/// arguments.
 async fn request(
-    base: &ToolCtx,
+    ctx: &ToolCtx,
     call: &ToolCall,
     prepared: &dyn PreparedCall,
     concern: Option<String>,
 ) -> ConfirmRequest {
-    let ctx = base.for_call(&call.id, &call.name);
     let summary = tokio::select! {
         biased;
         _ = ctx.cancellation().cancelled() => None,
-        summary = tokio::time::timeout(SUMMARY_TIMEOUT, guarded(prepared.confirm_summary(&ctx))) => {
+        summary = tokio::time::timeout(SUMMARY_TIMEOUT, guarded(prepared.confirm_summary(ctx))) => {
             summary.ok().and_then(Result::ok).flatten()
         }
     };
@@ -430,16 +451,6 @@ async fn request(
     );
     request.concern = concern;
     request
-}
-
-/// Asks the host's handler.
-async fn ask(base: &ToolCtx, request: ConfirmRequest) -> ConfirmDecision {
-    let ctx = base.for_call(&request.call_id, &request.tool);
-    guarded(ctx.confirm(request))
-        .await
-        .unwrap_or_else(|panic| ConfirmDecision::Deny {
-            reason: Some(format!("the confirmation handler panicked: {panic}")),
-        })
 }
 
 /// What the model sees of a result. Error messages are truncated by the

@@ -55,10 +55,7 @@ use serde::Deserialize;
 pub struct CodeMode {
     specs: Vec<ToolSpec>,
     description: String,
-    time: Duration,
-    memory: usize,
-    calls: usize,
-    output: usize,
+    limits: Limits,
 }
 
 /// The script.
@@ -86,10 +83,12 @@ impl CodeMode {
                 .filter(|spec| spec.name != "run_code")
                 .collect(),
             description: String::new(),
-            time: Duration::from_secs(10),
-            memory: 256 << 20,
-            calls: 100,
-            output: 64 << 10,
+            limits: Limits {
+                time: Duration::from_secs(10),
+                memory: 256 << 20,
+                calls: 100,
+                output: 64 << 10,
+            },
         };
         code.describe();
         code
@@ -97,7 +96,7 @@ impl CodeMode {
 
     /// The interpreter's time limit (tool calls not counted).
     pub fn time_limit(mut self, limit: Duration) -> Self {
-        self.time = limit;
+        self.limits.time = limit;
         self.describe();
         self
     }
@@ -105,20 +104,20 @@ impl CodeMode {
     /// The memory limit in bytes (needs `monty-alloc` as the program's
     /// global allocator to be enforced).
     pub fn memory_limit(mut self, bytes: usize) -> Self {
-        self.memory = bytes;
+        self.limits.memory = bytes;
         self
     }
 
     /// The most tool calls one script may make.
     pub fn max_tool_calls(mut self, calls: usize) -> Self {
-        self.calls = calls;
+        self.limits.calls = calls;
         self.describe();
         self
     }
 
     /// The most printed output kept, in bytes.
     pub fn max_output(mut self, bytes: usize) -> Self {
-        self.output = bytes;
+        self.limits.output = bytes;
         self.describe();
         self
     }
@@ -136,9 +135,9 @@ impl CodeMode {
         );
         text.push_str(&format!(
             "Limits: {} s of interpreter time, {} tool calls, {} KiB of output.\n\nFunctions:\n",
-            self.time.as_secs_f64(),
-            self.calls,
-            self.output / 1024
+            self.limits.time.as_secs_f64(),
+            self.limits.calls,
+            self.limits.output / 1024
         ));
         for spec in &self.specs {
             text.push_str(&describe::signature(spec));
@@ -149,6 +148,14 @@ impl CodeMode {
 
 fn exception(kind: ExcType, message: impl Into<String>) -> MontyException {
     MontyException::new(kind, Some(message.into()))
+}
+
+/// Appends `more` to what the script printed, on a line of its own.
+fn append_line(text: &mut String, more: &str) {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(more);
 }
 
 /// A value for the model: JSON when it has a JSON form, else its repr.
@@ -201,12 +208,7 @@ impl Tool for CodeMode {
             monty_types::CompileOptions::default(),
         )
         .map_err(|e| ToolError::invalid_arguments(format!("the script does not parse: {e}")))?;
-        let limits = Limits {
-            time: self.time,
-            memory: self.memory,
-            calls: self.calls,
-            output: self.output,
-        };
+        let limits = self.limits;
         // The interpreter runs on a blocking thread of its own; each tool
         // call comes here over a channel and its answer goes back. When
         // this call is dropped (cancelled, timed out), the channel closes
@@ -227,10 +229,7 @@ impl Tool for CodeMode {
         match result {
             Ok(value) => {
                 if !matches!(value, MontyObject::None) {
-                    if !text.is_empty() && !text.ends_with('\n') {
-                        text.push('\n');
-                    }
-                    text.push_str(&show(&value));
+                    append_line(&mut text, &show(&value));
                 }
                 if text.is_empty() {
                     text = "(the script printed nothing)".into();
@@ -238,10 +237,7 @@ impl Tool for CodeMode {
                 Ok(ToolOutput::text(text))
             }
             Err(error) => {
-                if !text.is_empty() && !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                text.push_str(&error.to_string());
+                append_line(&mut text, &error.to_string());
                 Err(ToolError::failed(format!("the script failed:\n{text}")))
             }
         }
@@ -249,6 +245,7 @@ impl Tool for CodeMode {
 }
 
 /// The limits the interpreter's thread enforces.
+#[derive(Debug, Clone, Copy)]
 struct Limits {
     time: Duration,
     memory: usize,
