@@ -12,7 +12,7 @@
 //! ran because the run stopped.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -26,7 +26,6 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::ctx::ToolCtx;
-use crate::data::deferred::Decisions;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
@@ -53,6 +52,8 @@ struct Batch<'a> {
     spans: Vec<tracing::Span>,
     /// What the model will read of the results, for the ledger.
     seen: Vec<Seen>,
+    /// What calls that stopped while running saved, by call id.
+    saved: BTreeMap<String, serde_json::Value>,
 }
 
 /// What a turn's calls came to.
@@ -65,16 +66,21 @@ pub(crate) struct Ran {
     /// What the model will read of the results, for the conversation's
     /// provenance ledger (each also journalled before its result).
     pub(crate) seen: Vec<Seen>,
+    /// What calls that stopped while running saved, by call id.
+    pub(crate) saved: BTreeMap<String, serde_json::Value>,
 }
 
 /// Runs the calls. `approvals` holds the tools the user approved for the
-/// session; the defence checks against `base`'s provenance; `decided` are
-/// decisions given later for calls that were deferred.
+/// session; the defence checks against `base`'s provenance; on a resume,
+/// `base`'s resumption holds the decisions given later.
 ///
 /// When a call's approval is deferred, the run stops there
 /// ([`RunStop::AwaitingApproval`]): the calls of earlier phases have their
 /// results, and that call's phase and everything after it are left
 /// unanswered (no result and no `ToolCallFinished`), to be run on resume.
+/// A call that stops while running ([`ToolError::deferred`]) is left
+/// unanswered the same way, with what it saved; its phase's other calls
+/// finish, and later phases wait.
 pub(crate) async fn run(
     pipeline: &Pipeline,
     tools: &ToolSnapshot,
@@ -82,7 +88,6 @@ pub(crate) async fn run(
     approvals: &mut BTreeSet<String>,
     base: &ToolCtx,
     journal: Option<&dyn crate::session::Journal>,
-    decided: Option<&Decisions>,
 ) -> Ran {
     let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
         .iter()
@@ -136,10 +141,7 @@ pub(crate) async fn run(
             let call = &mut batch.calls[index];
             let span = batch.spans[index].clone();
             let gate = async {
-                match pipeline
-                    .approve(call, &prepared, base, approvals, decided)
-                    .await
-                {
+                match pipeline.approve(call, &prepared, base, approvals).await {
                     Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
                     other => other,
                 }
@@ -182,6 +184,7 @@ pub(crate) async fn run(
         results,
         stop,
         seen,
+        saved,
         ..
     } = batch;
     if deferred {
@@ -189,6 +192,7 @@ pub(crate) async fn run(
             messages: results.into_iter().flatten().collect(),
             stop,
             seen,
+            saved,
         };
     }
     let messages = results
@@ -211,6 +215,7 @@ pub(crate) async fn run(
         messages,
         stop,
         seen,
+        saved,
     }
 }
 
@@ -262,6 +267,7 @@ impl<'a> Batch<'a> {
             journal,
             spans: calls.iter().map(|_| tracing::Span::none()).collect(),
             seen: Vec::new(),
+            saved: BTreeMap::new(),
         }
     }
 
@@ -366,6 +372,26 @@ impl<'a> Batch<'a> {
         elapsed: Duration,
         ran: bool,
     ) -> bool {
+        if let Err(error) = &result
+            && let Some(suspension) = error.suspension()
+            && matches!(self.stop, None | Some(RunStop::AwaitingApproval { .. }))
+        {
+            // The call stopped while running: it waits, unanswered, with
+            // what it saved, and the run stops after this phase.
+            self.spans[index] = tracing::Span::none();
+            self.saved.extend(suspension.saved.clone());
+            match &mut self.stop {
+                Some(RunStop::AwaitingApproval { pending }) => {
+                    pending.extend(suspension.pending.iter().cloned());
+                }
+                _ => {
+                    self.stop = Some(RunStop::AwaitingApproval {
+                        pending: suspension.pending.clone(),
+                    });
+                }
+            }
+            return false;
+        }
         let call = &self.calls[index];
         // The span records what the tool did (before after-tool hooks) and
         // ends here.

@@ -336,8 +336,11 @@ impl ApprovalPolicy {
     }
 
     /// The policy a sub-agent runs under: mutating calls denied, the
-    /// parent's deny rules kept, and its ask rules turned into deny rules (a
-    /// sub-agent has no one to ask).
+    /// parent's deny rules kept, and its ask rules kept: a sub-agent's
+    /// call that matches one is asked about through the host's handler
+    /// (or, when questions are deferred, stops the sub-agent and the
+    /// parent's run with it, for the host to answer later). A rules
+    /// file's asks deny for a sub-agent (see `as_rule`).
     pub(crate) fn for_sub_agent(&self) -> Self {
         Self {
             mode: ApprovalMode::DenyAll,
@@ -345,13 +348,13 @@ impl ApprovalPolicy {
                 .rules
                 .iter()
                 .filter(|(_, rule)| *rule != ToolRule::Allow)
-                .map(|(pattern, _)| (pattern.clone(), ToolRule::Deny))
+                .map(|(pattern, rule)| (pattern.clone(), *rule))
                 .collect(),
             timeout: self.timeout,
             data: self.data.clone(),
             command_tools: self.command_tools.clone(),
             sub_agent: true,
-            defer: false,
+            defer: self.defer,
         }
     }
 
@@ -401,9 +404,9 @@ impl ApprovalPolicy {
         strictest
     }
 
-    /// A rules-file decision as a rule of this policy. A sub-agent has no
-    /// one to ask: its asks deny, and the file's allows do not apply to it
-    /// (sub-agents run no mutating call).
+    /// A rules-file decision as a rule of this policy. For a sub-agent,
+    /// the file's asks deny and its allows do not apply (sub-agents run no
+    /// mutating call the host did not name in an ask rule).
     fn as_rule(&self, decision: Decision) -> Option<ToolRule> {
         match decision {
             Decision::Forbid => Some(ToolRule::Deny),
@@ -531,15 +534,19 @@ mod tests {
     }
 
     #[test]
-    fn sub_agents_turn_ask_rules_into_denials() {
+    fn sub_agents_keep_ask_rules_and_deny_the_rest() {
         let policy = ApprovalPolicy::never()
             .ask_for("mcp__gmail__*")
             .allow("shell")
             .for_sub_agent();
-        assert!(matches!(
+        assert_eq!(
             policy.verdict("mcp__gmail__read", "{}", false, false),
-            Verdict::Deny(_)
-        ));
+            Verdict::Ask
+        );
+        assert_eq!(
+            policy.verdict("mcp__gmail__send", "{}", true, false),
+            Verdict::Ask
+        );
         assert!(matches!(
             policy.verdict("shell", "{}", true, false),
             Verdict::Deny(_)
@@ -610,7 +617,7 @@ decision = "forbid"
             Verdict::Deny(_)
         ));
         assert!(matches!(
-            sub.verdict("shell", &shell("rm x"), true, false),
+            sub.verdict("shell", &shell("cargo build"), true, false),
             Verdict::Deny(_)
         ));
     }

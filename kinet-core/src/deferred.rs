@@ -12,4 +12,12 @@
 //! [`idempotency_key`](crate::ToolCtx::idempotency_key) that stays the same
 //! across the stop, the resume and any resume after a crash.
 
-pub use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution};
+//!
+//! A call can also stop while it runs: a Code Mode script whose tool call
+//! waits, a sub-agent whose run stopped at a question. The tool returns
+//! [`ToolError::deferred`](crate::ToolError::deferred) with a
+//! [`Suspension`] (what waits, and what it needs to go on); on resume it
+//! runs again with [`ToolCtx::saved_state`](crate::ToolCtx::saved_state)
+//! and the decisions, and picks up where it stopped.
+
+pub use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Suspension};

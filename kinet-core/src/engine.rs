@@ -316,11 +316,11 @@ async fn run_loop(
             break stop;
         }
 
-        let ran = run_calls(&config, &mut conversation, &tools, &calls, &base, None).await;
+        let ran = run_calls(&config, &mut conversation, &tools, &calls, &base).await;
         let batch_stop = ran.stop;
         conversation.messages.extend(ran.messages);
         if let Some(RunStop::AwaitingApproval { pending }) = &batch_stop {
-            deferred::keep(&config, &mut conversation, calls, pending, turn);
+            deferred::keep(&config, &mut conversation, calls, pending, ran.saved, turn);
         }
         events.emit(AgentEvent::TurnEnded {
             turn,
@@ -359,14 +359,13 @@ async fn turn_tools(config: &RunSettings) -> Result<Arc<ToolSnapshot>, AgentErro
 /// had read when it wrote them (what they return joins the ledger after),
 /// with the turn's tools callable from inside a call
 /// ([`ToolCtx::call_tool`]); approvals granted for the session are
-/// journalled. `decided`: decisions given later, on a resume.
+/// journalled. On a resume, `base` holds the decisions given later.
 async fn run_calls(
     config: &RunSettings,
     conversation: &mut Conversation,
     tools: &Arc<ToolSnapshot>,
     calls: &[ToolCall],
     base: &ToolCtx,
-    decided: Option<&Decisions>,
 ) -> batch::Ran {
     let approved_before = conversation.session_approvals.clone();
     let turn_base = base
@@ -380,7 +379,6 @@ async fn run_calls(
         &mut conversation.session_approvals,
         &turn_base,
         config.journal.as_deref(),
-        decided,
     )
     .await;
     for seen in ran.seen.drain(..) {

@@ -512,6 +512,17 @@ impl Agent {
         self.start(conversation, CancellationToken::new(), Some(decisions))
     }
 
+    /// [`resume`](Self::resume) that also stops when `cancel` is cancelled
+    /// (a sub-agent's resume, under its parent's call).
+    pub(crate) fn resume_with_cancellation(
+        &self,
+        conversation: Conversation,
+        decisions: crate::deferred::Decisions,
+        cancel: CancellationToken,
+    ) -> AgentRun {
+        self.start(conversation, cancel, Some(decisions))
+    }
+
     fn start(
         &self,
         conversation: Conversation,

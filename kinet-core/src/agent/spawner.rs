@@ -8,6 +8,7 @@ use futures::StreamExt;
 
 use super::{Agent, AgentConfig};
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
+use crate::data::deferred::Suspension;
 use crate::data::event::RunStop;
 use crate::data::message::{Conversation, Message};
 use crate::data::output::{ToolError, ToolErrorKind};
@@ -72,6 +73,15 @@ impl EngineSpawner {
     }
 }
 
+/// What a sub-agent that stopped at a question keeps until the host
+/// answers: its conversation (with the turn that waits) and the tools
+/// approved for its session.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Stopped {
+    conversation: Conversation,
+    approvals: std::collections::BTreeSet<String>,
+}
+
 #[async_trait]
 impl SubAgentSpawner for EngineSpawner {
     async fn run(
@@ -84,18 +94,57 @@ impl SubAgentSpawner for EngineSpawner {
         };
         let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
         let forward = parent.events().tagged(agent_id.as_str());
-        // The task was written by the parent's model: the sub-agent knows
-        // what that model read, and does not take the task as the user's.
-        let mut conversation = Conversation::from(vec![Message::user(request.prompt)]);
-        conversation.provenance = parent.provenance().inherit();
-        let mut run =
-            child.run_with_cancellation(conversation, parent.cancellation().child_token());
+        let cancel = parent.cancellation().child_token();
+        let mut run = match parent.saved_state() {
+            // It stopped at a question before: it goes on with the
+            // decisions given for its calls.
+            Some(saved) => {
+                let saved: Stopped = serde_json::from_value(saved.clone()).map_err(|e| {
+                    ToolError::failed(format!(
+                        "the saved state of the sub-agent of call {} cannot be read: {e}",
+                        parent.call_id()
+                    ))
+                })?;
+                let mut conversation = saved.conversation;
+                conversation.session_approvals = saved.approvals;
+                child.resume_with_cancellation(conversation, parent.decisions_within(), cancel)
+            }
+            None => {
+                // The task was written by the parent's model: the sub-agent
+                // knows what that model read, and does not take the task as
+                // the user's.
+                let mut conversation = Conversation::from(vec![Message::user(request.prompt)]);
+                conversation.provenance = parent.provenance().inherit();
+                child.run_with_cancellation(conversation, cancel)
+            }
+        };
         while let Some(event) = run.next().await {
             forward.emit(event);
         }
         let outcome = run.finish().await;
         let text = outcome.final_text().unwrap_or_default();
         match outcome.stop {
+            // Its questions wait for the host: the parent's call stops with
+            // them (under ids that lead back here) and the sub-agent's state.
+            RunStop::AwaitingApproval { pending } => {
+                let pending = pending
+                    .into_iter()
+                    .map(|mut request| {
+                        request.call_id = format!("{}.{}", parent.call_id(), request.call_id);
+                        request
+                    })
+                    .collect();
+                let stopped = Stopped {
+                    approvals: outcome.conversation.session_approvals.clone(),
+                    conversation: outcome.conversation,
+                };
+                let state = serde_json::to_value(&stopped).map_err(|e| {
+                    ToolError::failed(format!("the sub-agent's state cannot be saved: {e}"))
+                })?;
+                Err(ToolError::deferred(
+                    Suspension::new(pending).save(parent.call_id(), state),
+                ))
+            }
             RunStop::Completed => Ok(SubAgentReport {
                 agent_id,
                 text,

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
+use crate::data::deferred::Resumption;
 use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
@@ -72,6 +73,9 @@ pub struct ToolCtx {
     /// What the conversation's model has read (the injection defence's
     /// ledger), as of the start of the turn.
     provenance: Provenance,
+    /// Set while a turn whose calls waited is finished: the decisions and
+    /// what stopped calls saved.
+    resumption: Option<Arc<Resumption>>,
 }
 
 impl ToolCtx {
@@ -97,6 +101,7 @@ impl ToolCtx {
             run_key: Arc::from(""),
             caller: None,
             provenance: Provenance::new(),
+            resumption: None,
         }
     }
 
@@ -197,6 +202,7 @@ impl ToolCtx {
             run_key: Arc::clone(&self.run_key),
             caller: self.caller.clone(),
             provenance: self.provenance.clone(),
+            resumption: self.resumption.clone(),
         }
     }
 
@@ -205,6 +211,37 @@ impl ToolCtx {
     pub(crate) fn with_run_key(mut self, key: &str) -> Self {
         self.run_key = Arc::from(key);
         self
+    }
+
+    /// Sets the decisions and saved states of a resumed turn (the engine
+    /// does, on [`Agent::resume`](crate::Agent::resume)).
+    pub(crate) fn with_resumption(mut self, resumption: Option<Arc<Resumption>>) -> Self {
+        self.resumption = resumption;
+        self
+    }
+
+    pub(crate) fn resumption(&self) -> Option<&Resumption> {
+        self.resumption.as_deref()
+    }
+
+    /// What this call saved when it stopped while running, when it runs
+    /// again after [`Agent::resume`](crate::Agent::resume) (see
+    /// [`Suspension`](crate::deferred::Suspension)); `None` on a first run.
+    pub fn saved_state(&self) -> Option<&serde_json::Value> {
+        self.resumption
+            .as_ref()
+            .and_then(|r| r.saved.get(&*self.call_id))
+    }
+
+    /// The decisions given on resume for the calls this call made (ids
+    /// `<this call's id>.<id>`), under their own ids (see
+    /// [`Decisions::within`](crate::deferred::Decisions::within)); empty on
+    /// a first run.
+    pub fn decisions_within(&self) -> crate::deferred::Decisions {
+        self.resumption
+            .as_ref()
+            .map(|r| r.decisions.within(&self.call_id))
+            .unwrap_or_default()
     }
 
     /// Lets tools of this context call the turn's tools (the engine does,
@@ -220,7 +257,11 @@ impl ToolCtx {
     /// for one call here), the injection defence, hooks, layers, events
     /// (`ToolCallStarted`/`Finished` with `id`) and spans. Fails when this
     /// context is not a run's, or the tool is unknown, denied or fails.
-    /// A deferred approval denies the call here.
+    /// When the call's approval is deferred, the result is a
+    /// [`ToolErrorKind::Deferred`](crate::tool::ToolErrorKind::Deferred)
+    /// error: return a [`ToolError::deferred`] with what you need to go on,
+    /// and the run stops and resumes this call later (see
+    /// [`deferred`](crate::deferred)).
     pub async fn call_tool(
         &self,
         id: impl Into<String>,

@@ -59,6 +59,54 @@ pub struct DeferredTurn {
     pub pending: Vec<ConfirmRequest>,
     /// The turn's number in its run.
     pub turn: u32,
+    /// What each call that stopped while running (a Code Mode script, a
+    /// sub-agent) needs to go on, by call id (see [`Suspension`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub saved: BTreeMap<String, serde_json::Value>,
+}
+
+/// Why a call stopped while running: calls it made wait for decisions
+/// given later. A tool returns it ([`ToolError::deferred`](crate::ToolError::deferred))
+/// when a call it made through [`ToolCtx::call_tool`](crate::ToolCtx::call_tool)
+/// or a run it started (a sub-agent) stopped at a deferred approval; the
+/// run stops with [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval)
+/// listing `pending`, keeps `saved` in its [`DeferredTurn`], and on
+/// [`Agent::resume`](crate::Agent::resume) runs the call again in a context
+/// that holds the decisions and its saved state
+/// ([`ToolCtx::saved_state`](crate::ToolCtx::saved_state)).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Suspension {
+    /// The calls waiting for a decision. Their ids must start with the
+    /// id of the call that made them and a dot (`call_1.3`), so that
+    /// decisions find their way back.
+    pub pending: Vec<ConfirmRequest>,
+    /// What the stopped calls need to go on, by call id: the tool's own
+    /// state under its call id, and that of calls it made under theirs.
+    pub saved: BTreeMap<String, serde_json::Value>,
+}
+
+impl Suspension {
+    /// A suspension waiting for these calls, with nothing saved.
+    pub fn new(pending: Vec<ConfirmRequest>) -> Self {
+        Self {
+            pending,
+            saved: BTreeMap::new(),
+        }
+    }
+
+    /// Saves what the call `call_id` needs to go on.
+    pub fn save(mut self, call_id: impl Into<String>, state: serde_json::Value) -> Self {
+        self.saved.insert(call_id.into(), state);
+        self
+    }
+}
+
+/// What a resumed turn's calls run with: the decisions for the calls that
+/// waited, and what stopped calls saved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Resumption {
+    pub(crate) decisions: Decisions,
+    pub(crate) saved: BTreeMap<String, serde_json::Value>,
 }
 
 /// The decision for one pending call.
@@ -140,5 +188,28 @@ impl Decisions {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// The decisions for the calls made by the call `call_id` (ids
+    /// `<call_id>.<id>`), under their own ids: what a tool that ran a
+    /// sub-agent passes to the sub-agent's resume.
+    ///
+    /// ```
+    /// use kinet_core::deferred::Decisions;
+    ///
+    /// let all = Decisions::new().approve("c1.s1").approve("c2");
+    /// assert_eq!(all.within("c1"), Decisions::new().approve("s1"));
+    /// ```
+    pub fn within(&self, call_id: &str) -> Decisions {
+        let prefix = format!("{call_id}.");
+        Decisions(
+            self.0
+                .iter()
+                .filter_map(|(id, resolution)| {
+                    id.strip_prefix(&prefix)
+                        .map(|inner| (inner.to_owned(), resolution.clone()))
+                })
+                .collect(),
+        )
     }
 }

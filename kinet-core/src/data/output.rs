@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::deferred::Suspension;
 use super::message::ImagePart;
 
 /// What a tool call produced: text, optional images, optional JSON.
@@ -80,6 +81,10 @@ pub enum ToolErrorKind {
     Unavailable,
     /// Unrecoverable: the run ends.
     Fatal,
+    /// The call stopped while running: calls it made wait for decisions
+    /// given later ([`ToolError::deferred`]). In a run, the run stops and
+    /// the call runs again on resume; elsewhere it is a denial.
+    Deferred,
 }
 
 /// A tool failure: a kind, a message written for the model, and the cause.
@@ -88,6 +93,8 @@ pub struct ToolError {
     kind: ToolErrorKind,
     message: String,
     source: Option<Arc<dyn StdError + Send + Sync>>,
+    /// Set for [`ToolErrorKind::Deferred`].
+    suspension: Option<Arc<Suspension>>,
 }
 
 impl ToolError {
@@ -97,7 +104,31 @@ impl ToolError {
             kind,
             message: message.into(),
             source: None,
+            suspension: None,
         }
+    }
+
+    /// [`ToolErrorKind::Deferred`]: the call stopped while running, and
+    /// `suspension` says what waits and what it needs to go on (see
+    /// [`deferred`](crate::deferred)).
+    pub fn deferred(suspension: Suspension) -> Self {
+        let waiting = suspension
+            .pending
+            .iter()
+            .map(|p| format!("`{}` ({})", p.tool, p.call_id))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self {
+            kind: ToolErrorKind::Deferred,
+            message: format!("waiting for approval of {waiting}"),
+            source: None,
+            suspension: Some(Arc::new(suspension)),
+        }
+    }
+
+    /// What a deferred call waits for ([`ToolErrorKind::Deferred`]).
+    pub fn suspension(&self) -> Option<&Suspension> {
+        self.suspension.as_deref()
     }
 
     /// Attaches the underlying cause (kept for the host, not sent to the model).

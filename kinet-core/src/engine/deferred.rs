@@ -1,11 +1,12 @@
 //! Turns whose calls wait for approvals given later: keeping one when a
 //! run stops at it, and finishing it when the run is resumed.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use super::RunSettings;
 use crate::ctx::ToolCtx;
-use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution};
+use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Conversation, Message, ToolCall};
@@ -22,17 +23,20 @@ pub(super) fn describe(pending: &[ConfirmRequest]) -> String {
 }
 
 /// Keeps the turn in the conversation and the journal: the run stops here.
+/// `saved`: what calls that stopped while running need to go on.
 pub(super) fn keep(
     config: &RunSettings,
     conversation: &mut Conversation,
     calls: Vec<ToolCall>,
     pending: &[ConfirmRequest],
+    saved: BTreeMap<String, serde_json::Value>,
     turn: u32,
 ) {
     let deferred = DeferredTurn {
         calls,
         pending: pending.to_vec(),
         turn,
+        saved,
     };
     if let Some(journal) = &config.journal {
         journal.record(&JournalEntry::Deferred {
@@ -76,6 +80,12 @@ pub(super) async fn finish(
         })
         .collect();
     events.emit(AgentEvent::TurnStarted { turn });
+    // The turn's calls see the decisions, and those that stopped while
+    // running what they saved.
+    let base = base.clone().with_resumption(Some(Arc::new(Resumption {
+        decisions: decisions.clone(),
+        saved: deferred.saved.clone(),
+    })));
     let tools = match super::turn_tools(config).await {
         Ok(tools) => tools,
         Err(error) => {
@@ -83,19 +93,12 @@ pub(super) async fn finish(
             return Some(RunStop::Failed(error));
         }
     };
-    let ran = super::run_calls(
-        config,
-        conversation,
-        &tools,
-        &remaining,
-        base,
-        Some(decisions),
-    )
-    .await;
+    let ran = super::run_calls(config, conversation, &tools, &remaining, &base).await;
     conversation.messages.extend(ran.messages);
     match &ran.stop {
         Some(RunStop::AwaitingApproval { pending }) => {
-            keep(config, conversation, deferred.calls, pending, turn);
+            let saved = still_saved(conversation, &deferred, ran.saved);
+            keep(config, conversation, deferred.calls, pending, saved, turn);
         }
         _ => {
             if let Some(journal) = &config.journal {
@@ -108,6 +111,43 @@ pub(super) async fn finish(
         stop_reason: StopReason::ToolUse,
     });
     ran.stop
+}
+
+/// What the turn's calls that still wait have saved after a resume that
+/// stopped again: what they saved this time (`now`), and what they saved
+/// before for those that did not run this time.
+fn still_saved(
+    conversation: &Conversation,
+    deferred: &DeferredTurn,
+    now: BTreeMap<String, serde_json::Value>,
+) -> BTreeMap<String, serde_json::Value> {
+    let answered = answered(conversation);
+    // The turn's call that a saved entry belongs to (its own id, or the id
+    // of a call it made: `<id>.<inner>`).
+    let owner = |key: &str| {
+        deferred.calls.iter().find(|call| {
+            key == call.id
+                || key
+                    .strip_prefix(call.id.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+        })
+    };
+    let rerun: HashSet<&str> = now
+        .keys()
+        .filter_map(|key| owner(key).map(|call| call.id.as_str()))
+        .collect();
+    let mut saved: BTreeMap<String, serde_json::Value> = deferred
+        .saved
+        .iter()
+        .filter(|(key, _)| {
+            owner(key).is_some_and(|call| {
+                !answered.contains(&call.id) && !rerun.contains(call.id.as_str())
+            })
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    saved.extend(now);
+    saved
 }
 
 /// The history's last model turn when a crash cut it short (some of its
@@ -136,6 +176,7 @@ pub(super) fn unfinished(conversation: &Conversation) -> Option<DeferredTurn> {
         calls: calls.clone(),
         pending: Vec::new(),
         turn: u32::try_from(turn).unwrap_or(u32::MAX),
+        saved: BTreeMap::new(),
     })
 }
 

@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
+use crate::data::deferred::{Resolution, Suspension};
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
@@ -223,7 +224,7 @@ impl Pipeline {
     /// (`ToolCallStarted`, `ToolCallFinished`) go to `base`'s sink.
     pub async fn call(&self, tools: &ToolSnapshot, call: ToolCall, base: &ToolCtx) -> CallRecord {
         let span = self.tool_span(&call);
-        self.call_in(tools, call, base, &span)
+        self.call_in(tools, call, base, &span, false)
             .instrument(span.clone())
             .await
     }
@@ -246,13 +247,24 @@ impl Pipeline {
         span
     }
 
+    /// `nested`: a call made by a run's call ([`ToolCtx::call_tool`]),
+    /// which can stop to wait for a deferred approval: a deferral comes
+    /// back as a [`ToolError::deferred`] (no `ToolCallFinished`; the call
+    /// runs again on resume) instead of a denial.
     async fn call_in(
         &self,
         tools: &ToolSnapshot,
-        call: ToolCall,
+        mut call: ToolCall,
         base: &ToolCtx,
         span: &tracing::Span,
+        nested: bool,
     ) -> CallRecord {
+        // On a resume, a decision may have edited the call.
+        if let Some(Resolution::Edit { arguments }) =
+            base.resumption().and_then(|r| r.decisions.get(&call.id))
+        {
+            call.arguments = arguments.to_string();
+        }
         base.emit(AgentEvent::ToolCallStarted {
             call_id: call.id.clone(),
             name: call.name.clone(),
@@ -261,14 +273,11 @@ impl Pipeline {
         let started = tokio::time::Instant::now();
         let mut call = std::borrow::Cow::Owned(call);
         let mut ran = false;
-        let (result, stop) = match self.parse(tools, &call) {
+        let (mut result, stop) = match self.parse(tools, &call) {
             Err(error) => (Err(error), None),
             Ok(mut prepared) => {
                 let mut approvals = BTreeSet::new();
-                let gate = match self
-                    .approve(&call, &prepared, base, &mut approvals, None)
-                    .await
-                {
+                let gate = match self.approve(&call, &prepared, base, &mut approvals).await {
                     Gate::Run => {
                         self.before_tool(tools, &mut call, &mut prepared, base)
                             .await
@@ -284,21 +293,42 @@ impl Pipeline {
                     }
                     Gate::Refuse(error) => (Err(error), None),
                     Gate::Stop(stop) => (Err(not_run(&stop)), Some(stop)),
-                    // A call made outside a run has no run to stop and
-                    // resume: a deferral denies it.
-                    Gate::Defer(_) => (
-                        Err(ToolError::new(
-                            ToolErrorKind::Denied,
-                            format!(
-                                "the approval of this `{}` call was deferred, and a call made outside a run cannot wait for it; it did not run",
-                                call.name
-                            ),
-                        )),
+                    Gate::Defer(request) => (
+                        Err(ToolError::deferred(Suspension::new(vec![request]))),
                         None,
                     ),
                 }
             }
         };
+        if let Err(error) = &result
+            && error.suspension().is_some()
+        {
+            if nested {
+                // The caller stops and runs this call again on resume.
+                return CallRecord {
+                    message: Message::Tool {
+                        tool_call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: vec![crate::data::message::ContentPart::text(error.message())],
+                        is_error: true,
+                    },
+                    result,
+                    truncated_for_model: false,
+                    stop,
+                    seen: None,
+                };
+            }
+            // A call made outside a run has no run to stop and resume: a
+            // deferral denies it.
+            result = Err(ToolError::new(
+                ToolErrorKind::Denied,
+                format!(
+                    "the approval of this `{}` call was deferred ({}), and a call made outside a run cannot wait for it; it did not run",
+                    call.name,
+                    error.message()
+                ),
+            ));
+        }
         // The span records what the tool did (before after-tool hooks).
         crate::telemetry::spans::tool_result(span, &result, self.records_content());
         let finished = self
@@ -338,7 +368,12 @@ impl crate::ctx::ToolCaller for TurnTools {
             name: name.to_owned(),
             arguments,
         };
-        self.pipeline.call(&self.tools, call, &base).await.result
+        let span = self.pipeline.tool_span(&call);
+        self.pipeline
+            .call_in(&self.tools, call, &base, &span, true)
+            .instrument(span.clone())
+            .await
+            .result
     }
 }
 

@@ -13,7 +13,7 @@ use futures::FutureExt;
 use super::Pipeline;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
-use crate::data::deferred::{Decisions, Resolution};
+use crate::data::deferred::Resolution;
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{ContentPart, Message, ToolCall};
@@ -112,16 +112,17 @@ impl Pipeline {
     /// the injection defence and, when they say so, asks the user through
     /// `base`'s handler. A call the defence flags is asked about even when
     /// the policy or a session approval would run it, and is refused
-    /// without asking when the defence is unattended. A decision given
-    /// later for this call (`decided`, from a resume) answers what would
-    /// be asked; the policy's denials still hold.
+    /// without asking when the defence is unattended. On a resume
+    /// (`base`'s resumption), a decision given later for this call answers
+    /// what would be asked, and a call that stopped while running goes on
+    /// (it was approved before it started); the policy's denials still
+    /// hold.
     pub(crate) async fn approve(
         &self,
         call: &ToolCall,
         prepared: &Prepared,
         base: &ToolCtx,
         approvals: &mut BTreeSet<String>,
-        decided: Option<&Decisions>,
     ) -> Gate {
         let approved = approvals.contains(&call.name);
         let policy_asks = match self.policy().verdict_at(
@@ -140,7 +141,11 @@ impl Pipeline {
                 ));
             }
         };
-        if let Some(resolution) = decided.and_then(|d| d.get(&call.id)) {
+        let resumption = base.resumption();
+        if resumption.is_some_and(|r| r.saved.contains_key(&call.id)) {
+            return Gate::Run;
+        }
+        if let Some(resolution) = resumption.and_then(|r| r.decisions.get(&call.id)) {
             return match resolution {
                 Resolution::Deny { reason } => Gate::Refuse(denied(&call.name, reason.clone())),
                 Resolution::ApproveForSession => {

@@ -162,6 +162,7 @@ pub(crate) fn tool_error_type(kind: ToolErrorKind) -> &'static str {
         ToolErrorKind::Panicked => "panicked",
         ToolErrorKind::Unavailable => "unavailable",
         ToolErrorKind::Fatal => "fatal",
+        ToolErrorKind::Deferred => "deferred",
         _ => "failed",
     }
 }

@@ -24,8 +24,17 @@
 //! one (filter, count, sum, join), and loops whose shape is known. When it
 //! does not: one or two calls, or when each result decides the next step
 //! in ways that need the model's judgment; and models that write poor
-//! Python do better with plain calls. Not yet: a call whose approval is
-//! deferred is denied inside a script (the script cannot pause).
+//! Python do better with plain calls.
+//!
+//! A call whose approval is deferred
+//! ([`defer_questions`](kinet_core::ApprovalPolicy::defer_questions), or a
+//! handler's [`Defer`](kinet_core::ConfirmDecision::Defer)) pauses the
+//! script: the interpreter's state (its variables, where it stopped, what
+//! it printed) is saved with the run's deferred turn, in the session, and
+//! [`Agent::resume`](kinet_core::Agent::resume), in this process or
+//! another, continues the script at that call with the decision (a denial
+//! raises `RuntimeError` there). The state is monty's own format: resume
+//! with the same monty version.
 //!
 //! ```
 //! use kinet_core::tool::Toolset;
@@ -38,10 +47,12 @@
 
 mod convert;
 mod describe;
+mod paused;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kinet_core::deferred::Suspension;
 use kinet_core::tool::{Scheduling, ToolAnnotations, ToolSpec, Toolset};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use monty::{MontyRun, RunProgress};
@@ -201,13 +212,23 @@ impl Tool for CodeMode {
 
     async fn call(&self, args: RunCodeArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         let names: Vec<String> = self.specs.iter().map(|s| s.name.clone()).collect();
-        let runner = MontyRun::new(
-            args.code,
-            "script.py",
-            names.clone(),
-            monty_types::CompileOptions::default(),
-        )
-        .map_err(|e| ToolError::invalid_arguments(format!("the script does not parse: {e}")))?;
+        // A script that stopped at a call waiting for approval goes on
+        // from there; otherwise it starts.
+        let (start, printed, made) = match ctx.saved_state() {
+            Some(saved) => paused::load(saved, ctx.call_id())?,
+            None => {
+                let runner = MontyRun::new(
+                    args.code,
+                    "script.py",
+                    names.clone(),
+                    monty_types::CompileOptions::default(),
+                )
+                .map_err(|e| {
+                    ToolError::invalid_arguments(format!("the script does not parse: {e}"))
+                })?;
+                (Start::Fresh(Box::new(runner), names), String::new(), 0)
+            }
+        };
         let limits = self.limits;
         // The interpreter runs on a blocking thread of its own; each tool
         // call comes here over a channel and its answer goes back. When
@@ -215,19 +236,31 @@ impl Tool for CodeMode {
         // and the script is stopped at its next call.
         let (requests, mut incoming) = tokio::sync::mpsc::channel::<Request>(1);
         let script =
-            tokio::task::spawn_blocking(move || interpret(runner, names, limits, &requests));
-        let mut n = 0;
+            tokio::task::spawn_blocking(move || interpret(start, printed, made, limits, &requests));
+        let mut n = made;
+        let mut waiting = None;
         while let Some(request) = incoming.recv().await {
             n += 1;
-            let answer = self.run_tool(ctx, n, request.call).await;
+            let answer = match self.run_tool(ctx, n, request.call).await {
+                Ok(answer) => Answer::Value(answer),
+                Err(suspension) => {
+                    waiting = Some(suspension);
+                    Answer::Pause
+                }
+            };
             let _ = request.reply.send(answer);
         }
-        let (result, printed) = script
+        let (end, mut text) = script
             .await
             .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
-        let mut text = printed;
-        match result {
-            Ok(value) => {
+        match end {
+            End::Paused(dump) => {
+                let suspension = waiting
+                    .ok_or_else(|| ToolError::failed("the script paused with no call waiting"))?;
+                let state = paused::save(&dump, &text, n - 1);
+                Err(ToolError::deferred(suspension.save(ctx.call_id(), state)))
+            }
+            End::Done(Ok(value)) => {
                 if !matches!(value, MontyObject::None) {
                     append_line(&mut text, &show(&value));
                 }
@@ -236,7 +269,7 @@ impl Tool for CodeMode {
                 }
                 Ok(ToolOutput::text(text))
             }
-            Err(error) => {
+            End::Done(Err(error)) => {
                 append_line(&mut text, &error.to_string());
                 Err(ToolError::failed(format!("the script failed:\n{text}")))
             }
@@ -261,43 +294,71 @@ type ScriptCall = (String, Vec<MontyObject>, Vec<(MontyObject, MontyObject)>);
 /// back.
 struct Request {
     call: ScriptCall,
-    reply: tokio::sync::oneshot::Sender<ExtFunctionResult>,
+    reply: tokio::sync::oneshot::Sender<Answer>,
 }
 
-/// Runs the script on this (blocking) thread to its end: the final value
-/// or the exception, and what it printed.
+/// What the script's tool call comes to.
+enum Answer {
+    /// Its value or exception.
+    Value(ExtFunctionResult),
+    /// It waits for an approval given later: the script pauses there.
+    Pause,
+}
+
+/// Where the interpreter starts: a new script, or one that paused.
+enum Start {
+    Fresh(Box<MontyRun>, Vec<String>),
+    Paused(Box<RunProgress>),
+}
+
+/// How the interpreter's thread ended.
+enum End {
+    /// The script ran to its end: its value or exception.
+    Done(Result<MontyObject, MontyException>),
+    /// It paused at a call: the interpreter's state.
+    Paused(Vec<u8>),
+}
+
+/// Runs the script on this (blocking) thread to its end or to a pause:
+/// how it ended, and what it printed (after `printed`, what it had
+/// printed before it paused). `made`: the tool calls it made before.
 fn interpret(
-    runner: MontyRun,
-    names: Vec<String>,
+    start: Start,
+    mut printed: String,
+    made: usize,
     limits: Limits,
     requests: &tokio::sync::mpsc::Sender<Request>,
-) -> (Result<MontyObject, MontyException>, String) {
-    let inputs = names
-        .into_iter()
-        .map(|name| MontyObject::Function {
-            name,
-            docstring: None,
-        })
-        .collect();
-    let tracker = monty_types::ResourceTracker::new(monty_types::ResourceLimits {
-        max_duration: Some(limits.time),
-        max_memory: Some(limits.memory),
-        max_suspensions: limits.calls.saturating_add(16),
-        ..monty_types::ResourceLimits::default()
-    });
-    let mut printed = String::new();
+) -> (End, String) {
     let max = Some(limits.output);
-    let mut progress = runner.start(
-        inputs,
-        tracker,
-        monty_types::PrintWriter::CollectString(&mut printed, max),
-    );
-    let mut calls = 0usize;
+    let mut progress = match start {
+        Start::Fresh(runner, names) => {
+            let inputs = names
+                .into_iter()
+                .map(|name| MontyObject::Function {
+                    name,
+                    docstring: None,
+                })
+                .collect();
+            let tracker = monty_types::ResourceTracker::new(monty_types::ResourceLimits {
+                max_duration: Some(limits.time),
+                max_memory: Some(limits.memory),
+                max_suspensions: limits.calls.saturating_add(16),
+                ..monty_types::ResourceLimits::default()
+            });
+            runner.start(
+                inputs,
+                tracker,
+                monty_types::PrintWriter::CollectString(&mut printed, max),
+            )
+        }
+        Start::Paused(progress) => Ok(*progress),
+    };
+    let mut calls = made;
     loop {
         let print = monty_types::PrintWriter::CollectString(&mut printed, max);
         progress = match progress {
-            Err(error) => return (Err(error), printed),
-            Ok(RunProgress::Complete(value)) => return (Ok(value), printed),
+            Err(error) => return (End::Done(Err(error)), printed),
+            Ok(RunProgress::Complete(value)) => return (End::Done(Ok(value)), printed),
             Ok(RunProgress::FunctionCall(call)) => {
                 calls += 1;
                 if calls > limits.calls {
@@ -321,7 +382,24 @@ fn interpret(
                         Err(_) => None,
                     };
                     match answer {
-                        Some(answer) => call.resume(answer, print),
+                        Some(Answer::Value(answer)) => call.resume(answer, print),
+                        Some(Answer::Pause) => {
+                            let paused = RunProgress::FunctionCall(call);
+                            return match monty::dump(
+                                "script.py",
+                                None,
+                                monty::SessionRef::Running(&paused),
+                            ) {
+                                Ok(dump) => (End::Paused(dump), printed),
+                                Err(error) => (
+                                    End::Done(Err(exception(
+                                        ExcType::RuntimeError,
+                                        format!("the script could not be paused: {error}"),
+                                    ))),
+                                    printed,
+                                ),
+                            };
+                        }
                         None => call.abort(
                             exception(ExcType::RuntimeError, "the script was cancelled"),
                             print,
@@ -352,15 +430,16 @@ fn interpret(
 
 impl CodeMode {
     /// One tool call of the script, through the pipeline: the tool's
-    /// answer, or the exception the script sees.
+    /// answer, or the exception the script sees; or, when the call waits
+    /// for an approval given later, what waits.
     async fn run_tool(
         &self,
         ctx: &ToolCtx,
         n: usize,
         (name, args, kwargs): ScriptCall,
-    ) -> ExtFunctionResult {
+    ) -> Result<ExtFunctionResult, Suspension> {
         let Some(spec) = self.specs.iter().find(|s| s.name == name) else {
-            return ExtFunctionResult::NotFound(name);
+            return Ok(ExtFunctionResult::NotFound(name));
         };
         let json = |value: &MontyObject| {
             convert::to_json(value).ok_or_else(|| {
@@ -385,11 +464,17 @@ impl CodeMode {
         let arguments = match arguments {
             Ok(arguments) => arguments,
             Err(problem) => {
-                return ExtFunctionResult::Error(exception(ExcType::TypeError, problem));
+                return Ok(ExtFunctionResult::Error(exception(
+                    ExcType::TypeError,
+                    problem,
+                )));
             }
         };
         let id = format!("{}.{n}", ctx.call_id());
-        match ctx.call_tool(id, &spec.name, &arguments).await {
+        Ok(match ctx.call_tool(id, &spec.name, &arguments).await {
+            Err(error) if error.suspension().is_some() => {
+                return Err(error.suspension().cloned().unwrap_or_default());
+            }
             Ok(output) => {
                 let value = match serde_json::from_str::<serde_json::Value>(&output.text) {
                     Ok(json @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
@@ -403,6 +488,6 @@ impl CodeMode {
                 ExcType::RuntimeError,
                 format!("{} failed: {}", spec.name, error.message()),
             )),
-        }
+        })
     }
 }
