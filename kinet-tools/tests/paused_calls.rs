@@ -1,6 +1,6 @@
 //! Calls that stop while running: a Code Mode script whose tool call
-//! waits for a deferred approval pauses mid-loop, and a sub-agent whose
-//! call waits stops its parent's run. Process A stops and saves the
+//! waits for a deferred approval pauses mid-loop, and a sub-agent or a
+//! team member whose call waits stops its parent's run. Process A stops and saves the
 //! session; process B loads it, gives the decision and finishes. Every
 //! tool ran once, and the transcript equals that of a run approved in
 //! place.
@@ -14,10 +14,11 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use kinet_core::deferred::Decisions;
-use kinet_core::session::Session;
+use kinet_core::session::{Session, SessionState};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::Toolset;
 use kinet_core::{
@@ -132,12 +133,14 @@ impl ConfirmHandler for Approver {
 enum Scenario {
     CodeMode,
     SubAgent,
+    Team,
 }
 
 impl Scenario {
     fn from_name(name: &str) -> Self {
         match name {
             "code" => Self::CodeMode,
+            "team" => Self::Team,
             _ => Self::SubAgent,
         }
     }
@@ -168,6 +171,26 @@ impl Scenario {
                 ],
                 2,
             ),
+            Self::Team => (
+                vec![
+                    ScriptedTurn::new().tool_call(
+                        "t1",
+                        "spawn_team",
+                        json!({"members": [{"name": "clerk", "role": "You charge accounts."}]}),
+                    ),
+                    ScriptedTurn::new().tool_call(
+                        "t2",
+                        "team_send",
+                        json!({"member": "clerk", "message": "charge x for an apple"}),
+                    ),
+                    ScriptedTurn::new()
+                        .tool_call("l", "lookup", json!({"item": "apple"}))
+                        .tool_call("c", "charge", json!({"account": "x", "amount": 15})),
+                    ScriptedTurn::text("charged 15 to x"),
+                    ScriptedTurn::text("done"),
+                ],
+                3,
+            ),
         }
     }
 
@@ -176,6 +199,7 @@ impl Scenario {
         match self {
             Self::CodeMode => "s.3",
             Self::SubAgent => "d.c",
+            Self::Team => "t2.clerk.c",
         }
     }
 }
@@ -197,6 +221,16 @@ print("total", total)
 "#;
 
 fn agent(dir: &Path, turns: Vec<ScriptedTurn>, policy: ApprovalPolicy) -> Agent {
+    agent_and_team(dir, turns, policy).0
+}
+
+/// The agent, and the session state its team keeps.
+fn agent_and_team(
+    dir: &Path,
+    turns: Vec<ScriptedTurn>,
+    policy: ApprovalPolicy,
+) -> (Agent, Vec<Arc<dyn SessionState>>) {
+    let team = kinet_tools::agents::TeamPack::default();
     let mut tools = Toolset::new()
         .with(Lookup {
             log: dir.join("lookups"),
@@ -204,7 +238,8 @@ fn agent(dir: &Path, turns: Vec<ScriptedTurn>, policy: ApprovalPolicy) -> Agent 
         .with(Charge {
             ledger: dir.join("ledger"),
         })
-        .with(kinet_tools::agents::DispatchAgentTool);
+        .with(kinet_tools::agents::DispatchAgentTool)
+        .merged(team.toolset());
     #[cfg(feature = "code-mode")]
     {
         let code = kinet_tools::code_mode::CodeMode::new(&tools);
@@ -212,11 +247,13 @@ fn agent(dir: &Path, turns: Vec<ScriptedTurn>, policy: ApprovalPolicy) -> Agent 
     }
     #[cfg(not(feature = "code-mode"))]
     let _ = &mut tools;
-    Agent::builder(ScriptedProvider::new(turns))
+    let agent = Agent::builder(ScriptedProvider::new(turns))
         .toolset(tools)
         .policy(policy)
         .confirm_handler(Approver)
-        .build()
+        .build();
+    let states: Vec<Arc<dyn SessionState>> = vec![Arc::new(team.team().clone())];
+    (agent, states)
 }
 
 /// The host's policy: charges are asked about (also a sub-agent's).
@@ -231,11 +268,15 @@ fn transcript(conversation: &Conversation) -> String {
 }
 
 fn read(path: &Path) -> Conversation {
-    let session = Session::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
-    session.resume(&[]).unwrap().0
+    read_with(path, &[])
 }
 
-/// One stage, in a process of its own (see `stopped_calls_finish_in_another_process`).
+fn read_with(path: &Path, states: &[Arc<dyn SessionState>]) -> Conversation {
+    let session = Session::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    session.resume(states).unwrap().0
+}
+
+/// One stage, in a process of its own (see `across_processes`).
 #[tokio::test]
 #[ignore = "run by the tests below, in processes of their own"]
 async fn paused_stage() {
@@ -244,13 +285,13 @@ async fn paused_stage() {
     let stage = std::env::var("KINET_PAUSED_STAGE").unwrap();
     let saved = dir.join("session.json");
     let (mut turns, split) = scenario.turns();
-    let outcome: RunOutcome = if stage == "a" {
+    let (outcome, states): (RunOutcome, _) = if stage == "a" {
         turns.truncate(split);
-        agent(&dir, turns, policy(true))
-            .run_to_completion("charge x")
-            .await
+        let (agent, states) = agent_and_team(&dir, turns, policy(true));
+        (agent.run_to_completion("charge x").await, states)
     } else {
-        let conversation = read(&saved);
+        let (agent, states) = agent_and_team(&dir, turns.split_off(split), policy(true));
+        let conversation = read_with(&saved, &states);
         let decisions = conversation
             .deferred
             .as_ref()
@@ -258,14 +299,11 @@ async fn paused_stage() {
             .pending
             .iter()
             .fold(Decisions::new(), |d, p| d.approve(p.call_id.clone()));
-        agent(&dir, turns.split_off(split), policy(true))
-            .resume(conversation, decisions)
-            .finish()
-            .await
+        (agent.resume(conversation, decisions).finish().await, states)
     };
     std::fs::write(
         &saved,
-        Session::capture(&outcome.conversation, &[]).to_json(),
+        Session::capture(&outcome.conversation, &states).to_json(),
     )
     .unwrap();
     let pending: Vec<String> = match &outcome.stop {
@@ -404,6 +442,15 @@ async fn a_sub_agents_question_stops_its_parent_and_resumes_in_another_process()
     assert!(ledger[0].ends_with(" x 15"), "{ledger:?}");
     assert_eq!(lines(&dir.path().join("lookups")), ["apple"]);
     assert_eq!(lines(&here.path().join("ledger")).len(), 1);
+}
+
+#[tokio::test]
+async fn a_team_members_question_stops_the_lead_and_resumes_in_another_process() {
+    let (_here, dir) = across_processes(Scenario::Team, "team").await;
+    let ledger = lines(&dir.path().join("ledger"));
+    assert_eq!(ledger.len(), 1, "{ledger:?}");
+    assert!(ledger[0].ends_with(" x 15"), "{ledger:?}");
+    assert_eq!(lines(&dir.path().join("lookups")), ["apple"]);
 }
 
 #[tokio::test]

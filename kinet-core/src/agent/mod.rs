@@ -513,8 +513,8 @@ impl Agent {
     }
 
     /// [`resume`](Self::resume) that also stops when `cancel` is cancelled
-    /// (a sub-agent's resume, under its parent's call).
-    pub(crate) fn resume_with_cancellation(
+    /// (as [`run_with_cancellation`](Self::run_with_cancellation)).
+    pub fn resume_with_cancellation(
         &self,
         conversation: Conversation,
         decisions: crate::deferred::Decisions,
@@ -566,6 +566,17 @@ impl Agent {
 impl AgentHandle for Agent {
     async fn run(&self, conversation: Conversation, cancel: CancellationToken) -> RunOutcome {
         self.run_with_cancellation(conversation, cancel)
+            .finish()
+            .await
+    }
+
+    async fn resume(
+        &self,
+        conversation: Conversation,
+        decisions: crate::deferred::Decisions,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        self.resume_with_cancellation(conversation, decisions, cancel)
             .finish()
             .await
     }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolCtx;
+use crate::data::deferred::Decisions;
 use crate::data::event::RunOutcome;
 use crate::data::message::Conversation;
 use crate::data::model::Usage;
@@ -71,4 +72,15 @@ pub trait AgentHandle: Send + Sync {
     /// Runs the agent on `conversation` until it stops or `cancel` fires;
     /// the run stops with `cancel` but never cancels it.
     async fn run(&self, conversation: Conversation, cancel: CancellationToken) -> RunOutcome;
+
+    /// Finishes a run of `conversation` that stopped at approvals to be
+    /// given later, with the decisions (see
+    /// [`Agent::resume`](crate::Agent::resume)); stops with `cancel` like
+    /// [`run`](Self::run).
+    async fn resume(
+        &self,
+        conversation: Conversation,
+        decisions: Decisions,
+        cancel: CancellationToken,
+    ) -> RunOutcome;
 }

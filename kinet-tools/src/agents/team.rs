@@ -1,99 +1,21 @@
-//! `dispatch_agent` (one-shot sub-agents) and agent teams (`spawn_team`,
-//! `team_broadcast`, `team_send`, `team_close`).
+//! Agent teams: persistent member agents, each with its own history, and
+//! the four tools that talk to them (`spawn_team`, `team_broadcast`,
+//! `team_send`, `team_close`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::tool::{AgentHandle, SubAgentRequest, ToolErrorKind};
+use kinet_core::confirm::ConfirmRequest;
+use kinet_core::deferred::{Decisions, Suspension};
+use kinet_core::tool::{AgentHandle, ToolErrorKind};
 use kinet_core::{Conversation, RunStop, Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// Arguments of `dispatch_agent`.
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct DispatchAgentArgs {
-    /// The complete task for the sub-agent: it sees nothing of this
-    /// conversation, so include every detail it needs and say what to return.
-    pub prompt: String,
-    /// A short label for the user (3-5 words).
-    #[serde(default)]
-    pub description: Option<String>,
-    /// A named engine (another model) registered by the host; omit to use
-    /// the current one.
-    #[serde(default)]
-    pub engine: Option<String>,
-}
-
-/// Runs a sub-agent with its own context and a read-only toolset (its
-/// mutating calls are denied) and returns its final answer. Its events
-/// reach the host tagged with its id; cancelling the run cancels it; nesting
-/// is limited by the agent's sub-agent depth.
-#[derive(Debug, Clone, Default)]
-pub struct DispatchAgentTool;
-
-const DISPATCH_DESCRIPTION: &str = "\
-Launches a sub-agent for a self-contained task (research, searching a codebase, \
-reading many files) and returns its final answer. The sub-agent starts with no \
-knowledge of this conversation: give it the whole task and what to report back. It \
-can read and search but cannot change anything. Several dispatch_agent calls in one \
-turn run in parallel.";
-
-#[async_trait]
-impl Tool for DispatchAgentTool {
-    type Args = DispatchAgentArgs;
-
-    fn name(&self) -> &str {
-        "dispatch_agent"
-    }
-
-    fn description(&self) -> &str {
-        DISPATCH_DESCRIPTION
-    }
-
-    // The sub-agent's own mutating calls are denied, so it only reads; its
-    // model may be remote.
-    fn annotations(&self) -> kinet_core::ToolAnnotations {
-        kinet_core::ToolAnnotations::read_only().open_world(true)
-    }
-
-    async fn call(&self, args: DispatchAgentArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        if args.prompt.trim().is_empty() {
-            return Err(ToolError::invalid_arguments("the prompt is empty"));
-        }
-        let spawner = ctx.spawner().ok_or_else(|| {
-            ToolError::failed(format!(
-                "sub-agents are not available here (nesting depth {} reached, or turned off by the host)",
-                ctx.depth()
-            ))
-        })?;
-        let report = spawner
-            .run(
-                SubAgentRequest {
-                    prompt: args.prompt,
-                    description: args.description,
-                    engine: args.engine,
-                },
-                ctx,
-            )
-            .await?;
-        let text = if report.text.trim().is_empty() {
-            "(the sub-agent returned no text)".to_owned()
-        } else {
-            report.text
-        };
-        Ok(ToolOutput::text(text).with_structured(serde_json::json!({
-            "agent_id": report.agent_id,
-            "turns": report.turns,
-            "input_tokens": report.usage.input_tokens,
-            "output_tokens": report.usage.output_tokens,
-        })))
-    }
-}
 
 /// What the four team tools say about themselves. The team is the agent's
 /// own: no approval. Open-world all the same: the members' replies carry
@@ -128,15 +50,33 @@ pub struct MemberStatus {
     pub busy: bool,
 }
 
+/// A member's answer, or why there is none.
 type Reply = Result<String, String>;
 
-/// A message to a member, with what the lead's model had read when it
+/// What a member is asked to do.
+enum Asked {
+    /// Answer a message.
+    Message(String),
+    /// Finish its run that stopped at approvals to be given later, with
+    /// the decisions.
+    Resume(Decisions),
+}
+
+/// What a member's run came to.
+enum Heard {
+    Replied(Reply),
+    /// Its run stopped at approvals to be given later (the approval
+    /// policy defers questions): these calls wait.
+    Waiting(Vec<ConfirmRequest>),
+}
+
+/// A request to a member, with what the lead's model had read when it
 /// wrote it, and where the answer goes.
-type Letter = (
-    String,
-    kinet_core::provenance::Provenance,
-    oneshot::Sender<Reply>,
-);
+struct Letter {
+    asked: Asked,
+    read: kinet_core::provenance::Provenance,
+    answer: oneshot::Sender<Heard>,
+}
 
 struct Member {
     role: String,
@@ -308,8 +248,12 @@ impl Team {
         let task_state = Arc::clone(&state);
         let task = tokio::spawn(async move {
             let mut conversation = history;
-            while let Some((message, read, reply)) = tokio::select! {
-                message = messages.recv() => message,
+            while let Some(Letter {
+                asked,
+                read,
+                answer,
+            }) = tokio::select! {
+                letter = messages.recv() => letter,
                 _ = stop.cancelled() => None,
             } {
                 if let Ok(mut state) = task_state.lock() {
@@ -318,13 +262,23 @@ impl Team {
                 // The lead's model wrote the message: the member knows what
                 // that model read and does not take it as the user's.
                 conversation.provenance.absorb(&read);
-                conversation.push_user(message);
-                let outcome = agent.run(conversation.clone(), stop.child_token()).await;
-                let answer = match &outcome.stop {
-                    RunStop::Completed | RunStop::MaxTurns => {
-                        Ok(outcome.final_text().unwrap_or_default())
+                let outcome = match asked {
+                    Asked::Message(message) => {
+                        conversation.push_user(message);
+                        agent.run(conversation.clone(), stop.child_token()).await
                     }
-                    other => Err(format!("its run {other}")),
+                    Asked::Resume(decisions) => {
+                        agent
+                            .resume(conversation.clone(), decisions, stop.child_token())
+                            .await
+                    }
+                };
+                let heard = match &outcome.stop {
+                    RunStop::Completed | RunStop::MaxTurns => {
+                        Heard::Replied(Ok(outcome.final_text().unwrap_or_default()))
+                    }
+                    RunStop::AwaitingApproval { pending } => Heard::Waiting(pending.clone()),
+                    other => Heard::Replied(Err(format!("its run {other}"))),
                 };
                 conversation = outcome.conversation;
                 if let Ok(mut saved) = task_history.lock() {
@@ -334,7 +288,7 @@ impl Team {
                     state.0 += 1;
                     state.1 = false;
                 }
-                let _ = reply.send(answer);
+                let _ = answer.send(heard);
             }
         });
         let mut members = self
@@ -379,52 +333,144 @@ impl Team {
         }
     }
 
-    /// Sends `message` to the named members at once and collects their
-    /// replies, each within `timeout`.
+    /// Sends each named member its request at once and collects what
+    /// they came to, each within `timeout`.
     async fn ask(
         &self,
-        names: &[String],
-        message: &str,
+        letters: Vec<(String, Asked)>,
         timeout: Duration,
         ctx: &ToolCtx,
-    ) -> Vec<(String, Reply)> {
+    ) -> Vec<(String, Heard)> {
         let mut pending = Vec::new();
-        for name in names {
-            self.wake(name, ctx);
+        for (name, asked) in letters {
+            self.wake(&name, ctx);
             let inbox = self
                 .members
                 .lock()
                 .ok()
-                .and_then(|m| m.get(name).map(|member| member.inbox.clone()));
-            let (reply, answer) = oneshot::channel();
+                .and_then(|m| m.get(&name).map(|member| member.inbox.clone()));
+            let (answer, heard) = oneshot::channel();
+            let letter = Letter {
+                asked,
+                read: ctx.provenance().clone(),
+                answer,
+            };
             match inbox {
-                Some(inbox)
-                    if inbox
-                        .send((message.to_owned(), ctx.provenance().clone(), reply))
-                        .await
-                        .is_ok() =>
-                {
-                    pending.push((name.clone(), Some(answer)));
+                Some(inbox) if inbox.send(letter).await.is_ok() => {
+                    pending.push((name, Some(heard)));
                 }
-                _ => pending.push((name.clone(), None)),
+                _ => pending.push((name, None)),
             }
         }
-        let waits = pending.into_iter().map(|(name, answer)| async move {
-            let Some(answer) = answer else {
-                return (name, Err("not a member of the team".to_owned()));
+        let waits = pending.into_iter().map(|(name, heard)| async move {
+            let Some(heard) = heard else {
+                return (
+                    name,
+                    Heard::Replied(Err("not a member of the team".to_owned())),
+                );
             };
-            let result = tokio::select! {
-                _ = ctx.cancellation().cancelled() => Err("cancelled".to_owned()),
-                answer = tokio::time::timeout(timeout, answer) => match answer {
-                    Ok(Ok(reply)) => reply,
-                    Ok(Err(_)) => Err("the member stopped".to_owned()),
-                    Err(_) => Err(format!("no reply within {} s", timeout.as_secs())),
+            let heard = tokio::select! {
+                _ = ctx.cancellation().cancelled() => Heard::Replied(Err("cancelled".to_owned())),
+                heard = tokio::time::timeout(timeout, heard) => match heard {
+                    Ok(Ok(heard)) => heard,
+                    Ok(Err(_)) => Heard::Replied(Err("the member stopped".to_owned())),
+                    Err(_) => Heard::Replied(Err(format!("no reply within {} s", timeout.as_secs()))),
                 },
             };
-            (name, result)
+            (name, heard)
         });
         futures::future::join_all(waits).await
     }
+
+    /// Asks `names` the message and formats their replies, as one call of
+    /// a team tool. When a member's run stops at approvals to be given
+    /// later, the call stops too ([`ToolError::deferred`]): the waiting
+    /// calls go to the host under ids `<this call>.<member>.<call>`, and
+    /// the replies so far are saved; on resume, the call runs again, the
+    /// waiting members finish their runs with the decisions, and the
+    /// replies are formatted as they would have been in place.
+    async fn converse(
+        &self,
+        names: Vec<String>,
+        message: &str,
+        timeout: Duration,
+        ctx: &ToolCtx,
+    ) -> Result<ToolOutput, ToolError> {
+        let (mut stopped, letters) = match ctx.saved_state() {
+            Some(saved) => {
+                let stopped = Stopped::deserialize(saved).map_err(|e| {
+                    ToolError::failed(format!(
+                        "the saved state of team call {} cannot be read: {e}",
+                        ctx.call_id()
+                    ))
+                })?;
+                let decisions = ctx.decisions_within();
+                let letters = stopped
+                    .waiting
+                    .iter()
+                    .cloned()
+                    .map(|name| {
+                        let asked = Asked::Resume(decisions.within(&name));
+                        (name, asked)
+                    })
+                    .collect();
+                (stopped, letters)
+            }
+            None => {
+                let letters = names
+                    .iter()
+                    .map(|name| (name.clone(), Asked::Message(message.to_owned())))
+                    .collect();
+                let stopped = Stopped {
+                    order: names,
+                    replies: BTreeMap::new(),
+                    waiting: Vec::new(),
+                };
+                (stopped, letters)
+            }
+        };
+        stopped.waiting.clear();
+        let mut pending = Vec::new();
+        for (name, heard) in self.ask(letters, timeout, ctx).await {
+            match heard {
+                Heard::Replied(reply) => {
+                    stopped.replies.insert(name, reply);
+                }
+                Heard::Waiting(requests) => {
+                    pending.extend(requests.into_iter().map(|mut request| {
+                        request.call_id = format!("{}.{name}.{}", ctx.call_id(), request.call_id);
+                        request
+                    }));
+                    stopped.waiting.push(name);
+                }
+            }
+        }
+        if !pending.is_empty() {
+            let state = serde_json::to_value(&stopped).map_err(|e| {
+                ToolError::failed(format!("the team's replies cannot be saved: {e}"))
+            })?;
+            return Err(ToolError::deferred(
+                Suspension::new(pending).save(ctx.call_id(), state),
+            ));
+        }
+        Ok(format_replies(stopped.order.iter().map(|name| {
+            let reply = stopped
+                .replies
+                .remove(name)
+                .unwrap_or_else(|| Err("no reply".to_owned()));
+            (name.clone(), reply)
+        })))
+    }
+}
+
+/// A team call that stopped because members wait for approvals: the
+/// members in the order they were asked, the replies so far, and who
+/// waits.
+#[derive(serde::Serialize, Deserialize)]
+struct Stopped {
+    order: Vec<String>,
+    replies: BTreeMap<String, Reply>,
+    waiting: Vec<String>,
 }
 
 /// Arguments of `spawn_team`.
@@ -504,9 +550,9 @@ impl Default for TeamPack {
     }
 }
 
-fn format_replies(replies: Vec<(String, Reply)>) -> ToolOutput {
+fn format_replies(replies: impl Iterator<Item = (String, Reply)>) -> ToolOutput {
     let mut text = String::new();
-    for (name, reply) in &replies {
+    for (name, reply) in replies {
         match reply {
             Ok(answer) => text.push_str(&format!("## {name}\n{}\n\n", answer.trim())),
             Err(error) => text.push_str(&format!("## {name}\n(no reply: {error})\n\n")),
@@ -533,7 +579,7 @@ impl Tool for SpawnTeam {
     fn description(&self) -> &str {
         "Starts a team of persistent helper agents, each with a name and a role (its \
          instructions). Members keep their own conversation across messages, can read and \
-         search but not change anything. Talk to them with team_send or team_broadcast; end \
+         search, and change nothing without the user's approval. Talk to them with team_send or team_broadcast; end \
          them with team_close."
     }
     team_tool_traits!();
@@ -546,9 +592,14 @@ impl Tool for SpawnTeam {
             .ok_or_else(|| ToolError::failed("sub-agents are not available at this depth"))?;
         let mut names = Vec::new();
         for member in args.members {
-            if member.name.trim().is_empty() || names.contains(&member.name) {
+            // Dots separate the parts of the ids of a member's calls that
+            // wait for approval (`<call>.<member>.<its call>`).
+            if member.name.trim().is_empty()
+                || member.name.contains('.')
+                || names.contains(&member.name)
+            {
                 return Err(ToolError::invalid_arguments(format!(
-                    "member names must be non-empty and unique (`{}`)",
+                    "member names must be non-empty, unique and without dots (`{}`)",
                     member.name
                 )));
             }
@@ -587,12 +638,10 @@ impl Tool for TeamBroadcast {
                 "there is no team; start one with spawn_team",
             ));
         }
-        Ok(format_replies(
-            self.0
-                .team
-                .ask(&names, &args.message, self.0.reply_timeout, ctx)
-                .await,
-        ))
+        self.0
+            .team
+            .converse(names, &args.message, self.0.reply_timeout, ctx)
+            .await
     }
 }
 
@@ -619,17 +668,10 @@ impl Tool for TeamSend {
                 }
             )));
         }
-        let replies = self
-            .0
+        self.0
             .team
-            .ask(
-                std::slice::from_ref(&args.member),
-                &args.message,
-                self.0.reply_timeout,
-                ctx,
-            )
-            .await;
-        Ok(format_replies(replies))
+            .converse(vec![args.member], &args.message, self.0.reply_timeout, ctx)
+            .await
     }
 }
 
