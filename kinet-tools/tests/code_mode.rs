@@ -264,3 +264,57 @@ async fn limits_stop_a_script_with_a_clear_error() {
     let (text, error, _) = run(&setup_output, "def (", ApprovalPolicy::never()).await;
     assert!(error && text.contains("does not parse"), "{text}");
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+/// Counts its calls and takes a while.
+struct Slow(Arc<AtomicUsize>);
+
+#[async_trait::async_trait]
+impl Tool for Slow {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> &str {
+        "Takes 30 ms."
+    }
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
+    }
+    async fn call(&self, _args: NoArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Ok(ToolOutput::text("ok"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_script_makes_no_later_call() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut tools = Toolset::new().with(Slow(Arc::clone(&calls)));
+    let code = CodeMode::new(&tools);
+    tools.add(code);
+    // The script even catches what its calls raise, and goes on.
+    let script = "for i in range(60):\n    try:\n        slow()\n    except Exception as e:\n        pass\nprint('finished')";
+    let agent = Agent::builder(ScriptedProvider::new([
+        ScriptedTurn::new().tool_call("s", "run_code", json!({ "code": script })),
+        ScriptedTurn::text("done"),
+    ]))
+    .toolset(tools)
+    .build();
+    let run = agent.run("go");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    run.cancel();
+    let outcome = run.finish().await;
+    assert!(!outcome.stop.is_completed(), "{}", outcome.stop);
+    let at_cancel = calls.load(Ordering::SeqCst);
+    assert!((1..60).contains(&at_cancel), "{at_cancel} calls");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        at_cancel,
+        "a call ran after the cancel"
+    );
+}

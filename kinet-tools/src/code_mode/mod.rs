@@ -48,23 +48,26 @@
 mod convert;
 mod describe;
 mod paused;
+mod script;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kinet_core::deferred::Suspension;
 use kinet_core::tool::{Scheduling, ToolAnnotations, ToolSpec, Toolset};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
-use monty::{MontyRun, RunProgress};
-use monty_types::{ExcType, ExtFunctionResult, MontyException, MontyObject, NameLookupResult};
+use monty::MontyRun;
+use monty_types::{ExcType, MontyException, MontyObject};
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+use script::{Caller, End, Start};
 
 /// The `run_code` tool. Build it after the tools it offers are in the
 /// toolset (it lists them in its description); add it to the same one.
 #[derive(Debug, Clone)]
 pub struct CodeMode {
-    specs: Vec<ToolSpec>,
+    specs: Arc<[ToolSpec]>,
     description: String,
     limits: Limits,
 }
@@ -150,7 +153,7 @@ impl CodeMode {
             self.limits.calls,
             self.limits.output / 1024
         ));
-        for spec in &self.specs {
+        for spec in self.specs.iter() {
             text.push_str(&describe::signature(spec));
         }
         self.description = text;
@@ -229,36 +232,32 @@ impl Tool for CodeMode {
                 (Start::Fresh(Box::new(runner), names), String::new(), 0)
             }
         };
+        // The interpreter runs on a blocking thread of its own, and makes
+        // its tool calls from there. When this call is dropped (cancelled,
+        // timed out), `_stop` closes: the script's call in flight stops and
+        // its later calls fail at once.
+        let (_stop, stop) = tokio::sync::oneshot::channel::<()>();
+        let caller = Caller {
+            specs: Arc::clone(&self.specs),
+            ctx: ctx.clone(),
+            handle: tokio::runtime::Handle::current(),
+            span: tracing::Span::current(),
+            stop,
+        };
         let limits = self.limits;
-        // The interpreter runs on a blocking thread of its own; each tool
-        // call comes here over a channel and its answer goes back. When
-        // this call is dropped (cancelled, timed out), the channel closes
-        // and the script is stopped at its next call.
-        let (requests, mut incoming) = tokio::sync::mpsc::channel::<Request>(1);
-        let script =
-            tokio::task::spawn_blocking(move || interpret(start, printed, made, limits, &requests));
-        let mut n = made;
-        let mut waiting = None;
-        while let Some(request) = incoming.recv().await {
-            n += 1;
-            let answer = match self.run_tool(ctx, n, request.call).await {
-                Ok(answer) => Answer::Value(answer),
-                Err(suspension) => {
-                    waiting = Some(suspension);
-                    Answer::Pause
-                }
-            };
-            let _ = request.reply.send(answer);
-        }
-        let (end, mut text) = script
-            .await
-            .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
+        let (end, mut text) = tokio::task::spawn_blocking(move || {
+            script::interpret(start, printed, made, limits, caller)
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("the script's interpreter failed: {e}")))?;
         match end {
-            End::Paused(dump) => {
-                let suspension = waiting
-                    .ok_or_else(|| ToolError::failed("the script paused with no call waiting"))?;
-                let state = paused::save(&dump, &text, n - 1);
-                Err(ToolError::deferred(suspension.save(ctx.call_id(), state)))
+            End::Paused {
+                dump,
+                waiting,
+                made,
+            } => {
+                let state = paused::save(&dump, &text, made);
+                Err(ToolError::deferred(waiting.save(ctx.call_id(), state)))
             }
             End::Done(Ok(value)) => {
                 if !matches!(value, MontyObject::None) {
@@ -284,210 +283,4 @@ struct Limits {
     memory: usize,
     calls: usize,
     output: usize,
-}
-
-/// A tool call of the script: its function, arguments and keyword
-/// arguments.
-type ScriptCall = (String, Vec<MontyObject>, Vec<(MontyObject, MontyObject)>);
-
-/// A tool call on its way from the interpreter's thread, with the way
-/// back.
-struct Request {
-    call: ScriptCall,
-    reply: tokio::sync::oneshot::Sender<Answer>,
-}
-
-/// What the script's tool call comes to.
-enum Answer {
-    /// Its value or exception.
-    Value(ExtFunctionResult),
-    /// It waits for an approval given later: the script pauses there.
-    Pause,
-}
-
-/// Where the interpreter starts: a new script, or one that paused.
-enum Start {
-    Fresh(Box<MontyRun>, Vec<String>),
-    Paused(Box<RunProgress>),
-}
-
-/// How the interpreter's thread ended.
-enum End {
-    /// The script ran to its end: its value or exception.
-    Done(Result<MontyObject, MontyException>),
-    /// It paused at a call: the interpreter's state.
-    Paused(Vec<u8>),
-}
-
-/// Runs the script on this (blocking) thread to its end or to a pause:
-/// how it ended, and what it printed (after `printed`, what it had
-/// printed before it paused). `made`: the tool calls it made before.
-fn interpret(
-    start: Start,
-    mut printed: String,
-    made: usize,
-    limits: Limits,
-    requests: &tokio::sync::mpsc::Sender<Request>,
-) -> (End, String) {
-    let max = Some(limits.output);
-    let mut progress = match start {
-        Start::Fresh(runner, names) => {
-            let inputs = names
-                .into_iter()
-                .map(|name| MontyObject::Function {
-                    name,
-                    docstring: None,
-                })
-                .collect();
-            let tracker = monty_types::ResourceTracker::new(monty_types::ResourceLimits {
-                max_duration: Some(limits.time),
-                max_memory: Some(limits.memory),
-                max_suspensions: limits.calls.saturating_add(16),
-                ..monty_types::ResourceLimits::default()
-            });
-            runner.start(
-                inputs,
-                tracker,
-                monty_types::PrintWriter::CollectString(&mut printed, max),
-            )
-        }
-        Start::Paused(progress) => Ok(*progress),
-    };
-    let mut calls = made;
-    loop {
-        let print = monty_types::PrintWriter::CollectString(&mut printed, max);
-        progress = match progress {
-            Err(error) => return (End::Done(Err(error)), printed),
-            Ok(RunProgress::Complete(value)) => return (End::Done(Ok(value)), printed),
-            Ok(RunProgress::FunctionCall(call)) => {
-                calls += 1;
-                if calls > limits.calls {
-                    let stop = exception(
-                        ExcType::RuntimeError,
-                        format!("the script made more than {} tool calls", limits.calls),
-                    );
-                    call.abort(stop, print)
-                } else {
-                    let (reply, answer) = tokio::sync::oneshot::channel();
-                    let request = Request {
-                        call: (
-                            call.function_name.clone(),
-                            call.args.clone(),
-                            call.kwargs.clone(),
-                        ),
-                        reply,
-                    };
-                    let answer = match requests.blocking_send(request) {
-                        Ok(()) => answer.blocking_recv().ok(),
-                        Err(_) => None,
-                    };
-                    match answer {
-                        Some(Answer::Value(answer)) => call.resume(answer, print),
-                        Some(Answer::Pause) => {
-                            let paused = RunProgress::FunctionCall(call);
-                            return match monty::dump(
-                                "script.py",
-                                None,
-                                monty::SessionRef::Running(&paused),
-                            ) {
-                                Ok(dump) => (End::Paused(dump), printed),
-                                Err(error) => (
-                                    End::Done(Err(exception(
-                                        ExcType::RuntimeError,
-                                        format!("the script could not be paused: {error}"),
-                                    ))),
-                                    printed,
-                                ),
-                            };
-                        }
-                        None => call.abort(
-                            exception(ExcType::RuntimeError, "the script was cancelled"),
-                            print,
-                        ),
-                    }
-                }
-            }
-            Ok(RunProgress::OsCall(call)) => call.resume(
-                ExtFunctionResult::Error(exception(
-                    ExcType::PermissionError,
-                    "scripts have no file, network, environment or clock access; use the tools",
-                )),
-                print,
-            ),
-            Ok(RunProgress::NameLookup(lookup)) => {
-                lookup.resume(NameLookupResult::Undefined, print)
-            }
-            Ok(RunProgress::ResolveFutures(waiting)) => waiting.abort(
-                exception(
-                    ExcType::RuntimeError,
-                    "tool functions are not async: call them without await",
-                ),
-                print,
-            ),
-        };
-    }
-}
-
-impl CodeMode {
-    /// One tool call of the script, through the pipeline: the tool's
-    /// answer, or the exception the script sees; or, when the call waits
-    /// for an approval given later, what waits.
-    async fn run_tool(
-        &self,
-        ctx: &ToolCtx,
-        n: usize,
-        (name, args, kwargs): ScriptCall,
-    ) -> Result<ExtFunctionResult, Suspension> {
-        let Some(spec) = self.specs.iter().find(|s| s.name == name) else {
-            return Ok(ExtFunctionResult::NotFound(name));
-        };
-        let json = |value: &MontyObject| {
-            convert::to_json(value).ok_or_else(|| {
-                format!(
-                    "{}() takes JSON values (str, int, float, bool, None, list, dict with str keys)",
-                    spec.name
-                )
-            })
-        };
-        let positional: Result<Vec<_>, _> = args.iter().map(json).collect();
-        let keywords: Result<Vec<_>, String> = kwargs
-            .iter()
-            .map(|(key, value)| match key {
-                MontyObject::String(key) => Ok((key.clone(), json(value)?)),
-                _ => Err("keyword names must be strings".to_owned()),
-            })
-            .collect();
-        let arguments = match (positional, keywords) {
-            (Ok(p), Ok(k)) => describe::arguments(spec, p, k),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        let arguments = match arguments {
-            Ok(arguments) => arguments,
-            Err(problem) => {
-                return Ok(ExtFunctionResult::Error(exception(
-                    ExcType::TypeError,
-                    problem,
-                )));
-            }
-        };
-        let id = format!("{}.{n}", ctx.call_id());
-        Ok(match ctx.call_tool(id, &spec.name, &arguments).await {
-            Err(error) if error.suspension().is_some() => {
-                return Err(error.suspension().cloned().unwrap_or_default());
-            }
-            Ok(output) => {
-                let value = match serde_json::from_str::<serde_json::Value>(&output.text) {
-                    Ok(json @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
-                        convert::from_json(&json)
-                    }
-                    _ => MontyObject::String(output.text),
-                };
-                ExtFunctionResult::Return(value)
-            }
-            Err(error) => ExtFunctionResult::Error(exception(
-                ExcType::RuntimeError,
-                format!("{} failed: {}", spec.name, error.message()),
-            )),
-        })
-    }
 }

@@ -7,7 +7,7 @@ use base64::engine::general_purpose::STANDARD;
 use kinet_core::ToolError;
 use serde::{Deserialize, Serialize};
 
-use super::Start;
+use super::script::Start;
 
 /// The saved form.
 #[derive(Serialize, Deserialize)]
