@@ -95,7 +95,10 @@ pub(crate) async fn run(
         .collect();
     let exclusive: Vec<bool> = slots
         .iter()
-        .map(|slot| matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive))
+        .map(|slot| {
+            pipeline.one_call_at_a_time()
+                || matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive)
+        })
         .collect();
     let mut batch = Batch::new(pipeline, tools, calls, base, journal);
 

@@ -119,4 +119,30 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn one_call_at_a_time_runs_in_the_models_order(calls in prop::collection::vec((kind(), 1u64..40), 1..9)) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let spans: Spans = Arc::default();
+        let turn = calls.iter().enumerate().fold(ScriptedTurn::new(), |turn, (i, (kind, ms))| {
+            turn.tool_call(format!("c{i}"), "probe", json!({"kind": kind, "ms": ms, "label": i}))
+        });
+        let agent = Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
+            .tool(Probe(Arc::clone(&spans)))
+            .one_call_at_a_time()
+            .build();
+        let outcome = runtime.block_on(agent.run_to_completion("go"));
+        prop_assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+        common::assert_paired(&outcome);
+        let spans = spans.lock().unwrap().clone();
+        let order: Vec<usize> = spans.iter().map(|s| s.0).collect();
+        prop_assert_eq!(order, (0..calls.len()).collect::<Vec<_>>());
+        for pair in spans.windows(2) {
+            prop_assert!(pair[0].2 <= pair[1].1, "calls overlapped: {:?}", calls);
+        }
+    }
 }

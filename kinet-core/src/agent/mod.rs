@@ -248,6 +248,13 @@ impl AgentBuilder {
         self.pipeline(|p| p.with_layer(layer))
     }
 
+    /// Runs every call of a turn alone, in the model's order. Default:
+    /// off (consecutive calls that allow it run together); see
+    /// [`Pipeline::with_one_call_at_a_time`].
+    pub fn one_call_at_a_time(self) -> Self {
+        self.pipeline(|p| p.with_one_call_at_a_time(true))
+    }
+
     /// Sampling parameters. Default: all unset (the provider's defaults).
     pub fn params(mut self, params: GenerationParams) -> Self {
         self.config.run_mut().params = params;

@@ -107,8 +107,11 @@ pub enum StopReason {
 /// One item of a provider's stream.
 ///
 /// Tool calls arrive as a `ToolCallStart` followed by argument deltas with
-/// the same `index`; the engine assembles them.
-#[derive(Debug, Clone, PartialEq)]
+/// the same `index`; the engine assembles them. Serialized (tagged by
+/// `type`, with `value`), a model call's events can be recorded and
+/// played back (a durable run's journal).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StreamEvent {
     /// Answer text.

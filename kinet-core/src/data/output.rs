@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::deferred::Suspension;
 use super::message::ImagePart;
@@ -13,15 +13,15 @@ use super::message::ImagePart;
 ///
 /// The host receives it whole; the model sees `text` truncated by the
 /// agent's [`TruncationPolicy`](crate::tool::TruncationPolicy), plus the images.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolOutput {
     /// The text the model reads.
     pub text: String,
     /// Images (screenshots) shown to the model after the text.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ImagePart>,
     /// Machine-readable data for the host (not sent to the model).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<serde_json::Value>,
 }
 
@@ -49,7 +49,7 @@ impl ToolOutput {
 
 /// What went wrong in a tool call. All kinds but [`ToolErrorKind::Fatal`]
 /// become an error result the model reads; `Fatal` ends the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ToolErrorKind {

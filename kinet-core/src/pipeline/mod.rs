@@ -90,6 +90,8 @@ struct Settings {
     record_content: bool,
     /// The injection defence.
     defence: Defence,
+    /// Every call of a turn runs alone, in the model's order.
+    one_at_a_time: bool,
 }
 
 impl Default for Pipeline {
@@ -125,6 +127,7 @@ impl Pipeline {
                 keys: Arc::default(),
                 record_content: false,
                 defence: Defence::new(),
+                one_at_a_time: false,
             }),
         }
     }
@@ -158,6 +161,19 @@ impl Pipeline {
         settings.timeout =
             Arc::new([Arc::new(TimeoutLayer::tool_only(timeout)) as Arc<dyn ToolLayer>]);
         self
+    }
+
+    /// Runs every call of a turn alone, in the order the model made them
+    /// (default: consecutive calls that allow it run together). For runs
+    /// whose calls are recorded as a sequence of steps and played back (a
+    /// durable run's journal), where the order must not depend on timing.
+    pub fn with_one_call_at_a_time(mut self, on: bool) -> Self {
+        self.settings().one_at_a_time = on;
+        self
+    }
+
+    pub(crate) fn one_call_at_a_time(&self) -> bool {
+        self.inner.one_at_a_time
     }
 
     /// Sets how output is truncated for the model.
