@@ -108,7 +108,8 @@ impl Client {
     /// What conversation `key`'s run waits for, if it waits.
     pub async fn pending(&self, key: &str) -> Result<Option<Waiting>, ClientError> {
         let url = format!("{}/KinetAgent/{}/pending", self.ingress, encode(key));
-        self.post(&url, &(), None).await
+        let request = self.http.post(&url);
+        self.answer(url, request).await
     }
 
     /// Answers the approvals conversation `key`'s run waits for; the run
@@ -132,7 +133,8 @@ impl Client {
     /// run).
     pub async fn session(&self, key: &str) -> Result<Option<Session>, ClientError> {
         let url = format!("{}/KinetAgent/{}/session", self.ingress, encode(key));
-        self.post(&url, &(), None).await
+        let request = self.http.post(&url);
+        self.answer(url, request).await
     }
 
     async fn post<T: DeserializeOwned>(
@@ -172,10 +174,7 @@ fn unreachable(url: &str, error: &reqwest::Error) -> ClientError {
 /// The answer's text when its status is a success.
 async fn check(url: String, response: reqwest::Response) -> Result<String, ClientError> {
     let status = response.status();
-    let body = response
-        .text()
-        .await
-        .map_err(|e| unreachable(&url, &e))?;
+    let body = response.text().await.map_err(|e| unreachable(&url, &e))?;
     if status.is_success() {
         Ok(body)
     } else {

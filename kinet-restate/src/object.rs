@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -167,7 +166,8 @@ impl AgentObject {
 
     /// A Restate endpoint serving this object, with kinet's invocation
     /// settings: a crashed invocation is retried after 100 ms, then at
-    /// most every 2 s, without end; an invocation may go 10 minutes
+    /// most every 2 s, 10,000 times (more than 5 hours), then paused
+    /// (Restate's CLI or admin API resumes it); an invocation may go 10 minutes
     /// without a journal entry before Restate asks it to suspend
     /// (a long model call or tool call), and 15 before it is aborted.
     pub fn endpoint(self) -> restate_sdk::endpoint::Endpoint {
@@ -175,6 +175,8 @@ impl AgentObject {
             .retry_policy_initial_interval(Duration::from_millis(100))
             .retry_policy_max_interval(Duration::from_secs(2))
             .retry_policy_exponentiation_factor(2.0)
+            .retry_policy_max_attempts(10_000)
+            .retry_policy_pause_on_max_attempts()
             .inactivity_timeout(Duration::from_secs(600))
             .abort_timeout(Duration::from_secs(900));
         use restate_sdk::service::IntoServiceDefinition as _;
@@ -220,12 +222,11 @@ impl AgentObject {
         journal: &mut crate::steps::Journal,
     ) -> Result<RunOutcome, HandlerError> {
         let key = ctx.key().to_owned();
-        let busy = Arc::clone(&journal.busy);
         loop {
             tokio::select! {
                 biased;
                 Some(request) = journal.requests.recv() => {
-                    record(ctx, request, &busy).await?;
+                    record(ctx, request).await?;
                 }
                 event = run.next() => match event {
                     Some(event) => {
@@ -244,15 +245,10 @@ impl AgentObject {
 
 /// Runs one step: the caller does the work inside a journaled step, or
 /// gets the recorded result when the step was done before.
-async fn record(
-    ctx: &ObjectContext<'_>,
-    request: Request,
-    busy: &std::sync::atomic::AtomicBool,
-) -> Result<(), HandlerError> {
+async fn record(ctx: &ObjectContext<'_>, request: Request) -> Result<(), HandlerError> {
     let Request { name, go } = request;
     let go = Arc::new(std::sync::Mutex::new(Some(go)));
     let for_step = Arc::clone(&go);
-    busy.store(true, Ordering::SeqCst);
     let recorded = ctx
         .run(|| async move {
             let go = for_step.lock().ok().and_then(|mut go| go.take());
@@ -267,7 +263,6 @@ async fn record(
         })
         .name(name)
         .await;
-    busy.store(false, Ordering::SeqCst);
     let value = recorded?.into_inner();
     // Not asked to run: the step was replayed.
     if let Some(go) = go.lock().ok().and_then(|mut go| go.take()) {
@@ -295,13 +290,17 @@ impl AgentObject {
     ) -> Result<Json<Reply>, HandlerError> {
         let key = ctx.key().to_owned();
         let stored = ctx.get::<Json<Stored>>(CONVERSATION).await?;
-        let mut conversation = stored.map(|s| s.into_inner().into_conversation()).unwrap_or_default();
+        let mut conversation = stored
+            .map(|s| s.into_inner().into_conversation())
+            .unwrap_or_default();
         if conversation.run_key.is_none() {
             conversation.run_key = Some(format!("restate/{key}"));
         }
         conversation.push_user(input.into_inner().text);
         let (agent, mut journal) = self.agent(&key);
-        let mut outcome = self.drive(&ctx, agent.run(conversation), &mut journal).await?;
+        let mut outcome = self
+            .drive(&ctx, agent.run(conversation), &mut journal)
+            .await?;
         while let RunStop::AwaitingApproval { pending } = &outcome.stop {
             let (awakeable, decided) = ctx.awakeable::<Json<Decisions>>();
             ctx.set(

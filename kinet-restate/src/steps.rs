@@ -48,15 +48,14 @@ pub(crate) struct Request {
 #[derive(Clone)]
 pub(crate) struct Steps {
     requests: mpsc::UnboundedSender<Request>,
-    /// Set while a step runs.
+    /// Set while a step's work runs (from its start to its result, not
+    /// until Restate has recorded it: the run may go on before that).
     busy: Arc<AtomicBool>,
 }
 
-/// The handler's side: the requests, and the flag it sets while a step
-/// runs.
+/// The handler's side: the steps asked for.
 pub(crate) struct Journal {
     pub requests: mpsc::UnboundedReceiver<Request>,
-    pub busy: Arc<AtomicBool>,
 }
 
 /// The step could not be journaled: the invocation ended first.
@@ -65,16 +64,12 @@ const LOST: &str = "the durable run ended before this step could be recorded";
 impl Steps {
     pub(crate) fn new() -> (Self, Journal) {
         let (requests, incoming) = mpsc::unbounded_channel();
-        let busy = Arc::new(AtomicBool::new(false));
         (
             Self {
                 requests,
-                busy: Arc::clone(&busy),
+                busy: Arc::new(AtomicBool::new(false)),
             },
-            Journal {
-                requests: incoming,
-                busy,
-            },
+            Journal { requests: incoming },
         )
     }
 
@@ -94,7 +89,10 @@ impl Steps {
             .map_err(|_| LOST.to_owned())?;
         match told.await.map_err(|_| LOST.to_owned())? {
             Go::Run(done) => {
-                let value = work.await;
+                let value = {
+                    let _busy = Busy::set(&self.busy);
+                    work.await
+                };
                 let json = serde_json::to_value(&value)
                     .map_err(|e| format!("the step's result cannot be recorded: {e}"))?;
                 let _ = done.send(json);
@@ -103,6 +101,23 @@ impl Steps {
             Go::Replayed(json) => serde_json::from_value(json)
                 .map_err(|e| format!("the step's recorded result cannot be read: {e}")),
         }
+    }
+}
+
+/// Marks a step's work as running until dropped (also when the work is
+/// dropped half-way, with its run).
+struct Busy<'a>(&'a AtomicBool);
+
+impl<'a> Busy<'a> {
+    fn set(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::SeqCst);
+        Self(flag)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
     }
 }
 
