@@ -84,11 +84,16 @@ async fn transcript(client: &Client, key: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-async fn attach(client: &Client, invocation: &str) -> Reply {
-    tokio::time::timeout(Duration::from_secs(180), client.attach(invocation))
-        .await
-        .unwrap_or_else(|_| panic!("invocation {invocation} did not finish"))
-        .unwrap()
+/// The reply of a sent run; when it does not come, the end of the Restate
+/// node's log (a journal mismatch, a failing handler) in the panic.
+async fn attach(client: &Client, invocation: &str, node: &Node) -> Reply {
+    match tokio::time::timeout(Duration::from_secs(180), client.attach(invocation)).await {
+        Ok(reply) => reply.unwrap(),
+        Err(_) => panic!(
+            "invocation {invocation} did not finish; the Restate node's log ends:\n{}",
+            node.log_tail(6000)
+        ),
+    }
 }
 
 /// A small deterministic random sequence (no clock in the tests' logic).
@@ -112,7 +117,7 @@ async fn runs_finish_after_kills_at_random_points_with_each_effect_once() {
         calls: 10,
         pause_ms: 30,
     };
-    let Some((_node, mut service, client)) = single(dir.path(), stage).await else {
+    let Some((node, mut service, client)) = single(dir.path(), stage).await else {
         return;
     };
     // The uninterrupted run.
@@ -147,7 +152,7 @@ async fn runs_finish_after_kills_at_random_points_with_each_effect_once() {
     }
     assert!(kills >= 50);
     for (key, invocation) in keys.iter().zip(&invocations) {
-        let reply = attach(&client, invocation).await;
+        let reply = attach(&client, invocation, &node).await;
         assert_eq!(reply.stop, "completed", "{key}: {reply:?}");
         assert_eq!(transcript(&client, key).await, expected, "{key}");
     }
@@ -235,14 +240,7 @@ async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere(
         .decide("ask", &Decisions::new().deny("t1c1", "not now"))
         .await
         .unwrap();
-    let reply =
-        match tokio::time::timeout(Duration::from_secs(20), client.attach(&invocation)).await {
-            Ok(reply) => reply.unwrap(),
-            Err(_) => panic!(
-                "LOG {}",
-                std::fs::read_to_string(dir.path().join("restate/n1.log")).unwrap_or_default()
-            ),
-        };
+    let reply = attach(&client, &invocation, &node).await;
     assert_eq!(reply.stop, "completed", "{reply:?}");
     assert_eq!(reply.text.as_deref(), Some("saw 2 results"));
     assert_eq!(lines(&dir.path().join("effects.log")), ["restate/ask/t1c0"]);
@@ -358,7 +356,7 @@ async fn a_three_node_cluster_loses_nothing_when_a_node_dies() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     nodes[2].kill();
     for (key, invocation) in keys.iter().zip(&invocations) {
-        let reply = attach(&client, invocation).await;
+        let reply = attach(&client, invocation, &nodes[0]).await;
         assert_eq!(reply.stop, "completed", "{key}: {reply:?}");
         assert_eq!(transcript(&client, key).await, expected, "{key}");
     }

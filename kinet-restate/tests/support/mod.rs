@@ -137,6 +137,17 @@ impl Node {
         wait_ok(&format!("{}/restate/health", self.ingress)).await;
     }
 
+    /// The last `bytes` of the node's log.
+    pub fn log_tail(&self, bytes: usize) -> String {
+        let log = std::fs::read_to_string(self.base.join(format!("{}.log", self.name)))
+            .unwrap_or_default();
+        let mut start = log.len().saturating_sub(bytes);
+        while !log.is_char_boundary(start) {
+            start += 1;
+        }
+        log[start..].to_owned()
+    }
+
     /// Kills the node at once (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
