@@ -214,7 +214,9 @@ impl AgentObject {
     }
 
     /// Drives a run: journals the steps it asks for and forwards its
-    /// events, to its end.
+    /// events, to its end. When Restate cancels the invocation, the run is
+    /// cancelled as a kinet run is (its calls get "cancelled" results) and
+    /// ends; the steps it still asks for are held unanswered until then.
     async fn drive(
         &self,
         ctx: &ObjectContext<'_>,
@@ -222,11 +224,24 @@ impl AgentObject {
         journal: &mut crate::steps::Journal,
     ) -> Result<RunOutcome, HandlerError> {
         let key = ctx.key().to_owned();
+        let cancel = run.cancellation_token();
+        let mut held = Vec::new();
         loop {
             tokio::select! {
                 biased;
                 Some(request) = journal.requests.recv() => {
-                    record(ctx, request).await?;
+                    if cancel.is_cancelled() {
+                        held.push(request.go);
+                        continue;
+                    }
+                    match record(ctx, request).await {
+                        Ok(()) => {}
+                        Err(Interrupted::Cancelled(go)) => {
+                            cancel.cancel();
+                            held.extend(go);
+                        }
+                        Err(Interrupted::Failed(error)) => return Err(error),
+                    }
                 }
                 event = run.next() => match event {
                     Some(event) => {
@@ -239,13 +254,29 @@ impl AgentObject {
                 },
             }
         }
-        Ok(run.finish().await)
+        let outcome = run.finish().await;
+        drop(held);
+        Ok(outcome)
     }
+}
+
+/// Why a step was not recorded.
+enum Interrupted {
+    /// Restate cancelled the invocation; the step's caller, if it was not
+    /// told yet.
+    Cancelled(Option<tokio::sync::oneshot::Sender<Go>>),
+    /// Anything else: the invocation fails (and Restate retries it).
+    Failed(HandlerError),
+}
+
+/// Whether `error` is Restate's cancellation of the invocation.
+fn is_cancellation(error: &TerminalError) -> bool {
+    error.code() == 409
 }
 
 /// Runs one step: the caller does the work inside a journaled step, or
 /// gets the recorded result when the step was done before.
-async fn record(ctx: &ObjectContext<'_>, request: Request) -> Result<(), HandlerError> {
+async fn record(ctx: &ObjectContext<'_>, request: Request) -> Result<(), Interrupted> {
     let Request { name, go } = request;
     let go = Arc::new(std::sync::Mutex::new(Some(go)));
     let for_step = Arc::clone(&go);
@@ -263,9 +294,14 @@ async fn record(ctx: &ObjectContext<'_>, request: Request) -> Result<(), Handler
         })
         .name(name)
         .await;
-    let value = recorded?.into_inner();
+    let untold = || go.lock().ok().and_then(|mut go| go.take());
+    let value = match recorded {
+        Ok(value) => value.into_inner(),
+        Err(error) if is_cancellation(&error) => return Err(Interrupted::Cancelled(untold())),
+        Err(error) => return Err(Interrupted::Failed(error.into())),
+    };
     // Not asked to run: the step was replayed.
-    if let Some(go) = go.lock().ok().and_then(|mut go| go.take()) {
+    if let Some(go) = untold() {
         let _ = go.send(Go::Replayed(value));
     }
     Ok(())
@@ -311,7 +347,19 @@ impl AgentObject {
                 }),
             );
             ctx.set(CONVERSATION, Json(Stored::of(&outcome.conversation)));
-            let decisions = decided.await?.into_inner();
+            let decisions = match decided.await {
+                Ok(decisions) => decisions.into_inner(),
+                // Cancelled while waiting: the run ends there, its calls
+                // still waiting (a later prompt answers them as not run).
+                Err(error) if is_cancellation(&error) => {
+                    ctx.clear(WAITING);
+                    return Ok(Json(Reply {
+                        stop: RunStop::Cancelled.to_string(),
+                        ..reply(&outcome)
+                    }));
+                }
+                Err(error) => return Err(error.into()),
+            };
             ctx.clear(WAITING);
             let run = agent.resume(outcome.conversation, decisions);
             outcome = self.drive(&ctx, run, &mut journal).await?;

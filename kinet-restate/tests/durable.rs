@@ -23,7 +23,6 @@ fn service_stage() {
     };
     let port: u16 = port.parse().unwrap();
     let dir = std::path::PathBuf::from(std::env::var("KINET_RESTATE_STAGE_DIR").unwrap());
-    let ask = std::env::var("KINET_RESTATE_STAGE_POLICY").unwrap() == "ask";
     let calls = std::env::var("KINET_RESTATE_STAGE_CALLS")
         .unwrap()
         .parse()
@@ -42,17 +41,15 @@ fn service_stage() {
             .await
             .unwrap();
         let object = AgentObject::new(Counting { calls }, move |model| {
+            let effect = |mutating| Effect {
+                dir: dir.clone(),
+                pause: Duration::from_millis(pause),
+                mutating,
+            };
             Agent::builder_arc(model)
-                .tool(Effect {
-                    dir: dir.clone(),
-                    pause: Duration::from_millis(pause),
-                    mutating: ask,
-                })
-                .policy(if ask {
-                    ApprovalPolicy::ask()
-                } else {
-                    ApprovalPolicy::never()
-                })
+                .tool(effect(false))
+                .tool(effect(true))
+                .policy(ApprovalPolicy::ask())
         });
         object
             .serve_on(listener, std::future::pending::<()>())
@@ -113,7 +110,6 @@ impl Lcg {
 async fn runs_finish_after_kills_at_random_points_with_each_effect_once() {
     let dir = tempfile::tempdir().unwrap();
     let stage = Stage {
-        policy: "never",
         calls: 10,
         pause_ms: 30,
     };
@@ -190,14 +186,13 @@ async fn wait_pending(client: &Client, key: &str) -> Vec<String> {
 async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere() {
     let dir = tempfile::tempdir().unwrap();
     let stage = Stage {
-        policy: "ask",
         calls: 2,
         pause_ms: 1,
     };
     let Some((mut node, mut service, client)) = single(dir.path(), stage).await else {
         return;
     };
-    let invocation = client.send("ask", "go", None).await.unwrap();
+    let invocation = client.send("ask", "ask first", None).await.unwrap();
     assert_eq!(wait_pending(&client, "ask").await, ["t1c0"]);
     assert!(lines(&dir.path().join("effects.log")).is_empty());
 
@@ -244,6 +239,7 @@ async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere(
     assert_eq!(reply.stop, "completed", "{reply:?}");
     assert_eq!(reply.text.as_deref(), Some("saw 2 results"));
     assert_eq!(lines(&dir.path().join("effects.log")), ["restate/ask/t1c0"]);
+    assert!(lines(&dir.path().join("attempts.log")).len() == 1);
     assert!(client.pending("ask").await.unwrap().is_none());
     let session = client.session("ask").await.unwrap().unwrap();
     let denied = session.messages.iter().any(|m| {
@@ -269,7 +265,6 @@ fn spans(dir: &Path, prefix: &str) -> Vec<(u128, u128)> {
 async fn one_reply_per_conversation_at_a_time_and_conversations_in_parallel() {
     let dir = tempfile::tempdir().unwrap();
     let stage = Stage {
-        policy: "never",
         calls: 1,
         pause_ms: 400,
     };
@@ -306,6 +301,70 @@ async fn one_reply_per_conversation_at_a_time_and_conversations_in_parallel() {
         .filter(|m| matches!(m, Message::User { .. }))
         .count();
     assert_eq!((users, session.messages.len()), (2, 8));
+
+    // The same conversation goes on in plain kinet, from Restate's view
+    // of it: the calls keep the conversation's idempotency keys.
+    let (mut conversation, _) = session.resume(&[]).unwrap();
+    conversation.push_user("third");
+    let plain = Agent::builder(Counting { calls: 1 })
+        .tool(Effect {
+            dir: dir.path().to_owned(),
+            pause: Duration::ZERO,
+            mutating: false,
+        })
+        .build()
+        .run_to_completion(conversation)
+        .await;
+    assert!(plain.stop.is_completed(), "{}", plain.stop);
+    assert_eq!(plain.conversation.messages.len(), 12);
+    assert!(lines(&dir.path().join("effects.log")).contains(&"restate/a/t3c0".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_invocation_ends_as_a_cancelled_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let stage = Stage {
+        calls: 10,
+        pause_ms: 200,
+    };
+    let Some((node, _service, client)) = single(dir.path(), stage).await else {
+        return;
+    };
+    let invocation = client.send("stop", "go", None).await.unwrap();
+    let effects = || lines(&dir.path().join("effects.log")).len();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while effects() < 2 {
+        assert!(Instant::now() < deadline, "the run did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let cancelled = reqwest::Client::new()
+        .patch(format!("{}/invocations/{invocation}/cancel", node.admin))
+        .send()
+        .await
+        .unwrap();
+    assert!(cancelled.status().is_success(), "{cancelled:?}");
+    let reply = attach(&client, &invocation, &node).await;
+    assert_eq!(reply.stop, "cancelled", "{reply:?}");
+    let at_end = effects();
+    assert!(at_end < 10, "{at_end} effects");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(effects(), at_end, "an effect after the cancel");
+    // Every call the model made has a result in the saved conversation.
+    let session = client.session("stop").await.unwrap().unwrap();
+    let calls = session
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls.len()),
+            _ => None,
+        })
+        .sum::<usize>();
+    let results = session
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::Tool { .. }))
+        .count();
+    assert_eq!(calls, results, "{:#?}", session.messages);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,11 +385,10 @@ async fn a_three_node_cluster_loses_nothing_when_a_node_dies() {
     for node in &nodes {
         node.ready().await;
     }
-    let service = Service::start(
+    let mut service = Service::start(
         free_port(),
         dir.path(),
         Stage {
-            policy: "never",
             calls: 10,
             pause_ms: 40,
         },
@@ -353,6 +411,7 @@ async fn a_three_node_cluster_loses_nothing_when_a_node_dies() {
     for key in &keys {
         invocations.push(client.send(key, "go", Some(key)).await.unwrap());
     }
+    let waiting = client.send("waiting", "ask", None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     nodes[2].kill();
     for (key, invocation) in keys.iter().zip(&invocations) {
@@ -360,6 +419,41 @@ async fn a_three_node_cluster_loses_nothing_when_a_node_dies() {
         assert_eq!(reply.stop, "completed", "{key}: {reply:?}");
         assert_eq!(transcript(&client, key).await, expected, "{key}");
     }
+    // A run waiting for approval outlives a node's restart and the
+    // service's, and ends when the approval comes.
+    assert_eq!(wait_pending(&client, "waiting").await, ["t1c0"]);
+    nodes[2].spawn();
+    nodes[2].ready().await;
+    nodes[1].kill();
+    service.kill();
+    service.spawn();
+    assert_eq!(wait_pending(&client, "waiting").await, ["t1c0"]);
+    client
+        .decide("waiting", &Decisions::new().approve("t1c0"))
+        .await
+        .unwrap();
+    assert_eq!(wait_pending(&client, "waiting").await, ["t1c1"]);
+    client
+        .decide("waiting", &Decisions::new().approve("t1c1"))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut approved = 2;
+    while approved < 10 {
+        let ids = wait_pending(&client, "waiting").await;
+        if ids == [format!("t1c{approved}")] {
+            client
+                .decide("waiting", &Decisions::new().approve(&ids[0]))
+                .await
+                .unwrap();
+            approved += 1;
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(Instant::now() < deadline, "approvals stalled at {approved}");
+    }
+    let reply = attach(&client, &waiting, &nodes[0]).await;
+    assert_eq!(reply.text.as_deref(), Some("saw 10 results"), "{reply:?}");
     let effects = lines(&dir.path().join("effects.log"));
     for key in &keys {
         let prefix = format!("restate/{key}/");

@@ -213,11 +213,10 @@ pub async fn register(admin: &str, uri: &str) {
     }
 }
 
-/// What a service process serves: its approval policy (`ask` or
-/// `never`), the `effect` calls per prompt, and each call's pause.
+/// What a service process serves: the calls per prompt, and each call's
+/// pause.
 #[derive(Clone, Copy)]
 pub struct Stage {
-    pub policy: &'static str,
     pub calls: usize,
     pub pause_ms: u64,
 }
@@ -253,7 +252,6 @@ impl Service {
             .args(["--exact", "service_stage", "--ignored", "--nocapture"])
             .env("KINET_RESTATE_STAGE_PORT", self.port.to_string())
             .env("KINET_RESTATE_STAGE_DIR", &self.dir)
-            .env("KINET_RESTATE_STAGE_POLICY", self.stage.policy)
             .env("KINET_RESTATE_STAGE_CALLS", self.stage.calls.to_string())
             .env(
                 "KINET_RESTATE_STAGE_PAUSE_MS",
@@ -288,9 +286,10 @@ impl Drop for Service {
 }
 
 /// A model that needs no script position, so a process that replays a
-/// run gets the same answers: after a user message it calls `effect` once
-/// per number below `calls` (ids `c0`, `c1`, ...), one call per turn, then
-/// answers with how many results it saw.
+/// run gets the same answers: after a user message it calls `effect` (or
+/// `guarded`, which needs approval, when the message says "ask") once per
+/// number below `calls` (ids `t<turn>c0`, `t<turn>c1`, ...), one call per
+/// turn, then answers with how many results it saw.
 pub struct Counting {
     pub calls: usize,
 }
@@ -314,12 +313,18 @@ impl Provider for Counting {
             .iter()
             .filter(|m| matches!(m, Message::User { .. }))
             .count();
+        let asks = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| matches!(m, Message::User { .. }))
+            .is_some_and(|m| m.text().contains("ask"));
         let events = if since_user < self.calls {
             vec![
                 StreamEvent::ToolCallStart {
                     index: 0,
                     id: format!("t{turn}c{since_user}"),
-                    name: "effect".into(),
+                    name: if asks { "guarded" } else { "effect" }.into(),
                 },
                 StreamEvent::ToolCallArgumentsDelta {
                     index: 0,
@@ -346,7 +351,8 @@ pub struct EffectArgs {
 /// A tool with an effect outside kinet that honours the idempotency key:
 /// every attempt is written to `attempts.log`; the effect, once per key,
 /// to `effects.log`; then it takes `pause` (so a kill can land after the
-/// effect and before its result is recorded).
+/// effect and before its result is recorded). Named `guarded` (and in
+/// need of approval) when `mutating`, else `effect`.
 pub struct Effect {
     pub dir: PathBuf,
     pub pause: Duration,
@@ -376,7 +382,7 @@ pub fn lines(path: &Path) -> Vec<String> {
 impl Tool for Effect {
     type Args = EffectArgs;
     fn name(&self) -> &str {
-        "effect"
+        if self.mutating { "guarded" } else { "effect" }
     }
     fn description(&self) -> &str {
         "Has an effect."
