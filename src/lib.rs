@@ -9,6 +9,7 @@
 //! | `mcp` | `kinet-mcp`: MCP client hub and server | `mcp` |
 //! | `memory` | `kinet-memory`: SQLite facts, blocks, recall, triples | `memory` |
 //! | `computer` | `kinet-computer`: screenshots, input, headless Chrome | `computer` |
+//! | `restate` | `kinet-restate`: durable runs, an agent as a Restate virtual object | `restate` |
 //!
 //! The most used core items are also at the crate root.
 //!
@@ -39,6 +40,8 @@ pub use kinet_computer as computer;
 pub use kinet_mcp as mcp;
 #[cfg(feature = "memory")]
 pub use kinet_memory as memory;
+#[cfg(feature = "restate")]
+pub use kinet_restate as restate;
 #[cfg(feature = "tools")]
 pub use kinet_tools as tools;
 

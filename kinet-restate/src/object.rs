@@ -186,15 +186,42 @@ impl AgentObject {
     }
 
     /// Serves [`endpoint`](Self::endpoint) on `listener` (HTTP/2 without
-    /// TLS, as Restate's server calls it) until `shutdown` completes.
+    /// TLS, as Restate's server calls it) until `shutdown` completes, then
+    /// gives open requests up to 10 s to end. Each connection sends its
+    /// frames at once (no Nagle delay): a step's record is a small message
+    /// each way, and waiting for the peer's delayed acknowledgement would
+    /// cost tens of milliseconds per step.
     pub async fn serve_on(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future,
     ) {
-        restate_sdk::http_server::HttpServer::new(self.endpoint())
-            .serve_with_cancel(listener, shutdown)
-            .await;
+        let endpoint = restate_sdk::hyper::HyperEndpoint::new(self.endpoint());
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, remote)) = accepted else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let connection = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint.clone());
+                    let connection = graceful.watch(connection);
+                    tokio::spawn(async move {
+                        if let Err(error) = connection.await {
+                            tracing::debug!(%remote, %error, "a Restate connection ended with an error");
+                        }
+                    });
+                }
+                _ = &mut shutdown => break,
+            }
+        }
+        tokio::select! {
+            _ = graceful.shutdown() => {}
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {}
+        }
     }
 
     /// The agent of one run, and the handler's side of its steps.
