@@ -19,6 +19,8 @@
 #![allow(
     missing_docs,
     clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::panic,
     clippy::unwrap_used,
     clippy::expect_used
 )]
@@ -61,13 +63,31 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// One prompt to conversation `key`, sent again (under its idempotency
+/// key, so it runs once) when the ingress fails to answer, as a cluster
+/// may while its partitions settle after startup.
+async fn prompt(client: &Client, key: &str) -> kinet::restate::Reply {
+    let mut tries = 0;
+    loop {
+        match client.prompt(key, "go", Some(key)).await {
+            Ok(reply) => return reply,
+            Err(error) if tries < 5 => {
+                eprintln!("{key}: {error}; again");
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("{key}: {error}"),
+        }
+    }
+}
+
 /// The median time of `runs` prompts, each to a conversation of its own.
 async fn restate_runs(client: &Client, label: &str, runs: usize) -> Duration {
     let mut samples = Vec::new();
     for i in 0..runs {
         let key = format!("{label}-{i}");
         let start = Instant::now();
-        let reply = client.prompt(&key, "go", None).await.unwrap();
+        let reply = prompt(client, &key).await;
         samples.push(start.elapsed());
         assert_eq!(reply.stop, "completed", "{reply:?}");
     }
@@ -97,10 +117,7 @@ async fn throughput(client: &Client, label: &str, total: usize, parallel: usize)
         tasks.spawn(async move {
             let mut i = worker;
             while i < total {
-                let reply = client
-                    .prompt(&format!("{label}-{i}"), "go", None)
-                    .await
-                    .unwrap();
+                let reply = prompt(&client, &format!("{label}-{i}")).await;
                 assert_eq!(reply.stop, "completed");
                 i += parallel;
             }

@@ -4,7 +4,8 @@
     unreachable_pub,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic
+    clippy::panic,
+    clippy::print_stderr
 )]
 
 use std::path::{Path, PathBuf};
