@@ -10,6 +10,7 @@
 //! | `memory` | `kinet-memory`: SQLite facts, blocks, recall, triples | `memory` |
 //! | `computer` | `kinet-computer`: screenshots, input, headless Chrome | `computer` |
 //! | `restate` | `kinet-restate`: durable runs, an agent as a Restate virtual object | `restate` |
+//! | `acp` | `kinet-acp`: an Agent Client Protocol server for editors | `acp` |
 //!
 //! The most used core items are also at the crate root.
 //!
@@ -34,6 +35,8 @@ pub use kinet_core::{
     async_trait,
 };
 
+#[cfg(feature = "acp")]
+pub use kinet_acp as acp;
 #[cfg(feature = "computer")]
 pub use kinet_computer as computer;
 #[cfg(feature = "mcp")]

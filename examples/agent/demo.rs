@@ -192,6 +192,7 @@ pub async fn run_in(project: &Path, out: &Out, home: Option<&Path>) -> anyhow::R
             ("CARGO_TARGET_DIR".to_owned(), None),
             ("RUST_BACKTRACE".to_owned(), None),
         ],
+        own_sessions: true,
     };
     let confirm = Arc::new(DemoConfirm { out: out.clone() });
     let bench = workbench::open(provider.clone(), None, confirm, &options, out).await?;

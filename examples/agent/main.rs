@@ -20,7 +20,9 @@
 //! `--sandbox` the hosts its commands may reach: see `kinet_core::rules`),
 //! `--demo` (the demonstration even with a model configured),
 //! `--keep` (keep the demonstration's project), `-p PROMPT` (one task,
-//! then exit).
+//! then exit), `--acp` (serve the agent to an editor over the Agent
+//! Client Protocol on stdin/stdout: Zed, JetBrains IDEs, Neovim; see the
+//! README).
 //!
 //! In a session: type a task and press Enter; `/todo` shows the todo list,
 //! `/session` the session id, `/quit` (or end of input) leaves. Ctrl-C
@@ -54,6 +56,7 @@ struct Args {
     rules: Option<PathBuf>,
     demo: bool,
     keep: bool,
+    acp: bool,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -70,9 +73,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--rules" => args.rules = Some(value("--rules")?.into()),
             "--demo" => args.demo = true,
             "--keep" => args.keep = true,
+            "--acp" => args.acp = true,
             "-h" | "--help" => {
                 println!(
-                    "usage: agent [--project DIR] [--resume ID | --sessions] [--sandbox] [--rules FILE] [-p PROMPT] [--demo [--keep]]"
+                    "usage: agent [--project DIR] [--resume ID | --sessions] [--sandbox] [--rules FILE] [-p PROMPT] [--demo [--keep]] [--acp]"
                 );
                 std::process::exit(0);
             }
@@ -118,6 +122,9 @@ async fn main() -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    if args.acp {
+        return serve_acp(&args, project).await;
+    }
     let chosen = if args.demo { None } else { from_env()? };
     let Some(chosen) = chosen else {
         return demo::run(&out, args.keep).await;
@@ -138,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
         resume: args.resume.clone(),
         mcp_wait: Duration::from_secs(15),
         shell_env: Vec::new(),
+        own_sessions: true,
     };
     let confirm = Arc::new(TerminalConfirm {
         terminal: terminal.clone(),
@@ -204,6 +212,41 @@ async fn main() -> anyhow::Result<()> {
     // Everything is saved; end now rather than wait for the terminal's
     // reader thread.
     std::process::exit(0)
+}
+
+/// `--acp`: the same agent, served to an editor on stdin/stdout. Its
+/// sessions are kept in the project's store (the editor can load them);
+/// approvals are asked in the editor; what would go to the terminal goes
+/// to standard error.
+async fn serve_acp(args: &Args, project: PathBuf) -> anyhow::Result<()> {
+    let chosen = from_env()?.context(
+        "--acp needs a model: set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL (and KINET_MODEL)",
+    )?;
+    let out = Out::stderr();
+    let options = Options {
+        project: project.clone(),
+        home: None,
+        sandbox: args.sandbox,
+        rules: args.rules.clone(),
+        resume: None,
+        mcp_wait: Duration::from_secs(15),
+        shell_env: Vec::new(),
+        own_sessions: false,
+    };
+    // Replaced by the editor's approvals in each session.
+    let confirm = Arc::new(kinet::core::confirm::DenyingHandler);
+    let bench =
+        workbench::open(chosen.provider, Some(chosen.model), confirm, &options, &out).await?;
+    let store = workbench::session_store(&project)?;
+    let agent = bench.agent.clone();
+    kinet_acp::AcpServer::new(move |cwd| agent.with_cwd(cwd))
+        .store(store)
+        .serve_stdio()
+        .await?;
+    if let Some(hub) = &bench.hub {
+        hub.shutdown().await;
+    }
+    Ok(())
 }
 
 fn project_db(project: &std::path::Path) -> String {

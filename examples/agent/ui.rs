@@ -44,6 +44,15 @@ impl Out {
         }
     }
 
+    /// Standard error, without colour (when standard output carries a
+    /// protocol, as with `--acp`).
+    pub fn stderr() -> Self {
+        Self {
+            sink: Arc::new(Mutex::new(Box::new(std::io::stderr()))),
+            color: false,
+        }
+    }
+
     /// A buffer, without colour, and a handle to read it.
     #[allow(dead_code)] // used by the demo's test
     pub fn buffer() -> (Self, Arc<Mutex<Vec<u8>>>) {

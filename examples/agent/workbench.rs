@@ -56,6 +56,10 @@ pub struct Options {
     /// A rules file (`kinet_core::rules`): command, tool and path rules
     /// for approvals, host rules for the sandbox's network allowlist.
     pub rules: Option<PathBuf>,
+    /// Sessions are kept by someone else (the ACP server keeps one per
+    /// editor session): no session of the workbench's own is created or
+    /// journalled.
+    pub own_sessions: bool,
 }
 
 /// The assembled agent and the handles the terminal needs.
@@ -149,6 +153,7 @@ pub async fn open(
             ));
             (id.clone(), conversation, Some(session))
         }
+        None if !options.own_sessions => (new_id(), Conversation::new(), None),
         None => {
             let id = new_id();
             sessions.create(&Session::empty(id.clone()))?;
@@ -278,8 +283,10 @@ pub async fn open(
         .hook(memory_pack.history_hook())
         .confirm_handler_arc(confirm)
         .cwd(&project)
-        .workspace_root(&project)
-        .journal(journal.clone());
+        .workspace_root(&project);
+    if options.own_sessions {
+        builder = builder.journal(journal.clone());
+    }
     if let Some(rules) = rules {
         builder = builder.policy(ApprovalPolicy::ask().with_rules(rules));
     }

@@ -1,0 +1,71 @@
+//! Approvals asked of the editor: the agent's `ConfirmHandler` sends
+//! `session/request_permission` and waits for the person's choice.
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use async_trait::async_trait;
+use kinet_core::ConfirmDecision;
+use kinet_core::confirm::{ConfirmError, ConfirmHandler, ConfirmRequest};
+
+use crate::updates::{kind, title};
+
+/// Asks the editor about each call that needs approval.
+pub(crate) struct EditorApproval {
+    pub client: ConnectionTo<Client>,
+    pub session: acp::SessionId,
+}
+
+const ALLOW: &str = "allow";
+const ALLOW_ALWAYS: &str = "allow_always";
+const REJECT: &str = "reject";
+
+#[async_trait]
+impl ConfirmHandler for EditorApproval {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let mut fields = acp::ToolCallUpdateFields::new()
+            .title(title(&request.tool, &request.arguments))
+            .kind(kind(&request.tool))
+            .status(acp::ToolCallStatus::Pending)
+            .raw_input(request.arguments.clone());
+        let mut shown = request.summary.clone();
+        if let Some(concern) = &request.concern {
+            shown = format!("{concern}\n\n{shown}");
+        }
+        fields = fields.content(vec![acp::ToolCallContent::Content(acp::Content::new(
+            shown,
+        ))]);
+        let ask = acp::RequestPermissionRequest::new(
+            self.session.clone(),
+            acp::ToolCallUpdate::new(request.call_id.clone(), fields),
+            vec![
+                acp::PermissionOption::new(ALLOW, "Allow", acp::PermissionOptionKind::AllowOnce),
+                acp::PermissionOption::new(
+                    ALLOW_ALWAYS,
+                    format!("Always allow {}", request.tool),
+                    acp::PermissionOptionKind::AllowAlways,
+                ),
+                acp::PermissionOption::new(REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),
+            ],
+        );
+        let answer = self
+            .client
+            .send_request(ask)
+            .block_task()
+            .await
+            .map_err(|e| ConfirmError(format!("the editor did not answer: {e}")))?;
+        Ok(match answer.outcome {
+            acp::RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
+                ALLOW => ConfirmDecision::Approve,
+                ALLOW_ALWAYS => ConfirmDecision::ApproveForSession,
+                _ => ConfirmDecision::Deny {
+                    reason: Some("the user rejected it in the editor".into()),
+                },
+            },
+            // The prompt was cancelled while the editor asked.
+            _ => ConfirmDecision::Deny {
+                reason: Some("the prompt was cancelled".into()),
+            },
+        })
+    }
+}

@@ -1,0 +1,263 @@
+//! What an editor sees of a run: kinet's events as ACP session updates,
+//! and a saved conversation replayed as the updates that made it.
+
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema as acp;
+use kinet_core::{AgentEvent, Message};
+use serde_json::Value;
+
+/// The kind an editor shows for a tool (its icon, how it groups calls).
+pub(crate) fn kind(tool: &str) -> acp::ToolKind {
+    match tool {
+        "read_file" | "view_image" => acp::ToolKind::Read,
+        "write_file" | "edit_file" | "apply_patch" => acp::ToolKind::Edit,
+        "grep" | "glob" | "web_search" | "memory_search" => acp::ToolKind::Search,
+        "shell" | "run_code" => acp::ToolKind::Execute,
+        "web_fetch" => acp::ToolKind::Fetch,
+        "todo_write" => acp::ToolKind::Think,
+        _ => acp::ToolKind::Other,
+    }
+}
+
+/// A one-line title for a call: the tool and its main argument.
+pub(crate) fn title(tool: &str, arguments: &Value) -> String {
+    let main = ["path", "command", "pattern", "url", "query", "file_path"]
+        .iter()
+        .find_map(|key| arguments.get(key).and_then(Value::as_str));
+    match main {
+        Some(main) => {
+            let main: String = main.chars().take(120).collect();
+            format!("{tool}: {main}")
+        }
+        None => tool.to_owned(),
+    }
+}
+
+/// Turns kinet's events into session updates, remembering what each call
+/// asked for (for its diff when it finishes).
+pub(crate) struct Updates {
+    cwd: PathBuf,
+    /// The arguments of the calls in flight.
+    calls: Vec<(String, String, Value)>,
+}
+
+impl Updates {
+    pub(crate) fn new(cwd: &Path) -> Self {
+        Self {
+            cwd: cwd.to_owned(),
+            calls: Vec::new(),
+        }
+    }
+
+    /// The updates for one event (none for events an editor has no place
+    /// for).
+    pub(crate) fn of(&mut self, event: &AgentEvent) -> Vec<acp::SessionUpdate> {
+        match event {
+            AgentEvent::TextDelta { text } => vec![acp::SessionUpdate::AgentMessageChunk(
+                acp::ContentChunk::new(text.clone().into()),
+            )],
+            AgentEvent::ReasoningDelta { text } => vec![acp::SessionUpdate::AgentThoughtChunk(
+                acp::ContentChunk::new(text.clone().into()),
+            )],
+            AgentEvent::ToolCallStarted {
+                call_id,
+                name,
+                arguments,
+            } => {
+                let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+                let mut updates = vec![acp::SessionUpdate::ToolCall(self.call(
+                    call_id,
+                    name,
+                    &arguments,
+                    acp::ToolCallStatus::InProgress,
+                ))];
+                if name == "todo_write"
+                    && let Some(plan) = plan(&arguments)
+                {
+                    updates.push(acp::SessionUpdate::Plan(plan));
+                }
+                self.calls
+                    .push((call_id.clone(), name.clone(), arguments.clone()));
+                updates
+            }
+            AgentEvent::ToolProgress { call_id, text, .. } => {
+                let fields =
+                    acp::ToolCallUpdateFields::new().content(vec![acp::ToolCallContent::Content(
+                        acp::Content::new(text.clone()),
+                    )]);
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(call_id.clone(), fields),
+                )]
+            }
+            AgentEvent::ToolCallFinished {
+                call_id, result, ..
+            } => {
+                let asked = self
+                    .calls
+                    .iter()
+                    .position(|(id, _, _)| id == call_id)
+                    .map(|at| self.calls.remove(at));
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    self.finished(
+                        call_id,
+                        asked.as_ref().map(|(_, name, args)| (name.as_str(), args)),
+                        result
+                            .as_ref()
+                            .map(|o| o.text.as_str())
+                            .map_err(|e| e.message()),
+                    ),
+                )]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A call as it starts (or, replayed, as it was).
+    fn call(
+        &self,
+        call_id: &str,
+        name: &str,
+        arguments: &Value,
+        status: acp::ToolCallStatus,
+    ) -> acp::ToolCall {
+        let mut call = acp::ToolCall::new(call_id.to_owned(), title(name, arguments))
+            .kind(kind(name))
+            .status(status)
+            .raw_input(arguments.clone());
+        if let Some(path) = self.path(arguments) {
+            call = call.locations(vec![acp::ToolCallLocation::new(path)]);
+        }
+        call
+    }
+
+    /// A call's end: its status and what it returned; an edit's diff.
+    fn finished(
+        &self,
+        call_id: &str,
+        asked: Option<(&str, &Value)>,
+        result: Result<&str, &str>,
+    ) -> acp::ToolCallUpdate {
+        let (status, text) = match result {
+            Ok(text) => (acp::ToolCallStatus::Completed, text),
+            Err(message) => (acp::ToolCallStatus::Failed, message),
+        };
+        let mut content = Vec::new();
+        if let (Ok(_), Some((name, arguments))) = (result, asked)
+            && let Some(diff) = self.diff(name, arguments)
+        {
+            content.push(acp::ToolCallContent::Diff(diff));
+        }
+        content.push(acp::ToolCallContent::Content(acp::Content::new(
+            text.to_owned(),
+        )));
+        acp::ToolCallUpdate::new(
+            call_id.to_owned(),
+            acp::ToolCallUpdateFields::new()
+                .status(status)
+                .content(content),
+        )
+    }
+
+    /// The absolute path a call names, if any.
+    fn path(&self, arguments: &Value) -> Option<PathBuf> {
+        let path = arguments
+            .get("path")
+            .or_else(|| arguments.get("file_path"))
+            .and_then(Value::as_str)?;
+        Some(self.cwd.join(path))
+    }
+
+    /// An edit's change as a diff: `edit_file`'s replaced text, or the
+    /// whole content `write_file` wrote.
+    fn diff(&self, name: &str, arguments: &Value) -> Option<acp::Diff> {
+        let path = self.path(arguments)?;
+        let text = |key: &str| arguments.get(key).and_then(Value::as_str);
+        match name {
+            "edit_file" => Some(
+                acp::Diff::new(path, text("new_string")?).old_text(text("old_string")?.to_owned()),
+            ),
+            "write_file" => Some(acp::Diff::new(path, text("content")?)),
+            _ => None,
+        }
+    }
+
+    /// A saved conversation as the updates an editor replays when it loads
+    /// the session.
+    pub(crate) fn replay(&mut self, messages: &[Message]) -> Vec<acp::SessionUpdate> {
+        let mut updates = Vec::new();
+        for message in messages {
+            match message {
+                Message::User { .. } => updates.push(acp::SessionUpdate::UserMessageChunk(
+                    acp::ContentChunk::new(message.text().into()),
+                )),
+                Message::Assistant { tool_calls, .. } => {
+                    let text = message.text();
+                    if !text.is_empty() {
+                        updates.push(acp::SessionUpdate::AgentMessageChunk(
+                            acp::ContentChunk::new(text.into()),
+                        ));
+                    }
+                    for call in tool_calls {
+                        let arguments: Value =
+                            serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+                        updates.push(acp::SessionUpdate::ToolCall(self.call(
+                            &call.id,
+                            &call.name,
+                            &arguments,
+                            acp::ToolCallStatus::InProgress,
+                        )));
+                        self.calls
+                            .push((call.id.clone(), call.name.clone(), arguments));
+                    }
+                }
+                Message::Tool {
+                    tool_call_id,
+                    is_error,
+                    ..
+                } => {
+                    let asked = self
+                        .calls
+                        .iter()
+                        .position(|(id, _, _)| id == tool_call_id)
+                        .map(|at| self.calls.remove(at));
+                    let text = message.text();
+                    let result = if *is_error {
+                        Err(text.as_str())
+                    } else {
+                        Ok(text.as_str())
+                    };
+                    updates.push(acp::SessionUpdate::ToolCallUpdate(self.finished(
+                        tool_call_id,
+                        asked.as_ref().map(|(_, name, args)| (name.as_str(), args)),
+                        result,
+                    )));
+                }
+                _ => {}
+            }
+        }
+        updates
+    }
+}
+
+/// `todo_write`'s list as the agent's plan.
+fn plan(arguments: &Value) -> Option<acp::Plan> {
+    let todos = arguments.get("todos")?.as_array()?;
+    let entries = todos
+        .iter()
+        .filter_map(|todo| {
+            let content = todo.get("content")?.as_str()?;
+            let status = match todo.get("status").and_then(Value::as_str) {
+                Some("completed") => acp::PlanEntryStatus::Completed,
+                Some("in_progress") => acp::PlanEntryStatus::InProgress,
+                _ => acp::PlanEntryStatus::Pending,
+            };
+            Some(acp::PlanEntry::new(
+                content,
+                acp::PlanEntryPriority::Medium,
+                status,
+            ))
+        })
+        .collect();
+    Some(acp::Plan::new(entries))
+}

@@ -1,0 +1,79 @@
+// The ACP TypeScript SDK's client driving an agent through the editor
+// scenario of kinet-acp's tests/editors.rs; prints what it saw as JSON.
+// Usage: node client.mjs <project dir> <first | load:SESSION> <agent command...>
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import * as acp from "@agentclientprotocol/sdk";
+
+const [project, mode, command, ...args] = process.argv.slice(2);
+const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
+const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+
+const seen = { updates: [], permissions: [], texts: "" };
+let agent = null;
+let cancelOn = null;
+
+const result = await acp
+  .client({ name: "kinet-test-client" })
+  .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
+    const id = ctx.params.toolCall.toolCallId;
+    seen.permissions.push(id);
+    // The first edit is allowed, the second rejected.
+    const kind = seen.permissions.length === 1 ? "allow_once" : "reject_once";
+    const option = ctx.params.options.find((o) => o.kind === kind);
+    return { outcome: { outcome: "selected", optionId: option.optionId } };
+  })
+  .onNotification(acp.methods.client.session.update, (ctx) => {
+    const update = ctx.params.update;
+    seen.updates.push(update);
+    if (update.sessionUpdate === "agent_message_chunk" && update.content.type === "text") {
+      seen.texts += update.content.text;
+    }
+    if (cancelOn && update.sessionUpdate === "tool_call" && update.toolCallId === cancelOn) {
+      agent.notify(acp.methods.agent.session.cancel, { sessionId: ctx.params.sessionId });
+    }
+  })
+  .connectWith(stream, async (ctx) => {
+    agent = ctx;
+    const init = await ctx.request(acp.methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+    });
+    if (init.protocolVersion !== 1) throw new Error(`protocol ${init.protocolVersion}`);
+    const prompt = (sessionId, text) =>
+      ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+
+    if (mode.startsWith("load:")) {
+      const sessionId = mode.slice(5);
+      if (!init.agentCapabilities.loadSession) throw new Error("no loadSession");
+      await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: project, mcpServers: [] });
+      const replayedUserMessages = seen.updates.filter((u) => u.sessionUpdate === "user_message_chunk").length;
+      const answer = await prompt(sessionId, "Are you there?");
+      return { replayedUserMessages, stop: answer.stopReason, texts: seen.texts };
+    }
+
+    const { sessionId } = await ctx.request(acp.methods.agent.session.new, { cwd: project, mcpServers: [] });
+    const stops = [];
+    stops.push((await prompt(sessionId, "What do the notes say?")).stopReason);
+    stops.push((await prompt(sessionId, "Say goodbye in the notes.")).stopReason);
+    stops.push((await prompt(sessionId, "Now say farewell.")).stopReason);
+    cancelOn = "w1";
+    stops.push((await prompt(sessionId, "Wait a while.")).stopReason);
+
+    const updatesOf = (id) => seen.updates.filter((u) => u.toolCallId === id);
+    const read = updatesOf("r1").find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");
+    const readResult = (read?.content ?? []).filter((c) => c.type === "content").map((c) => c.content.text).join("");
+    const diffUpdate = updatesOf("e1").flatMap((u) => u.content ?? []).find((c) => c.type === "diff");
+    const diff = diffUpdate
+      ? { oldText: diffUpdate.oldText, newText: diffUpdate.newText, absolute: diffUpdate.path.startsWith("/") }
+      : null;
+    const failed = [...new Set(seen.updates
+      .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed")
+      .map((u) => u.toolCallId))];
+    return { sessionId, stops, readResult, permissions: seen.permissions, diff, failed, texts: seen.texts };
+  });
+
+console.log(JSON.stringify(result));
+child.stdin.end();
+child.kill();
+process.exit(0);

@@ -1,0 +1,117 @@
+"""The ACP Python SDK's client driving an agent through the editor scenario
+of kinet-acp's tests/editors.rs; prints what it saw as JSON.
+
+Usage: python client.py <project dir> <first | load:SESSION> <agent command...>
+"""
+
+import asyncio
+import json
+import sys
+
+import acp
+from acp.schema import (
+    AllowedOutcome,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    RequestPermissionResponse,
+)
+
+
+class EditorClient:
+    def __init__(self):
+        self.updates = []
+        self.permissions = []
+        self.texts = ""
+        self.cancel_on = None
+        self.conn = None
+
+    def on_connect(self, conn):
+        self.conn = conn
+
+    async def request_permission(self, session_id, tool_call, options, **kwargs):
+        self.permissions.append(tool_call.tool_call_id)
+        # The first edit is allowed, the second rejected.
+        kind = "allow_once" if len(self.permissions) == 1 else "reject_once"
+        option = next(o for o in options if str(getattr(o.kind, "value", o.kind)) == kind)
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
+        )
+
+    async def session_update(self, session_id, update, **kwargs):
+        data = update.model_dump(by_alias=True, exclude_none=True, mode="json")
+        self.updates.append(data)
+        if data.get("sessionUpdate") == "agent_message_chunk" and data["content"].get("type") == "text":
+            self.texts += data["content"]["text"]
+        if self.cancel_on and data.get("sessionUpdate") == "tool_call" and data.get("toolCallId") == self.cancel_on:
+            await self.conn.cancel(session_id=session_id)
+
+
+async def main():
+    project, mode, command, *args = sys.argv[1:]
+    client = EditorClient()
+    async with acp.spawn_agent_process(client, command, *args) as (conn, _process):
+        client.conn = conn
+        init = await conn.initialize(
+            protocol_version=acp.PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
+                terminal=False,
+            ),
+        )
+        assert init.protocol_version == 1, init.protocol_version
+
+        async def prompt(session_id, text):
+            answer = await conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+            return str(getattr(answer.stop_reason, "value", answer.stop_reason))
+
+        if mode.startswith("load:"):
+            session_id = mode[5:]
+            assert init.agent_capabilities.load_session
+            await conn.load_session(cwd=project, session_id=session_id, mcp_servers=[])
+            replayed = sum(1 for u in client.updates if u.get("sessionUpdate") == "user_message_chunk")
+            stop = await prompt(session_id, "Are you there?")
+            result = {"replayedUserMessages": replayed, "stop": stop, "texts": client.texts}
+        else:
+            session = await conn.new_session(cwd=project, mcp_servers=[])
+            session_id = session.session_id
+            stops = [
+                await prompt(session_id, "What do the notes say?"),
+                await prompt(session_id, "Say goodbye in the notes."),
+                await prompt(session_id, "Now say farewell."),
+            ]
+            client.cancel_on = "w1"
+            stops.append(await prompt(session_id, "Wait a while."))
+
+            def updates_of(call):
+                return [u for u in client.updates if u.get("toolCallId") == call]
+
+            read = next(
+                (u for u in updates_of("r1") if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"),
+                {},
+            )
+            read_result = "".join(
+                c["content"]["text"] for c in read.get("content", []) if c["type"] == "content"
+            )
+            diff = next(
+                (c for u in updates_of("e1") for c in u.get("content", []) if c["type"] == "diff"),
+                None,
+            )
+            failed = []
+            for u in client.updates:
+                if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "failed":
+                    if u["toolCallId"] not in failed:
+                        failed.append(u["toolCallId"])
+            result = {
+                "sessionId": session_id,
+                "stops": stops,
+                "readResult": read_result,
+                "permissions": client.permissions,
+                "diff": diff
+                and {"oldText": diff.get("oldText"), "newText": diff["newText"], "absolute": diff["path"].startswith("/")},
+                "failed": failed,
+                "texts": client.texts,
+            }
+    print(json.dumps(result))
+
+
+asyncio.run(main())

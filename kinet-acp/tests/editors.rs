@@ -1,0 +1,384 @@
+//! A kinet agent driven by the ACP SDKs' own clients (the TypeScript SDK,
+//! npm `@agentclientprotocol/sdk`, and the Python SDK, PyPI
+//! `agent-client-protocol`), and by hand with malformed and out-of-order
+//! messages.
+//!
+//! No test harness: this binary is also the agent the clients launch
+//! (with `KINET_ACP_STAGE` set it serves ACP on stdio, and libtest's
+//! output would corrupt the stream).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    clippy::print_stdout
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kinet_acp::AcpServer;
+use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+use kinet_core::{Agent, ApprovalPolicy, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use serde_json::{Value, json};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct WaitArgs {}
+
+/// Takes ten seconds, unless cancelled.
+struct Wait;
+
+#[async_trait]
+impl Tool for Wait {
+    type Args = WaitArgs;
+    fn name(&self) -> &str {
+        "wait"
+    }
+    fn description(&self) -> &str {
+        "Waits ten seconds."
+    }
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only()
+    }
+    async fn call(&self, _: WaitArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok(ToolOutput::text("waited"))
+    }
+}
+
+/// The model of the first process: read, edit (approved), edit
+/// (rejected), then a long call that the client cancels.
+fn first_script() -> Vec<ScriptedTurn> {
+    vec![
+        ScriptedTurn::new().tool_call("r1", "read_file", json!({"path": "notes.txt"})),
+        ScriptedTurn::text("The notes say hello."),
+        ScriptedTurn::new().tool_call(
+            "e1",
+            "edit_file",
+            json!({"path": "notes.txt", "old_string": "hello", "new_string": "goodbye"}),
+        ),
+        ScriptedTurn::text("Edited."),
+        ScriptedTurn::new().tool_call(
+            "e2",
+            "edit_file",
+            json!({"path": "notes.txt", "old_string": "goodbye", "new_string": "farewell"}),
+        ),
+        ScriptedTurn::text("Left as it is."),
+        ScriptedTurn::new().tool_call("w1", "wait", json!({})),
+        ScriptedTurn::text("never reached"),
+    ]
+}
+
+/// Serves ACP on stdio with a scripted model: the agent the clients run.
+fn stage(script: &str, store: &Path) {
+    let turns = match script {
+        "first" => first_script(),
+        _ => vec![ScriptedTurn::text("Still here.")],
+    };
+    let model = Arc::new(ScriptedProvider::new(turns));
+    let store = kinet_memory::SqliteSessionStore::open(store).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let tools = kinet_tools::default_tools().with(Wait);
+        AcpServer::new(move |cwd| {
+            Agent::builder_arc(model.clone())
+                .toolset(tools.clone())
+                .workspace_root(cwd)
+                .cwd(cwd)
+                .policy(ApprovalPolicy::ask())
+                .build()
+        })
+        .store(Arc::new(store))
+        .serve_stdio()
+        .await
+        .unwrap();
+    });
+}
+
+/// A project for the agent: `notes.txt` saying hello.
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    dir
+}
+
+/// The command that starts this binary as the agent.
+fn agent_command(script: &str, store: &Path) -> Vec<String> {
+    vec![
+        std::env::current_exe().unwrap().display().to_string(),
+        format!("--stage={script}"),
+        format!("--store={}", store.display()),
+    ]
+}
+
+/// Runs a client script (`node client.mjs` or `python client.py`) against
+/// this binary; the JSON it prints.
+fn run_client(program: &Path, script: &Path, project: &Path, args: &[String]) -> Value {
+    let output = Command::new(program)
+        .arg(script)
+        .arg(project)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{} failed: {text}",
+        script.display()
+    );
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{} printed no result ({e}): {text}", script.display()))
+}
+
+/// The scenario, as each client reports it.
+fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
+    eprintln!("{client}: {first}\n{client}: {second}");
+    let stops: Vec<&str> = first["stops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stops,
+        ["end_turn", "end_turn", "end_turn", "cancelled"],
+        "{client}"
+    );
+    // The read's result reached the editor with the file's text.
+    assert!(
+        first["readResult"].as_str().unwrap().contains("hello"),
+        "{client}: {first}"
+    );
+    // One approval allowed, one rejected: the file changed once.
+    assert_eq!(first["permissions"], json!(["e1", "e2"]), "{client}");
+    assert_eq!(
+        std::fs::read_to_string(project.join("notes.txt")).unwrap(),
+        "goodbye\n",
+        "{client}"
+    );
+    assert_eq!(
+        first["diff"],
+        json!({"oldText": "hello", "newText": "goodbye", "absolute": true}),
+        "{client}"
+    );
+    // The rejected edit and the cancelled call failed.
+    assert_eq!(first["failed"], json!(["e2", "w1"]), "{client}");
+    assert!(
+        first["texts"]
+            .as_str()
+            .unwrap()
+            .contains("The notes say hello.")
+    );
+    // The second process loaded the session: its history came back as
+    // updates (four user messages), and it answers.
+    assert_eq!(
+        second["replayedUserMessages"],
+        json!(4),
+        "{client}: {second}"
+    );
+    assert_eq!(second["stop"], json!("end_turn"), "{client}");
+    assert!(second["texts"].as_str().unwrap().contains("Still here."));
+}
+
+/// The directory of the client scripts and their packages.
+fn clients_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+fn typescript_client() {
+    let dir = clients_dir();
+    let node =
+        std::env::var_os("KINET_ACP_NODE").map_or_else(|| PathBuf::from("node"), PathBuf::from);
+    let installed = dir.join("node_modules/@agentclientprotocol/sdk").is_dir()
+        && Command::new(&node).arg("--version").output().is_ok();
+    if !installed {
+        assert!(
+            std::env::var_os("KINET_REQUIRE_ACP").is_none(),
+            "the ACP TypeScript SDK is required here (KINET_REQUIRE_ACP) but not installed"
+        );
+        eprintln!(
+            "\n!!! SKIPPED: ACP TypeScript client: run `npm ci --prefix kinet-acp/tests/clients` (.ci/setup does) !!!\n"
+        );
+        return;
+    }
+    let project = project();
+    let store = project.path().join(".sessions.db");
+    let first = run_client(
+        &node,
+        &dir.join("client.mjs"),
+        project.path(),
+        &[vec!["first".to_owned()], agent_command("first", &store)].concat(),
+    );
+    let session = first["sessionId"].as_str().unwrap().to_owned();
+    let second = run_client(
+        &node,
+        &dir.join("client.mjs"),
+        project.path(),
+        &[
+            vec![format!("load:{session}")],
+            agent_command("second", &store),
+        ]
+        .concat(),
+    );
+    check_scenario("typescript", project.path(), &first, &second);
+}
+
+fn python_client() {
+    let python = std::env::var_os("KINET_ACP_PYTHON").map_or_else(
+        || PathBuf::from("/var/tmp/kinet-acp-py/bin/python"),
+        PathBuf::from,
+    );
+    let installed = Command::new(&python)
+        .args(["-c", "import acp"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !installed {
+        assert!(
+            std::env::var_os("KINET_REQUIRE_ACP").is_none(),
+            "the ACP Python SDK is required here (KINET_REQUIRE_ACP) but not installed"
+        );
+        eprintln!(
+            "\n!!! SKIPPED: ACP Python client: no `agent-client-protocol` in {} (.ci/setup installs it) !!!\n",
+            python.display()
+        );
+        return;
+    }
+    let project = project();
+    let store = project.path().join(".sessions.db");
+    let script = clients_dir().join("client.py");
+    let first = run_client(
+        &python,
+        &script,
+        project.path(),
+        &[vec!["first".to_owned()], agent_command("first", &store)].concat(),
+    );
+    let session = first["sessionId"].as_str().unwrap().to_owned();
+    let second = run_client(
+        &python,
+        &script,
+        project.path(),
+        &[
+            vec![format!("load:{session}")],
+            agent_command("second", &store),
+        ]
+        .concat(),
+    );
+    check_scenario("python", project.path(), &first, &second);
+}
+
+/// Malformed and out-of-order messages get protocol errors, and the
+/// server goes on serving.
+fn malformed_messages() {
+    let project = project();
+    let store = project.path().join(".sessions.db");
+    let command = agent_command("second", &store);
+    let mut child = Command::new(&command[0])
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut exchange = |line: &str| -> Value {
+        writeln!(input, "{line}").unwrap();
+        input.flush().unwrap();
+        let mut answer = String::new();
+        output.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    let cwd = project.path().display().to_string();
+    // Not JSON.
+    let answer = exchange("{this is not json");
+    assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
+    // A prompt before initialize: out of order.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                "params": {"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}})
+        .to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32600), "{answer}");
+    // Parameters of the wrong shape.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "one"}})
+            .to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    // A relative working directory.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "initialize",
+                "params": {"protocolVersion": 1, "clientCapabilities": {}}})
+        .to_string(),
+    );
+    assert_eq!(answer["result"]["protocolVersion"], json!(1), "{answer}");
+    // An unknown method.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/fly", "params": {}}).to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32601), "{answer}");
+    // A prompt for a session that does not exist.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "session/prompt",
+                "params": {"sessionId": "nope", "prompt": [{"type": "text", "text": "hi"}]}})
+        .to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32002), "{answer}");
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "session/new",
+                "params": {"cwd": "relative/dir", "mcpServers": []}})
+        .to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32602), "{answer}");
+    // Loading a session that does not exist.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "session/load",
+                "params": {"sessionId": "acp-missing", "cwd": cwd, "mcpServers": []}})
+        .to_string(),
+    );
+    assert_eq!(answer["error"]["code"], json!(-32002), "{answer}");
+    // And it still serves.
+    let answer = exchange(
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "session/new",
+                "params": {"cwd": cwd, "mcpServers": []}})
+        .to_string(),
+    );
+    assert!(answer["result"]["sessionId"].is_string(), "{answer}");
+    drop(input);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the server ended with {status}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(script) = args.iter().find_map(|a| a.strip_prefix("--stage=")) {
+        let store = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--store="))
+            .unwrap();
+        stage(script, Path::new(store));
+        return;
+    }
+    // libtest's filter and flags: run everything.
+    for (name, test) in [
+        (
+            "malformed and out-of-order messages",
+            malformed_messages as fn(),
+        ),
+        ("the TypeScript SDK's client", typescript_client),
+        ("the Python SDK's client", python_client),
+    ] {
+        eprintln!("test {name} ...");
+        test();
+        eprintln!("test {name} ... ok");
+    }
+}
