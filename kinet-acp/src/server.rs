@@ -116,8 +116,14 @@ impl AcpServer {
     }
 
     /// Serves one editor on this process's stdin and stdout, until the
-    /// editor closes them.
+    /// editor closes them. When they are pipes (as when an editor launches
+    /// the agent), they are read and written on the runtime, without a
+    /// thread hop per message.
     pub async fn serve_stdio(self) -> Result<(), AcpError> {
+        #[cfg(unix)]
+        if let Some((outgoing, incoming)) = stdio_pipes() {
+            return self.serve(outgoing, incoming).await;
+        }
         self.serve_on(Stdio::new()).await
     }
 
@@ -198,6 +204,20 @@ impl AcpServer {
             .await
             .map_err(|e| AcpError(e.to_string()))
     }
+}
+
+/// Standard output and input as non-blocking pipes, when both are pipes.
+#[cfg(unix)]
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Sender,
+    tokio::net::unix::pipe::Receiver,
+)> {
+    use std::os::fd::AsFd as _;
+    let outgoing = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    let incoming = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let outgoing = tokio::net::unix::pipe::Sender::from_owned_fd(outgoing).ok()?;
+    let incoming = tokio::net::unix::pipe::Receiver::from_owned_fd(incoming).ok()?;
+    Some((outgoing, incoming))
 }
 
 /// A session id no other session has.

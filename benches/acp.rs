@@ -1,0 +1,140 @@
+//! An agent in an editor, as the editor sees it: the time from
+//! `session/prompt` to the first `session/update`, and the time per update
+//! after it, for kinet's ACP server and for the TypeScript SDK's agents,
+//! driven by the same client (the TypeScript SDK's, `kinet-acp/tests/
+//! clients/bench.mjs`) in one run. The scripted turn: 200 text chunks.
+//!
+//! Peers: the SDK 1.9 example agent (`dist/examples/agent.js`, which
+//! pauses a second between its steps: only its first update compares),
+//! and the same example reduced to the scripted turn with no pauses
+//! (`stream_agent.mjs`, on the current SDK).
+//!
+//! ```text
+//! npm ci --prefix kinet-acp/tests/clients   # .ci/setup does this
+//! cargo bench --bench acp --features acp
+//! ```
+#![allow(
+    missing_docs,
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+use std::path::Path;
+use std::process::Command;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use kinet::acp::AcpServer;
+use kinet::core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
+use kinet::core::{Agent, Provider};
+
+const CHUNKS: usize = 200;
+
+/// Streams the scripted turn: 200 text chunks, at once.
+struct Chunks;
+
+#[async_trait]
+impl Provider for Chunks {
+    fn name(&self) -> &str {
+        "chunks"
+    }
+    async fn stream(&self, _request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        let events = (0..CHUNKS)
+            .map(|i| StreamEvent::TextDelta(format!("w{i} ")))
+            .chain(std::iter::once(StreamEvent::Finished(StopReason::EndTurn)));
+        Ok(futures::stream::iter(events.map(Ok)).boxed())
+    }
+}
+
+/// Runs the client against `agent`; its JSON report.
+fn measure(node: &str, clients: &Path, agent: &[String]) -> serde_json::Value {
+    let output = Command::new(node)
+        .arg(clients.join("bench.mjs"))
+        .arg("30")
+        .args(agent)
+        .current_dir(clients)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{agent:?}: {text}");
+    serde_json::from_str(text.trim()).unwrap()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--agent") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(AcpServer::new(|cwd| Agent::builder(Chunks).cwd(cwd).build()).serve_stdio())
+            .unwrap();
+        return;
+    }
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("kinet-acp/tests/clients");
+    let node = std::env::var("KINET_ACP_NODE").unwrap_or_else(|_| "node".into());
+    if !clients.join("node_modules/sdk19").is_dir() {
+        eprintln!("SKIPPED: run `npm ci --prefix kinet-acp/tests/clients` first");
+        return;
+    }
+    // The engine alone: the same turn's events, read in process.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let engine_us = runtime.block_on(async {
+        let agent = Agent::builder(Chunks).build();
+        let mut samples = Vec::new();
+        for _ in 0..30 {
+            let mut run = agent.run("go");
+            let mut stamps = Vec::new();
+            while let Some(event) = run.next().await {
+                if matches!(event, kinet::core::AgentEvent::TextDelta { .. }) {
+                    stamps.push(std::time::Instant::now());
+                }
+            }
+            let span = stamps[stamps.len() - 1] - stamps[0];
+            samples.push(span.as_secs_f64() * 1e6 / (stamps.len() - 1) as f64);
+        }
+        samples.sort_by(f64::total_cmp);
+        samples[samples.len() / 2]
+    });
+    println!("the engine alone, in process: {engine_us:.1} µs per text event");
+    let this = std::env::current_exe().unwrap().display().to_string();
+    let kinet = measure(&node, &clients, &[this, "--agent".into()]);
+    let stream = measure(
+        &node,
+        &clients,
+        &[node.clone(), "stream_agent.mjs".into(), CHUNKS.to_string()],
+    );
+    let example = Command::new(&node)
+        .arg(clients.join("bench.mjs"))
+        .arg("3")
+        .arg(&node)
+        .arg(clients.join("node_modules/sdk19/dist/examples/agent.js"))
+        .current_dir(&clients)
+        .output()
+        .unwrap();
+    let example: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&example.stdout).trim()).unwrap();
+    let ms = |v: &serde_json::Value| v["firstUpdateMs"].as_f64().unwrap_or(f64::NAN);
+    let us = |v: &serde_json::Value| v["perUpdateUs"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "prompt to first update (median of 30): kinet {:.2} ms, TypeScript SDK stream agent {:.2} ms ({:.2}x), SDK example agent {:.2} ms (median of 3) ({:.2}x)",
+        ms(&kinet),
+        ms(&stream),
+        ms(&kinet) / ms(&stream),
+        ms(&example),
+        ms(&kinet) / ms(&example)
+    );
+    println!(
+        "per update over {CHUNKS} updates (median of 30): kinet {:.1} µs, TypeScript SDK stream agent {:.1} µs ({:.2}x) (target: kinet <= 0.5x)",
+        us(&kinet),
+        us(&stream),
+        us(&kinet) / us(&stream)
+    );
+}
