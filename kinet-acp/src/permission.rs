@@ -1,5 +1,6 @@
-//! Approvals asked of the editor: the agent's `ConfirmHandler` sends
-//! `session/request_permission` and waits for the person's choice.
+//! What the agent asks of the editor: approvals (its `ConfirmHandler`
+//! sends `session/request_permission` and waits for the person's choice)
+//! and files' text (`fs/read_text_file`, the editor's buffers).
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -7,6 +8,7 @@ use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use kinet_core::ConfirmDecision;
 use kinet_core::confirm::{ConfirmError, ConfirmHandler, ConfirmRequest};
+use kinet_core::tool::EditorFiles;
 
 use crate::updates::{kind, title};
 
@@ -67,5 +69,25 @@ impl ConfirmHandler for EditorApproval {
                 reason: Some("the prompt was cancelled".into()),
             },
         })
+    }
+}
+
+/// Files' text as the editor holds it, for `read_file` (after its own
+/// confinement checks).
+pub(crate) struct EditorBuffers {
+    pub client: ConnectionTo<Client>,
+    pub session: acp::SessionId,
+}
+
+#[async_trait]
+impl EditorFiles for EditorBuffers {
+    async fn read_text(&self, path: &std::path::Path) -> Result<String, String> {
+        let request = acp::ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
+        self.client
+            .send_request(request)
+            .block_task()
+            .await
+            .map(|answer| answer.content)
+            .map_err(|e| e.to_string())
     }
 }

@@ -12,11 +12,12 @@ use agent_client_protocol::{
 };
 use futures::StreamExt;
 use kinet_core::session::{JournalEntry, Session, SessionStore};
+use kinet_core::tool::Editor;
 use kinet_core::{Agent, Conversation, Message, RunStop};
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 use tokio_util::sync::CancellationToken;
 
-use crate::permission::EditorApproval;
+use crate::permission::{EditorApproval, EditorBuffers};
 use crate::updates::Updates;
 
 /// Makes the agent of a session from its working directory (the editor's
@@ -32,7 +33,10 @@ type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 /// list as the plan. Calls that need approval are asked of the person in
 /// the editor (`session/request_permission`: allow once, always for this
 /// tool, or reject); `session/cancel` cancels the run as kinet does (the
-/// calls in flight get "cancelled" results). With a
+/// calls in flight get "cancelled" results). When the editor offers
+/// `fs.readTextFile`, `read_file` reads files' text from the editor's
+/// buffers ([`Editor`](kinet_core::tool::Editor)), after kinet's own
+/// confinement checks on the path. With a
 /// [`SessionStore`](kinet_core::session::SessionStore), sessions are
 /// saved after each prompt and `session/load` replays one, in this process
 /// or a later one.
@@ -62,6 +66,8 @@ struct Inner {
     store: Option<Arc<dyn SessionStore>>,
     name: String,
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
+    /// The editor reads files for the agent (its buffers).
+    editor_reads: std::sync::atomic::AtomicBool,
 }
 
 /// One ACP session.
@@ -89,6 +95,7 @@ impl AcpServer {
                 store: None,
                 name: "kinet".into(),
                 sessions: Mutex::default(),
+                editor_reads: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -155,6 +162,10 @@ impl AcpServer {
             .name(inner.name.clone())
             .on_receive_request(
                 async move |request: acp::InitializeRequest, responder, _cx| {
+                    for_init.editor_reads.store(
+                        request.client_capabilities.fs.read_text_file,
+                        std::sync::atomic::Ordering::SeqCst,
+                    );
                     let capabilities =
                         acp::AgentCapabilities::new().load_session(for_init.store.is_some());
                     responder.respond(
@@ -347,10 +358,16 @@ impl Inner {
         if let Ok(mut running) = slot.running.lock() {
             *running = Some(cancel.clone());
         }
-        let agent = slot.agent.with_confirm_handler(Arc::new(EditorApproval {
+        let mut agent = slot.agent.with_confirm_handler(Arc::new(EditorApproval {
             client: client.clone(),
             session: request.session_id.clone(),
         }));
+        if self.editor_reads.load(std::sync::atomic::Ordering::SeqCst) {
+            agent = agent.with_extension(Editor(Arc::new(EditorBuffers {
+                client: client.clone(),
+                session: request.session_id.clone(),
+            })));
+        }
         let mut run = agent.run_with_cancellation(conversation.clone(), cancel);
         let mut updates = Updates::new(&slot.cwd);
         while let Some(event) = run.next().await {

@@ -153,11 +153,23 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
         ["end_turn", "end_turn", "end_turn", "cancelled"],
         "{client}"
     );
-    // The read's result reached the editor with the file's text.
+    // The file was read through the editor (its buffer, not the disk),
+    // by its absolute path, and the result reached the editor.
     assert!(
-        first["readResult"].as_str().unwrap().contains("hello"),
+        first["readResult"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the editor"),
         "{client}: {first}"
     );
+    let notes = project.join("notes.txt").canonicalize().unwrap();
+    let read_paths: Vec<std::path::PathBuf> = first["reads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| Path::new(p.as_str().unwrap()).canonicalize().unwrap())
+        .collect();
+    assert_eq!(read_paths, [notes], "{client}: {first}");
     // One approval allowed, one rejected: the file changed once.
     assert_eq!(first["permissions"], json!(["e1", "e2"]), "{client}");
     assert_eq!(

@@ -2,9 +2,9 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, Confinement, DirEntry, EntryKind, EntryMetadata, EventSink, Extensions,
-    PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCaller, ToolCtx,
-    WorkspaceDir, WorkspacePath, confinement,
+    AgentHandle, Confinement, DirEntry, Editor, EditorFiles, EntryKind, EntryMetadata, EventSink,
+    Extensions, PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCaller,
+    ToolCtx, WorkspaceDir, WorkspacePath, confinement,
 };
 /// Calendar arithmetic for tools that speak dates.
 pub mod dates {

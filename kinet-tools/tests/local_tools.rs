@@ -967,3 +967,70 @@ async fn todo_writes_never_overlap_and_reads_do() {
     let first_end = reads.iter().map(|r| r.2).min().unwrap();
     assert!(last_start < first_end, "the reads ran one after another");
 }
+
+/// An editor's buffers: every file reads as "from the buffer", and each
+/// path asked is noted.
+struct Buffers(Mutex<Vec<PathBuf>>);
+
+#[async_trait::async_trait]
+impl kinet_core::tool::EditorFiles for Buffers {
+    async fn read_text(&self, path: &Path) -> Result<String, String> {
+        self.0.lock().unwrap().push(path.to_owned());
+        Ok("from the buffer\n".into())
+    }
+}
+
+#[tokio::test]
+async fn read_file_reads_the_editors_buffer_only_for_files_inside_the_root() {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("inside.txt"), "on disk\n").unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        root.path().join("link.txt"),
+    )
+    .unwrap();
+    let buffers = Arc::new(Buffers(Mutex::default()));
+    let agent = kinet_core::Agent::builder(ScriptedProvider::new([
+        ScriptedTurn::new()
+            .tool_call("a", "read_file", json!({"path": "inside.txt"}))
+            .tool_call("b", "read_file", json!({"path": "link.txt"}))
+            .tool_call(
+                "c",
+                "read_file",
+                json!({"path": outside.path().join("secret.txt")}),
+            ),
+        ScriptedTurn::text("done"),
+    ]))
+    .toolset(default_tools())
+    .workspace_root(root.path())
+    .cwd(root.path())
+    .extension(kinet_core::tool::Editor(buffers.clone()))
+    .build();
+    let outcome = agent.run_to_completion("read").await;
+    let result = |id: &str| {
+        outcome
+            .conversation
+            .messages
+            .iter()
+            .find_map(|m| match m {
+                kinet_core::Message::Tool {
+                    tool_call_id,
+                    is_error,
+                    ..
+                } if tool_call_id == id => Some((m.text(), *is_error)),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert_eq!(result("a"), ("     1\tfrom the buffer\n".to_owned(), false));
+    // A link out of the root and a path outside it are refused before the
+    // editor is asked.
+    assert!(result("b").1, "{:?}", result("b"));
+    assert!(result("c").1, "{:?}", result("c"));
+    assert!(!result("b").0.contains("secret\n") && !result("c").0.contains("secret\n"));
+    let asked = buffers.0.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].ends_with("inside.txt"), "{asked:?}");
+}

@@ -9,7 +9,7 @@ const [project, mode, command, ...args] = process.argv.slice(2);
 const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 
-const seen = { updates: [], permissions: [], texts: "" };
+const seen = { updates: [], permissions: [], reads: [], texts: "" };
 let agent = null;
 let cancelOn = null;
 
@@ -22,6 +22,11 @@ const result = await acp
     const kind = seen.permissions.length === 1 ? "allow_once" : "reject_once";
     const option = ctx.params.options.find((o) => o.kind === kind);
     return { outcome: { outcome: "selected", optionId: option.optionId } };
+  })
+  .onRequest(acp.methods.client.fs.readTextFile, (ctx) => {
+    // The editor's buffer, with an unsaved change.
+    seen.reads.push(ctx.params.path);
+    return { content: "hello from the editor\n" };
   })
   .onNotification(acp.methods.client.session.update, (ctx) => {
     const update = ctx.params.update;
@@ -37,11 +42,18 @@ const result = await acp
     agent = ctx;
     const init = await ctx.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: false }, terminal: false },
     });
     if (init.protocolVersion !== 1) throw new Error(`protocol ${init.protocolVersion}`);
-    const prompt = (sessionId, text) =>
-      ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+    // The updates of a turn come before its answer on the wire; the SDK
+    // hands notifications to their handler asynchronously, so let them
+    // land before reading what was seen.
+    const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+    const prompt = async (sessionId, text) => {
+      const answer = await ctx.request(acp.methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text }] });
+      await settle();
+      return answer;
+    };
 
     if (mode.startsWith("load:")) {
       const sessionId = mode.slice(5);
@@ -70,7 +82,7 @@ const result = await acp
     const failed = [...new Set(seen.updates
       .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed")
       .map((u) => u.toolCallId))];
-    return { sessionId, stops, readResult, permissions: seen.permissions, diff, failed, texts: seen.texts };
+    return { sessionId, stops, readResult, reads: seen.reads, permissions: seen.permissions, diff, failed, texts: seen.texts };
   });
 
 console.log(JSON.stringify(result));

@@ -13,6 +13,7 @@ from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
     FileSystemCapabilities,
+    ReadTextFileResponse,
     RequestPermissionResponse,
 )
 
@@ -21,6 +22,7 @@ class EditorClient:
     def __init__(self):
         self.updates = []
         self.permissions = []
+        self.reads = []
         self.texts = ""
         self.cancel_on = None
         self.conn = None
@@ -36,6 +38,11 @@ class EditorClient:
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
         )
+
+    async def read_text_file(self, session_id, path, line=None, limit=None, **kwargs):
+        # The editor's buffer, with an unsaved change.
+        self.reads.append(path)
+        return ReadTextFileResponse(content="hello from the editor\n")
 
     async def session_update(self, session_id, update, **kwargs):
         data = update.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -54,7 +61,7 @@ async def main():
         init = await conn.initialize(
             protocol_version=acp.PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=False),
                 terminal=False,
             ),
         )
@@ -62,6 +69,8 @@ async def main():
 
         async def prompt(session_id, text):
             answer = await conn.prompt(session_id=session_id, prompt=[acp.text_block(text)])
+            # Let notifications handed to their handler land first.
+            await asyncio.sleep(0.05)
             return str(getattr(answer.stop_reason, "value", answer.stop_reason))
 
         if mode.startswith("load:"):
@@ -105,6 +114,7 @@ async def main():
                 "sessionId": session_id,
                 "stops": stops,
                 "readResult": read_result,
+                "reads": client.reads,
                 "permissions": client.permissions,
                 "diff": diff
                 and {"oldText": diff.get("oldText"), "newText": diff["newText"], "absolute": diff["path"].startswith("/")},

@@ -4,6 +4,7 @@
 mod beneath;
 mod checked;
 mod dir;
+mod editor;
 mod events;
 mod extensions;
 mod nested;
@@ -27,6 +28,7 @@ use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
 
 pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
+pub use editor::{Editor, EditorFiles};
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kinet_core::message::ImagePart;
-use kinet_core::tool::WorkspacePath;
+use kinet_core::tool::{Editor, WorkspacePath};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -14,7 +14,7 @@ use super::tracker::{FileStamp, FileTracker};
 use super::{blocking, number_line, stop_check};
 
 /// Arguments of `read_file`.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ReadFileArgs {
     /// The file to read: absolute, or relative to the working directory.
     pub path: String,
@@ -132,16 +132,46 @@ impl Tool for ReadFileTool {
         let limits = self.limits.clone();
         let tracker = Arc::clone(&self.tracker);
         let stop = stop_check(ctx);
-        blocking(move || read(&path, &args, &limits, &tracker, &stop)).await
+        let Some(editor) = ctx.extension::<Editor>() else {
+            return blocking(move || read(&path, &args, &limits, &tracker, &stop, None)).await;
+        };
+        // Inside an editor: the checks on disk first (the path opened
+        // beneath the workspace root, a regular text file), then the text
+        // as the editor holds it (unsaved changes included).
+        let checked = {
+            let (path, args, limits, tracker) = (
+                path.clone(),
+                args.clone(),
+                limits.clone(),
+                Arc::clone(&tracker),
+            );
+            let stop = stop_check(ctx);
+            blocking(move || read(&path, &args, &limits, &tracker, &stop, None)).await?
+        };
+        if !checked.images.is_empty() {
+            return Ok(checked);
+        }
+        match editor.0.read_text(path.path()).await {
+            Ok(text) => {
+                blocking(move || read(&path, &args, &limits, &tracker, &stop, Some(text))).await
+            }
+            Err(why) => {
+                tracing::debug!(path = %path.path().display(), %why, "the editor did not give the file's text; read from disk");
+                Ok(checked)
+            }
+        }
     }
 }
 
+/// Reads `place` (checked on disk); its lines come from `text` when given
+/// (the editor's copy), else from the disk.
 fn read(
     place: &WorkspacePath,
     args: &ReadFileArgs,
     limits: &ReadLimits,
     tracker: &FileTracker,
     stop: &dyn Fn() -> bool,
+    text: Option<String>,
 ) -> Result<ToolOutput, ToolError> {
     let path = place.path();
     let shown = path.display();
@@ -205,6 +235,14 @@ fn read(
         )));
     }
 
+    let mut from_editor;
+    let mut source: &mut dyn BufRead = match text {
+        Some(text) => {
+            from_editor = std::io::Cursor::new(text.into_bytes());
+            &mut from_editor
+        }
+        None => &mut reader,
+    };
     let mut out = String::new();
     let mut line = Vec::new();
     // A character is at most 4 bytes; longer lines are cut anyway.
@@ -216,7 +254,7 @@ fn read(
     let mut more = false;
     loop {
         let (read, dropped) =
-            read_line_capped(&mut reader, &mut line, line_byte_cap).map_err(fail)?;
+            read_line_capped(&mut source, &mut line, line_byte_cap).map_err(fail)?;
         if read == 0 {
             break;
         }
