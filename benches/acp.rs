@@ -48,6 +48,52 @@ impl Provider for Chunks {
     }
 }
 
+/// The protocol crate alone: an agent that sends the turn's 200 updates
+/// straight from its prompt handler (no kinet run), to tell the crate's
+/// cost per update from kinet's.
+fn raw_agent() {
+    use agent_client_protocol::v1::schema as acp;
+    use agent_client_protocol::{Agent as AgentRole, on_receive_request};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        AgentRole
+            .v1()
+            .on_receive_request(
+                async |request: acp::InitializeRequest, responder, _cx| {
+                    responder.respond(acp::InitializeResponse::new(request.protocol_version))
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                async |_request: acp::NewSessionRequest, responder, _cx| {
+                    responder.respond(acp::NewSessionResponse::new(acp::SessionId::new("s")))
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                async |request: acp::PromptRequest, responder, cx| {
+                    for i in 0..CHUNKS {
+                        cx.send_notification(acp::SessionNotification::new(
+                            request.session_id.clone(),
+                            acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+                                format!("w{i} ").into(),
+                            )),
+                        ))?;
+                    }
+                    responder.respond(acp::PromptResponse::new(acp::StopReason::EndTurn))
+                },
+                on_receive_request!(),
+            )
+            .connect_to(agent_client_protocol::Stdio::new())
+            .await
+            .unwrap();
+    });
+}
+
 /// Runs the client against `agent`; its JSON report.
 fn measure(node: &str, clients: &Path, agent: &[String]) -> serde_json::Value {
     let output = Command::new(node)
@@ -63,6 +109,10 @@ fn measure(node: &str, clients: &Path, agent: &[String]) -> serde_json::Value {
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "--raw") {
+        raw_agent();
+        return;
+    }
     if std::env::args().any(|a| a == "--agent") {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -105,7 +155,21 @@ fn main() {
     });
     println!("the engine alone, in process: {engine_us:.1} µs per text event");
     let this = std::env::current_exe().unwrap().display().to_string();
-    let kinet = measure(&node, &clients, &[this, "--agent".into()]);
+    let kinet = measure(&node, &clients, &[this.clone(), "--agent".into()]);
+    let floor = measure(
+        &node,
+        &clients,
+        &[node.clone(), "burst_agent.mjs".into(), CHUNKS.to_string()],
+    );
+    println!(
+        "the client's own floor (all updates in one write, no protocol library): {:.1} µs per update",
+        floor["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
+    );
+    let raw = measure(&node, &clients, &[this.clone(), "--raw".into()]);
+    println!(
+        "the protocol crate alone (updates sent from the prompt handler, no kinet run): {:.1} µs per update",
+        raw["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
+    );
     let stream = measure(
         &node,
         &clients,
