@@ -394,6 +394,8 @@ fn breakpoints(body: &serde_json::Value) -> Vec<String> {
     }
     let mut out = Vec::new();
     walk(body, String::new(), &mut out);
+    // In path order, whatever order the JSON maps keep.
+    out.sort();
     out
 }
 
