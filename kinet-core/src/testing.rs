@@ -19,3 +19,27 @@ pub fn skipped(what: &str) {
         .lock()
         .write_all(format!("\n*** SKIPPED: {what} ***\n").as_bytes());
 }
+
+/// `value` with every object's keys in sorted order, for snapshots and
+/// comparisons that must not depend on the order JSON maps keep
+/// (`serde_json`'s `preserve_order`, which some dependencies turn on for
+/// the whole build, keeps insertion order).
+///
+/// ```
+/// let value = serde_json::json!({"b": 1, "a": {"d": 2, "c": 3}});
+/// let sorted = kinet_core::testing::sorted_keys(value);
+/// assert_eq!(sorted.to_string(), r#"{"a":{"c":3,"d":2},"b":1}"#);
+/// ```
+pub fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let sorted: std::collections::BTreeMap<String, serde_json::Value> =
+                map.into_iter().map(|(k, v)| (k, sorted_keys(v))).collect();
+            serde_json::Value::Object(sorted.into_iter().collect())
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(sorted_keys).collect())
+        }
+        other => other,
+    }
+}

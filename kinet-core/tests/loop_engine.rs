@@ -634,23 +634,6 @@ fn tool_schemas_are_stable() {
     .iter()
     .map(|tool| kinet_core::tool::spec_of(&**tool))
     .collect();
-    let specs = sorted_keys(serde_json::to_value(&specs).unwrap());
+    let specs = kinet_core::testing::sorted_keys(serde_json::to_value(&specs).unwrap());
     insta::assert_json_snapshot!("tool_specs", specs);
-}
-
-/// `value` with every object's keys in sorted order, whatever order the
-/// JSON maps keep (`serde_json`'s `preserve_order`, turned on by some
-/// dependencies, keeps insertion order).
-fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => {
-            let sorted: std::collections::BTreeMap<String, serde_json::Value> =
-                map.into_iter().map(|(k, v)| (k, sorted_keys(v))).collect();
-            serde_json::Value::Object(sorted.into_iter().collect())
-        }
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.into_iter().map(sorted_keys).collect())
-        }
-        other => other,
-    }
 }

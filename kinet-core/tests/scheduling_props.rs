@@ -67,27 +67,52 @@ fn kind() -> impl Strategy<Value = &'static str> {
     prop_oneof![Just("parallel"), Just("exclusive"), Just("a"), Just("b")]
 }
 
+/// Runs one turn of `calls` (kind, milliseconds) on a paused clock: when
+/// it started, how it ended, and when each call ran.
+fn run_turn(
+    calls: &[(&'static str, u64)],
+    one_at_a_time: bool,
+) -> (
+    Instant,
+    kinet_core::RunOutcome,
+    Vec<(usize, Instant, Instant)>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let spans: Spans = Arc::default();
+    let turn = calls
+        .iter()
+        .enumerate()
+        .fold(ScriptedTurn::new(), |turn, (i, (kind, ms))| {
+            turn.tool_call(
+                format!("c{i}"),
+                "probe",
+                json!({"kind": kind, "ms": ms, "label": i}),
+            )
+        });
+    let mut builder = Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
+        .tool(Probe(Arc::clone(&spans)));
+    if one_at_a_time {
+        builder = builder.one_call_at_a_time();
+    }
+    let agent = builder.build();
+    let (t0, outcome) = runtime.block_on(async {
+        let t0 = Instant::now();
+        (t0, agent.run_to_completion("go").await)
+    });
+    let spans = spans.lock().unwrap().clone();
+    (t0, outcome, spans)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
     fn the_scheduler_keeps_its_promises(calls in prop::collection::vec((kind(), 1u64..40), 1..9)) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let spans: Spans = Arc::default();
-        let turn = calls.iter().enumerate().fold(ScriptedTurn::new(), |turn, (i, (kind, ms))| {
-            turn.tool_call(format!("c{i}"), "probe", json!({"kind": kind, "ms": ms, "label": i}))
-        });
-        let agent = Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
-            .tool(Probe(Arc::clone(&spans)))
-            .build();
-        let (t0, outcome) = runtime.block_on(async {
-            let t0 = Instant::now();
-            (t0, agent.run_to_completion("go").await)
-        });
+        let (t0, outcome, spans) = run_turn(&calls, false);
         prop_assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
         common::assert_paired(&outcome);
         // Results in call order.
@@ -98,7 +123,6 @@ proptest! {
         let expected: Vec<String> = (0..calls.len()).map(|i| i.to_string()).collect();
         prop_assert_eq!(results, expected);
 
-        let spans = spans.lock().unwrap().clone();
         let span = |i: usize| spans.iter().find(|s| s.0 == i).map(|s| (s.1, s.2)).unwrap();
         for j in 0..calls.len() {
             let (start_j, _) = span(j);
@@ -122,23 +146,9 @@ proptest! {
 
     #[test]
     fn one_call_at_a_time_runs_in_the_models_order(calls in prop::collection::vec((kind(), 1u64..40), 1..9)) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let spans: Spans = Arc::default();
-        let turn = calls.iter().enumerate().fold(ScriptedTurn::new(), |turn, (i, (kind, ms))| {
-            turn.tool_call(format!("c{i}"), "probe", json!({"kind": kind, "ms": ms, "label": i}))
-        });
-        let agent = Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
-            .tool(Probe(Arc::clone(&spans)))
-            .one_call_at_a_time()
-            .build();
-        let outcome = runtime.block_on(agent.run_to_completion("go"));
+        let (_, outcome, spans) = run_turn(&calls, true);
         prop_assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
         common::assert_paired(&outcome);
-        let spans = spans.lock().unwrap().clone();
         let order: Vec<usize> = spans.iter().map(|s| s.0).collect();
         prop_assert_eq!(order, (0..calls.len()).collect::<Vec<_>>());
         for pair in spans.windows(2) {

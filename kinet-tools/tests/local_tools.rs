@@ -775,7 +775,7 @@ fn descriptions_and_schemas_are_stable() {
         insta::assert_snapshot!(format!("description_{}", spec.name), spec.description);
         insta::assert_json_snapshot!(
             format!("schema_{}", spec.name),
-            sorted_keys(spec.parameters.clone())
+            kinet_core::testing::sorted_keys(spec.parameters.clone())
         );
     }
     // Read-only flags as documented.
@@ -1036,21 +1036,4 @@ async fn read_file_reads_the_editors_buffer_only_for_files_inside_the_root() {
     let asked = buffers.0.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(asked[0].ends_with("inside.txt"), "{asked:?}");
-}
-
-/// `value` with every object's keys in sorted order, whatever order the
-/// JSON maps keep (`serde_json`'s `preserve_order`, turned on by some
-/// dependencies, keeps insertion order).
-fn sorted_keys(value: serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => {
-            let sorted: std::collections::BTreeMap<String, serde_json::Value> =
-                map.into_iter().map(|(k, v)| (k, sorted_keys(v))).collect();
-            serde_json::Value::Object(sorted.into_iter().collect())
-        }
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.into_iter().map(sorted_keys).collect())
-        }
-        other => other,
-    }
 }
