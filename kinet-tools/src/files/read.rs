@@ -14,7 +14,7 @@ use super::tracker::{FileStamp, FileTracker};
 use super::{blocking, number_line, stop_check};
 
 /// Arguments of `read_file`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadFileArgs {
     /// The file to read: absolute, or relative to the working directory.
     pub path: String,
@@ -128,215 +128,245 @@ impl Tool for ReadFileTool {
                 "limit is 0; give the number of lines to read (at least 1), or leave it out",
             ));
         }
-        let path = ctx.workspace_path(&args.path)?;
-        let limits = self.limits.clone();
-        let tracker = Arc::clone(&self.tracker);
+        let job = Arc::new(Job {
+            place: ctx.workspace_path(&args.path)?,
+            args,
+            limits: self.limits.clone(),
+            tracker: Arc::clone(&self.tracker),
+        });
         let stop = stop_check(ctx);
         let Some(editor) = ctx.extension::<Editor>() else {
-            return blocking(move || read(&path, &args, &limits, &tracker, &stop, None)).await;
+            return blocking(move || match job.open()? {
+                Opened::Image(output) => Ok(output),
+                Opened::Text(mut reader, metadata) => job.lines(&mut reader, &metadata, &stop),
+            })
+            .await;
         };
         // Inside an editor: the checks on disk first (the path opened
         // beneath the workspace root, a regular text file), then the text
-        // as the editor holds it (unsaved changes included).
-        let checked = {
-            let (path, args, limits, tracker) = (
-                path.clone(),
-                args.clone(),
-                limits.clone(),
-                Arc::clone(&tracker),
-            );
-            let stop = stop_check(ctx);
-            blocking(move || read(&path, &args, &limits, &tracker, &stop, None)).await?
+        // as the editor holds it (unsaved changes included); the disk's
+        // when the editor cannot give it.
+        let opened = {
+            let job = Arc::clone(&job);
+            blocking(move || job.open()).await?
         };
-        if !checked.images.is_empty() {
-            return Ok(checked);
-        }
-        match editor.0.read_text(path.path()).await {
-            Ok(text) => {
-                blocking(move || read(&path, &args, &limits, &tracker, &stop, Some(text))).await
-            }
+        let (reader, metadata) = match opened {
+            Opened::Image(output) => return Ok(output),
+            Opened::Text(reader, metadata) => (reader, metadata),
+        };
+        let text = match editor.0.read_text(job.place.path()).await {
+            Ok(text) => Some(text),
             Err(why) => {
-                tracing::debug!(path = %path.path().display(), %why, "the editor did not give the file's text; read from disk");
-                Ok(checked)
+                tracing::debug!(path = %job.place.path().display(), %why, "the editor did not give the file's text; read from disk");
+                None
             }
-        }
+        };
+        blocking(move || match text {
+            Some(text) => job.lines(
+                &mut std::io::Cursor::new(text.into_bytes()),
+                &metadata,
+                &stop,
+            ),
+            None => job.lines(&mut { reader }, &metadata, &stop),
+        })
+        .await
     }
 }
 
-/// Reads `place` (checked on disk); its lines come from `text` when given
-/// (the editor's copy), else from the disk.
-fn read(
-    place: &WorkspacePath,
-    args: &ReadFileArgs,
-    limits: &ReadLimits,
-    tracker: &FileTracker,
-    stop: &dyn Fn() -> bool,
-    text: Option<String>,
-) -> Result<ToolOutput, ToolError> {
-    let path = place.path();
-    let shown = path.display();
-    let fail = |e| place.error("read", e);
-    // One open, and everything after it on that descriptor: what is
-    // checked is what is read.
-    let file = place.open_read().map_err(fail)?;
-    let metadata = file.metadata().map_err(fail)?;
-    if metadata.is_dir() {
-        return Err(ToolError::invalid_arguments(format!(
-            "`{shown}` is a directory, not a file; use glob to list its files"
-        )));
-    }
-    if !metadata.is_file() {
-        // FIFOs, sockets and devices could block forever.
-        return Err(ToolError::invalid_arguments(format!(
-            "`{shown}` is not a regular file (a pipe, socket or device); it cannot be read"
-        )));
-    }
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let head = reader.fill_buf().map_err(fail)?;
-    if let Some(media_type) = image_type(head) {
-        if metadata.len() > limits.max_image_bytes {
+/// One `read_file` call.
+struct Job {
+    place: WorkspacePath,
+    args: ReadFileArgs,
+    limits: ReadLimits,
+    tracker: Arc<FileTracker>,
+}
+
+/// A file opened and checked for reading.
+enum Opened {
+    /// An image, read whole.
+    Image(ToolOutput),
+    /// A text file: its reader (at the start) and its metadata.
+    Text(BufReader<std::fs::File>, std::fs::Metadata),
+}
+
+impl Job {
+    /// Opens the file beneath the workspace root and checks it: a regular
+    /// file, an image within its limit (read whole), or text within the
+    /// whole-file limit and not binary.
+    fn open(&self) -> Result<Opened, ToolError> {
+        let (place, args, limits) = (&self.place, &self.args, &self.limits);
+        let path = place.path();
+        let shown = path.display();
+        let fail = |e| place.error("read", e);
+        // One open, and everything after it on that descriptor: what is
+        // checked is what is read.
+        let file = place.open_read().map_err(fail)?;
+        let metadata = file.metadata().map_err(fail)?;
+        if metadata.is_dir() {
             return Err(ToolError::invalid_arguments(format!(
-                "the image `{shown}` is {} bytes, over the {} byte limit",
-                metadata.len(),
-                limits.max_image_bytes
+                "`{shown}` is a directory, not a file; use glob to list its files"
             )));
         }
-        let mut bytes = Vec::new();
-        reader
-            .take(limits.max_image_bytes)
-            .read_to_end(&mut bytes)
-            .map_err(fail)?;
-        tracker.record(path, FileStamp::of(&metadata));
-        return Ok(ToolOutput::text(format!(
-            "Image `{shown}` ({} bytes, {media_type}).",
-            bytes.len()
-        ))
-        .with_image(ImagePart::from_bytes(media_type, &bytes)));
-    }
-    let ranged = args.offset.is_some() || args.limit.is_some();
-    if !ranged && metadata.len() > limits.max_whole_file_bytes {
-        return Err(ToolError::invalid_arguments(format!(
-            "`{shown}` is {} KB, over the {} KB limit for reading a whole file; read a range \
-             with offset and limit (e.g. offset=1, limit=500), or search it with grep",
-            metadata.len() / 1024,
-            limits.max_whole_file_bytes / 1024
-        )));
-    }
-    let start = args.offset.unwrap_or(1).max(1);
-    let count = args.limit.unwrap_or(limits.default_lines).max(1);
-
-    // A NUL byte near the start marks a binary file.
-    let head = reader.fill_buf().map_err(fail)?;
-    let sniff = &head[..head.len().min(8192)];
-    if sniff.contains(&0) {
-        return Err(ToolError::invalid_arguments(format!(
-            "`{shown}` is a binary file ({} bytes); it cannot be shown as text",
-            metadata.len()
-        )));
-    }
-
-    let mut from_editor;
-    let mut source: &mut dyn BufRead = match text {
-        Some(text) => {
-            from_editor = std::io::Cursor::new(text.into_bytes());
-            &mut from_editor
-        }
-        None => &mut reader,
-    };
-    let mut out = String::new();
-    let mut line = Vec::new();
-    // A character is at most 4 bytes; longer lines are cut anyway.
-    let line_byte_cap = limits.max_line_chars.saturating_mul(4).saturating_add(4);
-    let mut number = 0usize;
-    let mut shown_lines = 0usize;
-    let mut lossy = false;
-    let mut cut_lines = 0usize;
-    let mut more = false;
-    loop {
-        let (read, dropped) =
-            read_line_capped(&mut source, &mut line, line_byte_cap).map_err(fail)?;
-        if read == 0 {
-            break;
-        }
-        number += 1;
-        // Skipping to a far offset of a huge file stops with the call.
-        if number.is_multiple_of(4096) && stop() {
-            return Err(ToolError::cancelled(format!(
-                "reading `{shown}` was stopped: the call was cancelled or ran out of time"
+        if !metadata.is_file() {
+            // FIFOs, sockets and devices could block forever.
+            return Err(ToolError::invalid_arguments(format!(
+                "`{shown}` is not a regular file (a pipe, socket or device); it cannot be read"
             )));
         }
-        if number < start {
-            continue;
-        }
-        if shown_lines == count {
-            more = true;
-            break;
-        }
-        let text = match std::str::from_utf8(&line) {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            // The cap cut a character in two: the line is fine, only cut.
-            Err(error) if dropped && error.error_len().is_none() => std::borrow::Cow::Owned(
-                String::from_utf8_lossy(&line[..error.valid_up_to()]).into_owned(),
-            ),
-            Err(_) => {
-                lossy = true;
-                String::from_utf8_lossy(&line)
+        let mut reader = BufReader::with_capacity(64 * 1024, file);
+        let head = reader.fill_buf().map_err(fail)?;
+        if let Some(media_type) = image_type(head) {
+            if metadata.len() > limits.max_image_bytes {
+                return Err(ToolError::invalid_arguments(format!(
+                    "the image `{shown}` is {} bytes, over the {} byte limit",
+                    metadata.len(),
+                    limits.max_image_bytes
+                )));
             }
-        };
-        match text.char_indices().nth(limits.max_line_chars) {
-            Some((cut, _)) => {
-                cut_lines += 1;
-                let total = if dropped {
-                    format!("{read} bytes")
-                } else {
-                    format!("{} characters", text.chars().count())
-                };
-                let kept = &text[..cut];
-                number_line(&mut out, number, &format!("{kept}… [line cut: {total}]"));
-            }
-            None if dropped => {
-                cut_lines += 1;
-                number_line(
-                    &mut out,
-                    number,
-                    &format!("{text}… [line cut: {read} bytes]"),
-                );
-            }
-            None => number_line(&mut out, number, &text),
+            let mut bytes = Vec::new();
+            reader
+                .take(limits.max_image_bytes)
+                .read_to_end(&mut bytes)
+                .map_err(fail)?;
+            self.tracker.record(path, FileStamp::of(&metadata));
+            return Ok(Opened::Image(
+                ToolOutput::text(format!(
+                    "Image `{shown}` ({} bytes, {media_type}).",
+                    bytes.len()
+                ))
+                .with_image(ImagePart::from_bytes(media_type, &bytes)),
+            ));
         }
-        shown_lines += 1;
+        let ranged = args.offset.is_some() || args.limit.is_some();
+        if !ranged && metadata.len() > limits.max_whole_file_bytes {
+            return Err(ToolError::invalid_arguments(format!(
+                "`{shown}` is {} KB, over the {} KB limit for reading a whole file; read a range \
+                 with offset and limit (e.g. offset=1, limit=500), or search it with grep",
+                metadata.len() / 1024,
+                limits.max_whole_file_bytes / 1024
+            )));
+        }
+        // A NUL byte near the start marks a binary file.
+        let head = reader.fill_buf().map_err(fail)?;
+        let sniff = &head[..head.len().min(8192)];
+        if sniff.contains(&0) {
+            return Err(ToolError::invalid_arguments(format!(
+                "`{shown}` is a binary file ({} bytes); it cannot be shown as text",
+                metadata.len()
+            )));
+        }
+        Ok(Opened::Text(reader, metadata))
     }
-    tracker.record(path, FileStamp::of(&metadata));
 
-    if number == 0 {
-        return Ok(ToolOutput::text(format!("`{shown}` is empty.")));
+    /// The numbered lines of the text `source` holds (the file opened by
+    /// [`open`](Self::open), or the editor's copy of it).
+    fn lines(
+        &self,
+        source: &mut dyn BufRead,
+        metadata: &std::fs::Metadata,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<ToolOutput, ToolError> {
+        let (place, args, limits) = (&self.place, &self.args, &self.limits);
+        let path = place.path();
+        let shown = path.display();
+        let fail = |e| place.error("read", e);
+        let start = args.offset.unwrap_or(1).max(1);
+        let count = args.limit.unwrap_or(limits.default_lines).max(1);
+        let mut out = String::new();
+        let mut line = Vec::new();
+        // A character is at most 4 bytes; longer lines are cut anyway.
+        let line_byte_cap = limits.max_line_chars.saturating_mul(4).saturating_add(4);
+        let mut number = 0usize;
+        let mut shown_lines = 0usize;
+        let mut lossy = false;
+        let mut cut_lines = 0usize;
+        let mut more = false;
+        loop {
+            let (read, dropped) =
+                read_line_capped(source, &mut line, line_byte_cap).map_err(fail)?;
+            if read == 0 {
+                break;
+            }
+            number += 1;
+            // Skipping to a far offset of a huge file stops with the call.
+            if number.is_multiple_of(4096) && stop() {
+                return Err(ToolError::cancelled(format!(
+                    "reading `{shown}` was stopped: the call was cancelled or ran out of time"
+                )));
+            }
+            if number < start {
+                continue;
+            }
+            if shown_lines == count {
+                more = true;
+                break;
+            }
+            let text = match std::str::from_utf8(&line) {
+                Ok(text) => std::borrow::Cow::Borrowed(text),
+                // The cap cut a character in two: the line is fine, only cut.
+                Err(error) if dropped && error.error_len().is_none() => std::borrow::Cow::Owned(
+                    String::from_utf8_lossy(&line[..error.valid_up_to()]).into_owned(),
+                ),
+                Err(_) => {
+                    lossy = true;
+                    String::from_utf8_lossy(&line)
+                }
+            };
+            match text.char_indices().nth(limits.max_line_chars) {
+                Some((cut, _)) => {
+                    cut_lines += 1;
+                    let total = if dropped {
+                        format!("{read} bytes")
+                    } else {
+                        format!("{} characters", text.chars().count())
+                    };
+                    let kept = &text[..cut];
+                    number_line(&mut out, number, &format!("{kept}… [line cut: {total}]"));
+                }
+                None if dropped => {
+                    cut_lines += 1;
+                    number_line(
+                        &mut out,
+                        number,
+                        &format!("{text}… [line cut: {read} bytes]"),
+                    );
+                }
+                None => number_line(&mut out, number, &text),
+            }
+            shown_lines += 1;
+        }
+        self.tracker.record(path, FileStamp::of(metadata));
+
+        if number == 0 {
+            return Ok(ToolOutput::text(format!("`{shown}` is empty.")));
+        }
+        if shown_lines == 0 {
+            return Err(ToolError::invalid_arguments(format!(
+                "offset {start} is past the end of `{shown}`, which has {number} lines"
+            )));
+        }
+        let mut notes = Vec::new();
+        if lossy {
+            notes.push("the file is not valid UTF-8; invalid bytes are shown as �".to_owned());
+        }
+        if cut_lines > 0 {
+            notes.push(format!(
+                "{cut_lines} line(s) longer than {} characters were cut",
+                limits.max_line_chars
+            ));
+        }
+        if more {
+            let next = start + shown_lines;
+            notes.push(format!(
+                "showing lines {start}-{}; more follow: continue with offset={next}",
+                next - 1
+            ));
+        }
+        if !notes.is_empty() {
+            out.push_str(&format!("\n[{}]\n", notes.join("; ")));
+        }
+        Ok(ToolOutput::text(out))
     }
-    if shown_lines == 0 {
-        return Err(ToolError::invalid_arguments(format!(
-            "offset {start} is past the end of `{shown}`, which has {number} lines"
-        )));
-    }
-    let mut notes = Vec::new();
-    if lossy {
-        notes.push("the file is not valid UTF-8; invalid bytes are shown as �".to_owned());
-    }
-    if cut_lines > 0 {
-        notes.push(format!(
-            "{cut_lines} line(s) longer than {} characters were cut",
-            limits.max_line_chars
-        ));
-    }
-    if more {
-        let next = start + shown_lines;
-        notes.push(format!(
-            "showing lines {start}-{}; more follow: continue with offset={next}",
-            next - 1
-        ));
-    }
-    if !notes.is_empty() {
-        out.push_str(&format!("\n[{}]\n", notes.join("; ")));
-    }
-    Ok(ToolOutput::text(out))
 }
 
 /// Reads one line (through `\n`) but keeps at most `cap` bytes of it in
@@ -344,7 +374,7 @@ fn read(
 /// bytes (0 at the end of the file) and whether bytes were dropped. A huge
 /// single-line file costs `cap` bytes of memory, not its size.
 fn read_line_capped(
-    reader: &mut impl BufRead,
+    reader: &mut (impl BufRead + ?Sized),
     line: &mut Vec<u8>,
     cap: usize,
 ) -> std::io::Result<(usize, bool)> {
