@@ -94,11 +94,12 @@ fn raw_agent() {
     });
 }
 
-/// Runs the client against `agent`; its JSON report.
-fn measure(node: &str, clients: &Path, agent: &[String]) -> serde_json::Value {
+/// Runs the client against `agent` for `prompts` prompts; its JSON
+/// report.
+fn measure(node: &str, clients: &Path, prompts: u32, agent: &[String]) -> serde_json::Value {
     let output = Command::new(node)
         .arg(clients.join("bench.mjs"))
-        .arg("30")
+        .arg(prompts.to_string())
         .args(agent)
         .current_dir(clients)
         .output()
@@ -155,17 +156,18 @@ fn main() {
     });
     println!("the engine alone, in process: {engine_us:.1} µs per text event");
     let this = std::env::current_exe().unwrap().display().to_string();
-    let kinet = measure(&node, &clients, &[this.clone(), "--agent".into()]);
+    let kinet = measure(&node, &clients, 30, &[this.clone(), "--agent".into()]);
     let floor = measure(
         &node,
         &clients,
+        30,
         &[node.clone(), "burst_agent.mjs".into(), CHUNKS.to_string()],
     );
     println!(
         "the client's own floor (all updates in one write, no protocol library): {:.1} µs per update",
         floor["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
     );
-    let raw = measure(&node, &clients, &[this.clone(), "--raw".into()]);
+    let raw = measure(&node, &clients, 30, &[this.clone(), "--raw".into()]);
     println!(
         "the protocol crate alone (updates sent from the prompt handler, no kinet run): {:.1} µs per update",
         raw["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
@@ -173,18 +175,19 @@ fn main() {
     let stream = measure(
         &node,
         &clients,
+        30,
         &[node.clone(), "stream_agent.mjs".into(), CHUNKS.to_string()],
     );
-    let example = Command::new(&node)
-        .arg(clients.join("bench.mjs"))
-        .arg("3")
-        .arg(&node)
-        .arg(clients.join("node_modules/sdk19/dist/examples/agent.js"))
-        .current_dir(&clients)
-        .output()
-        .unwrap();
-    let example: serde_json::Value =
-        serde_json::from_str(String::from_utf8_lossy(&example.stdout).trim()).unwrap();
+    // It pauses a second between steps: three prompts.
+    let example = measure(
+        &node,
+        &clients,
+        3,
+        &[
+            node.clone(),
+            "node_modules/sdk19/dist/examples/agent.js".into(),
+        ],
+    );
     let ms = |v: &serde_json::Value| v["firstUpdateMs"].as_f64().unwrap_or(f64::NAN);
     let us = |v: &serde_json::Value| v["perUpdateUs"].as_f64().unwrap_or(f64::NAN);
     println!(

@@ -231,19 +231,6 @@ fn stdio_pipes() -> Option<(
     Some((outgoing, incoming))
 }
 
-/// A session id no other session has.
-fn new_session_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos(),
-    );
-    format!("acp-{:016x}", hasher.finish())
-}
-
 fn internal(what: &str, error: impl std::fmt::Display) -> agent_client_protocol::Error {
     agent_client_protocol::Error::internal_error().data(format!("{what}: {error}"))
 }
@@ -285,7 +272,7 @@ impl Inner {
                 )),
             );
         }
-        let id = new_session_id();
+        let id = kinet_core::session::new_id();
         if let Some(store) = &self.store
             && let Err(error) = store.create(&Session::empty(&id))
         {

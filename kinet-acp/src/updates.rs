@@ -65,20 +65,14 @@ impl Updates {
                 name,
                 arguments,
             } => {
-                let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-                let mut updates = vec![acp::SessionUpdate::ToolCall(self.call(
-                    call_id,
-                    name,
-                    &arguments,
-                    acp::ToolCallStatus::InProgress,
-                ))];
+                let call = self.started(call_id, name, arguments);
+                let mut updates = vec![acp::SessionUpdate::ToolCall(call)];
                 if name == "todo_write"
-                    && let Some(plan) = plan(&arguments)
+                    && let Some((_, _, arguments)) = self.calls.last()
+                    && let Some(plan) = plan(arguments)
                 {
                     updates.push(acp::SessionUpdate::Plan(plan));
                 }
-                self.calls
-                    .push((call_id.clone(), name.clone(), arguments.clone()));
                 updates
             }
             AgentEvent::ToolProgress { call_id, text, .. } => {
@@ -93,57 +87,47 @@ impl Updates {
             AgentEvent::ToolCallFinished {
                 call_id, result, ..
             } => {
-                let asked = self
-                    .calls
-                    .iter()
-                    .position(|(id, _, _)| id == call_id)
-                    .map(|at| self.calls.remove(at));
+                let result = result
+                    .as_ref()
+                    .map(|o| o.text.as_str())
+                    .map_err(|e| e.message());
                 vec![acp::SessionUpdate::ToolCallUpdate(
-                    self.finished(
-                        call_id,
-                        asked.as_ref().map(|(_, name, args)| (name.as_str(), args)),
-                        result
-                            .as_ref()
-                            .map(|o| o.text.as_str())
-                            .map_err(|e| e.message()),
-                    ),
+                    self.finished(call_id, result),
                 )]
             }
             _ => Vec::new(),
         }
     }
 
-    /// A call as it starts (or, replayed, as it was).
-    fn call(
-        &self,
-        call_id: &str,
-        name: &str,
-        arguments: &Value,
-        status: acp::ToolCallStatus,
-    ) -> acp::ToolCall {
-        let mut call = acp::ToolCall::new(call_id.to_owned(), title(name, arguments))
+    /// A call as it starts (or, replayed, as it was); its arguments are
+    /// kept for its end.
+    fn started(&mut self, call_id: &str, name: &str, arguments: &str) -> acp::ToolCall {
+        let arguments: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+        let mut call = acp::ToolCall::new(call_id.to_owned(), title(name, &arguments))
             .kind(kind(name))
-            .status(status)
+            .status(acp::ToolCallStatus::InProgress)
             .raw_input(arguments.clone());
-        if let Some(path) = self.path(arguments) {
+        if let Some(path) = self.path(&arguments) {
             call = call.locations(vec![acp::ToolCallLocation::new(path)]);
         }
+        self.calls
+            .push((call_id.to_owned(), name.to_owned(), arguments));
         call
     }
 
     /// A call's end: its status and what it returned; an edit's diff.
-    fn finished(
-        &self,
-        call_id: &str,
-        asked: Option<(&str, &Value)>,
-        result: Result<&str, &str>,
-    ) -> acp::ToolCallUpdate {
+    fn finished(&mut self, call_id: &str, result: Result<&str, &str>) -> acp::ToolCallUpdate {
+        let asked = self
+            .calls
+            .iter()
+            .position(|(id, _, _)| id == call_id)
+            .map(|at| self.calls.remove(at));
         let (status, text) = match result {
             Ok(text) => (acp::ToolCallStatus::Completed, text),
             Err(message) => (acp::ToolCallStatus::Failed, message),
         };
         let mut content = Vec::new();
-        if let (Ok(_), Some((name, arguments))) = (result, asked)
+        if let (Ok(_), Some((_, name, arguments))) = (result, &asked)
             && let Some(diff) = self.diff(name, arguments)
         {
             content.push(acp::ToolCallContent::Diff(diff));
@@ -199,16 +183,8 @@ impl Updates {
                         ));
                     }
                     for call in tool_calls {
-                        let arguments: Value =
-                            serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-                        updates.push(acp::SessionUpdate::ToolCall(self.call(
-                            &call.id,
-                            &call.name,
-                            &arguments,
-                            acp::ToolCallStatus::InProgress,
-                        )));
-                        self.calls
-                            .push((call.id.clone(), call.name.clone(), arguments));
+                        let started = self.started(&call.id, &call.name, &call.arguments);
+                        updates.push(acp::SessionUpdate::ToolCall(started));
                     }
                 }
                 Message::Tool {
@@ -216,22 +192,15 @@ impl Updates {
                     is_error,
                     ..
                 } => {
-                    let asked = self
-                        .calls
-                        .iter()
-                        .position(|(id, _, _)| id == tool_call_id)
-                        .map(|at| self.calls.remove(at));
                     let text = message.text();
                     let result = if *is_error {
                         Err(text.as_str())
                     } else {
                         Ok(text.as_str())
                     };
-                    updates.push(acp::SessionUpdate::ToolCallUpdate(self.finished(
-                        tool_call_id,
-                        asked.as_ref().map(|(_, name, args)| (name.as_str(), args)),
-                        result,
-                    )));
+                    updates.push(acp::SessionUpdate::ToolCallUpdate(
+                        self.finished(tool_call_id, result),
+                    ));
                 }
                 _ => {}
             }
