@@ -137,16 +137,7 @@ async fn main() -> anyhow::Result<()> {
         chosen.label
     ));
     out.line(&format!("project  {}", project.display()));
-    let options = Options {
-        project,
-        home: None,
-        sandbox: args.sandbox,
-        rules: args.rules.clone(),
-        resume: args.resume.clone(),
-        mcp_wait: Duration::from_secs(15),
-        shell_env: Vec::new(),
-        own_sessions: true,
-    };
+    let options = options(&args, project);
     let confirm = Arc::new(TerminalConfirm {
         terminal: terminal.clone(),
         out: out.clone(),
@@ -214,6 +205,21 @@ async fn main() -> anyhow::Result<()> {
     std::process::exit(0)
 }
 
+/// How to set the agent up, from the command line. With `--acp` the ACP
+/// server keeps the sessions (one per editor session).
+fn options(args: &Args, project: PathBuf) -> Options {
+    Options {
+        project,
+        home: None,
+        sandbox: args.sandbox,
+        rules: args.rules.clone(),
+        resume: if args.acp { None } else { args.resume.clone() },
+        mcp_wait: Duration::from_secs(15),
+        shell_env: Vec::new(),
+        own_sessions: !args.acp,
+    }
+}
+
 /// `--acp`: the same agent, served to an editor on stdin/stdout. Its
 /// sessions are kept in the project's store (the editor can load them);
 /// approvals are asked in the editor; what would go to the terminal goes
@@ -223,24 +229,14 @@ async fn serve_acp(args: &Args, project: PathBuf) -> anyhow::Result<()> {
         "--acp needs a model: set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL (and KINET_MODEL)",
     )?;
     let out = Out::stderr();
-    let options = Options {
-        project: project.clone(),
-        home: None,
-        sandbox: args.sandbox,
-        rules: args.rules.clone(),
-        resume: None,
-        mcp_wait: Duration::from_secs(15),
-        shell_env: Vec::new(),
-        own_sessions: false,
-    };
+    let options = options(args, project);
     // Replaced by the editor's approvals in each session.
     let confirm = Arc::new(kinet::core::confirm::DenyingHandler);
     let bench =
         workbench::open(chosen.provider, Some(chosen.model), confirm, &options, &out).await?;
-    let store = workbench::session_store(&project)?;
     let agent = bench.agent.clone();
     kinet_acp::AcpServer::new(move |cwd| agent.with_cwd(cwd))
-        .store(store)
+        .store(bench.sessions.clone())
         .serve_stdio()
         .await?;
     if let Some(hub) = &bench.hub {

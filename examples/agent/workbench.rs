@@ -68,6 +68,8 @@ pub struct Workbench {
     pub pack: LocalPack,
     pub hub: Option<McpHub>,
     pub journal: Arc<StoreJournal>,
+    /// The project's session store.
+    pub sessions: Arc<SqliteSessionStore>,
     pub session_id: String,
     /// The conversation to continue (empty for a new session).
     pub conversation: Conversation,
@@ -298,6 +300,7 @@ pub async fn open(
         pack,
         hub,
         journal,
+        sessions,
         session_id,
         conversation,
     })
