@@ -1,6 +1,7 @@
 //! What the agent asks of the editor: approvals (its `ConfirmHandler`
 //! sends `session/request_permission` and waits for the person's choice)
-//! and files' text (`fs/read_text_file`, the editor's buffers).
+//! and files' text (`fs/read_text_file` and `fs/write_text_file`, the
+//! editor's buffers).
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -72,15 +73,22 @@ impl ConfirmHandler for EditorApproval {
     }
 }
 
-/// Files' text as the editor holds it, for `read_file` (after its own
-/// confinement checks).
+/// Files' text as the editor holds it (`fs/read_text_file`) and writes
+/// into its buffers (`fs/write_text_file`), for the file tools, after
+/// their own confinement checks; each as the editor offers it.
 pub(crate) struct EditorBuffers {
     pub client: ConnectionTo<Client>,
     pub session: acp::SessionId,
+    pub reads: bool,
+    pub writes: bool,
 }
 
 #[async_trait]
 impl EditorFiles for EditorBuffers {
+    fn reads(&self) -> bool {
+        self.reads
+    }
+
     async fn read_text(&self, path: &std::path::Path) -> Result<String, String> {
         let request = acp::ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
         self.client
@@ -88,6 +96,21 @@ impl EditorFiles for EditorBuffers {
             .block_task()
             .await
             .map(|answer| answer.content)
+            .map_err(|e| e.to_string())
+    }
+
+    fn writes(&self) -> bool {
+        self.writes
+    }
+
+    async fn write_text(&self, path: &std::path::Path, text: &str) -> Result<(), String> {
+        let request =
+            acp::WriteTextFileRequest::new(self.session.clone(), path.to_path_buf(), text);
+        self.client
+            .send_request(request)
+            .block_task()
+            .await
+            .map(|_| ())
             .map_err(|e| e.to_string())
     }
 }

@@ -34,8 +34,10 @@ type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 /// the editor (`session/request_permission`: allow once, always for this
 /// tool, or reject); `session/cancel` cancels the run as kinet does (the
 /// calls in flight get "cancelled" results). When the editor offers
-/// `fs.readTextFile`, `read_file` reads files' text from the editor's
-/// buffers ([`Editor`](kinet_core::tool::Editor)), after kinet's own
+/// `fs.readTextFile`, the file tools read files' text from the editor's
+/// buffers, unsaved changes included; with `fs.writeTextFile`, `edit_file`
+/// and `write_file` hand their result to the editor instead of writing
+/// the disk ([`Editor`](kinet_core::tool::Editor)); both after kinet's own
 /// confinement checks on the path. With a
 /// [`SessionStore`](kinet_core::session::SessionStore), sessions are
 /// saved after each prompt and `session/load` replays one, in this process
@@ -66,8 +68,8 @@ struct Inner {
     store: Option<Arc<dyn SessionStore>>,
     name: String,
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
-    /// The editor reads files for the agent (its buffers).
-    editor_reads: std::sync::atomic::AtomicBool,
+    /// What the editor offers the agent (its file system, terminals).
+    offers: Mutex<acp::ClientCapabilities>,
 }
 
 /// One ACP session.
@@ -95,7 +97,7 @@ impl AcpServer {
                 store: None,
                 name: "kinet".into(),
                 sessions: Mutex::default(),
-                editor_reads: std::sync::atomic::AtomicBool::new(false),
+                offers: Mutex::new(acp::ClientCapabilities::new()),
             }),
         }
     }
@@ -162,10 +164,9 @@ impl AcpServer {
             .name(inner.name.clone())
             .on_receive_request(
                 async move |request: acp::InitializeRequest, responder, _cx| {
-                    for_init.editor_reads.store(
-                        request.client_capabilities.fs.read_text_file,
-                        std::sync::atomic::Ordering::SeqCst,
-                    );
+                    if let Ok(mut offers) = for_init.offers.lock() {
+                        *offers = request.client_capabilities.clone();
+                    }
                     let capabilities =
                         acp::AgentCapabilities::new().load_session(for_init.store.is_some());
                     responder.respond(
@@ -349,10 +350,13 @@ impl Inner {
             client: client.clone(),
             session: request.session_id.clone(),
         }));
-        if self.editor_reads.load(std::sync::atomic::Ordering::SeqCst) {
+        let offers = self.offers.lock().map(|o| o.clone()).unwrap_or_default();
+        if offers.fs.read_text_file || offers.fs.write_text_file {
             agent = agent.with_extension(Editor(Arc::new(EditorBuffers {
                 client: client.clone(),
                 session: request.session_id.clone(),
+                reads: offers.fs.read_text_file,
+                writes: offers.fs.write_text_file,
             })));
         }
         let mut run = agent.run_with_cancellation(conversation.clone(), cancel);

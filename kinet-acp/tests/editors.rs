@@ -169,13 +169,28 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
         .iter()
         .map(|p| Path::new(p.as_str().unwrap()).canonicalize().unwrap())
         .collect();
-    assert_eq!(read_paths, [notes], "{client}: {first}");
-    // One approval allowed, one rejected: the file changed once.
+    // Read by read_file, by the approval's diff of each edit, and by the
+    // approved edit for its base text: the editor's copy each time.
+    assert_eq!(read_paths, vec![notes.clone(); 4], "{client}: {first}");
+    // One approval allowed, one rejected: the file changed once, in the
+    // editor's buffer (its unsaved text was the base), not on disk.
     assert_eq!(first["permissions"], json!(["e1", "e2"]), "{client}");
+    let writes = first["writes"].as_array().unwrap();
+    assert_eq!(writes.len(), 1, "{client}: {first}");
+    assert_eq!(
+        writes[0]["content"],
+        json!("goodbye from the editor\n"),
+        "{client}"
+    );
+    assert_eq!(
+        Path::new(writes[0]["path"].as_str().unwrap()),
+        notes,
+        "{client}: the editor writes the checked, resolved path"
+    );
     assert_eq!(
         std::fs::read_to_string(project.join("notes.txt")).unwrap(),
-        "goodbye\n",
-        "{client}"
+        "hello\n",
+        "{client}: the disk is the editor's business"
     );
     assert_eq!(
         first["diff"],

@@ -9,7 +9,9 @@ const [project, mode, command, ...args] = process.argv.slice(2);
 const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 
-const seen = { updates: [], permissions: [], reads: [], texts: "" };
+const seen = { updates: [], permissions: [], reads: [], writes: [], texts: "" };
+// The editor's buffers: a file not yet written reads with an unsaved change.
+const buffers = new Map();
 let agent = null;
 let cancelOn = null;
 
@@ -26,7 +28,13 @@ const result = await acp
   .onRequest(acp.methods.client.fs.readTextFile, (ctx) => {
     // The editor's buffer, with an unsaved change.
     seen.reads.push(ctx.params.path);
-    return { content: "hello from the editor\n" };
+    return { content: buffers.get(ctx.params.path) ?? "hello from the editor\n" };
+  })
+  .onRequest(acp.methods.client.fs.writeTextFile, (ctx) => {
+    // Into the buffer; the disk is left alone.
+    seen.writes.push({ path: ctx.params.path, content: ctx.params.content });
+    buffers.set(ctx.params.path, ctx.params.content);
+    return {};
   })
   .onNotification(acp.methods.client.session.update, (ctx) => {
     const update = ctx.params.update;
@@ -42,7 +50,7 @@ const result = await acp
     agent = ctx;
     const init = await ctx.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: true, writeTextFile: false }, terminal: false },
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
     });
     if (init.protocolVersion !== 1) throw new Error(`protocol ${init.protocolVersion}`);
     // The updates of a turn come before its answer on the wire; the SDK
@@ -82,7 +90,7 @@ const result = await acp
     const failed = [...new Set(seen.updates
       .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed")
       .map((u) => u.toolCallId))];
-    return { sessionId, stops, readResult, reads: seen.reads, permissions: seen.permissions, diff, failed, texts: seen.texts };
+    return { sessionId, stops, readResult, reads: seen.reads, writes: seen.writes, permissions: seen.permissions, diff, failed, texts: seen.texts };
   });
 
 console.log(JSON.stringify(result));

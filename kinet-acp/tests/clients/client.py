@@ -15,6 +15,7 @@ from acp.schema import (
     FileSystemCapabilities,
     ReadTextFileResponse,
     RequestPermissionResponse,
+    WriteTextFileResponse,
 )
 
 
@@ -23,6 +24,10 @@ class EditorClient:
         self.updates = []
         self.permissions = []
         self.reads = []
+        self.writes = []
+        # The editor's buffers: a file not yet written reads with an
+        # unsaved change.
+        self.buffers = {}
         self.texts = ""
         self.cancel_on = None
         self.conn = None
@@ -42,7 +47,13 @@ class EditorClient:
     async def read_text_file(self, session_id, path, line=None, limit=None, **kwargs):
         # The editor's buffer, with an unsaved change.
         self.reads.append(path)
-        return ReadTextFileResponse(content="hello from the editor\n")
+        return ReadTextFileResponse(content=self.buffers.get(path, "hello from the editor\n"))
+
+    async def write_text_file(self, session_id, path, content, **kwargs):
+        # Into the buffer; the disk is left alone.
+        self.writes.append({"path": path, "content": content})
+        self.buffers[path] = content
+        return WriteTextFileResponse()
 
     async def session_update(self, session_id, update, **kwargs):
         data = update.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -61,7 +72,7 @@ async def main():
         init = await conn.initialize(
             protocol_version=acp.PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=True, write_text_file=False),
+                fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
                 terminal=False,
             ),
         )
@@ -115,6 +126,7 @@ async def main():
                 "stops": stops,
                 "readResult": read_result,
                 "reads": client.reads,
+                "writes": client.writes,
                 "permissions": client.permissions,
                 "diff": diff
                 and {"oldText": diff.get("oldText"), "newText": diff["newText"], "absolute": diff["path"].startswith("/")},

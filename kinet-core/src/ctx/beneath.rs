@@ -231,6 +231,11 @@ pub(super) fn begin_write(root: &Root<'_>, protected: &[String]) -> io::Result<(
 }
 
 impl Pending {
+    /// The file a commit replaces, its directory's symlinks resolved.
+    pub(super) fn target(&self) -> io::Result<PathBuf> {
+        Ok(real_path(&self.dir)?.join(&self.name))
+    }
+
     /// Gives the file its mode and renames it over the target (or, when
     /// `replace` is false, only where there is no target).
     pub(super) fn commit(&self, file: &File, replace: bool) -> io::Result<()> {

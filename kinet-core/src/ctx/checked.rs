@@ -131,6 +131,10 @@ pub(super) fn begin_write(path: &Path) -> io::Result<(Pending, File)> {
 }
 
 impl Pending {
+    pub(super) fn target(&self) -> io::Result<PathBuf> {
+        Ok(self.path.clone())
+    }
+
     pub(super) fn commit(&self, file: &File, replace: bool) -> io::Result<()> {
         match &self.permissions {
             Some(permissions) => {

@@ -459,6 +459,17 @@ impl PendingWrite {
         &mut self.file
     }
 
+    /// The file the commit replaces: the path with its symlinks resolved,
+    /// checked to be inside the root. A writer outside this process (an
+    /// editor, say) that is handed this path writes where kinet checked.
+    pub fn target(&self) -> io::Result<PathBuf> {
+        match &self.target {
+            #[cfg(target_os = "linux")]
+            Pending::Beneath(pending) => pending.target(),
+            Pending::Checked(pending) => pending.target(),
+        }
+    }
+
     /// Flushes the file to disk, gives it the target's permissions (a new
     /// file gets `rw-r--r--`) and renames it over the target. With
     /// `replace` false an existing target is kept and the commit fails

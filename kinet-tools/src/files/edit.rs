@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::tool::ToolErrorKind;
+use kinet_core::tool::{ToolErrorKind, WorkspacePath};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::tracker::{FileStamp, FileTracker};
 use super::write::diff_summary;
 use super::{
-    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, existing, number_line, read_only,
-    stop_check,
+    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, editor, editor_text, editor_write,
+    existing, number_line, read_only, stop_check,
 };
 
 /// Arguments of `edit_file`.
@@ -33,6 +33,11 @@ pub struct EditFileArgs {
 /// occur exactly once unless `replace_all`; the file must not have changed
 /// since it was read; the write is atomic. The confirmation shows a unified
 /// diff.
+///
+/// Inside an editor ([`Editor`](kinet_core::tool::Editor)) the edit applies
+/// to the editor's text (unsaved changes included), which must be what the
+/// agent last read; when the editor takes writes, the result goes to the
+/// editor instead of the disk, after the same checks on disk.
 #[derive(Debug, Clone)]
 pub struct EditFileTool {
     tracker: Arc<FileTracker>,
@@ -276,11 +281,18 @@ impl Tool for EditFileTool {
             new_string: args.new_string.clone(),
             replace_all: args.replace_all,
         };
+        let in_editor = match editor(ctx) {
+            Some(editor) => editor_text(&*editor, place.path()).await,
+            None => None,
+        };
         tokio::task::spawn_blocking(move || {
             let shown = place.path().display().to_string();
             Some(match existing(&place, SUMMARY_READ_CAP).ok()? {
                 Existing::File { bytes, .. } => {
-                    let content = String::from_utf8(bytes).ok()?;
+                    let content = match in_editor {
+                        Some(text) => text,
+                        None => String::from_utf8(bytes).ok()?,
+                    };
                     let applied = apply(&shown, &content, &args).ok()?;
                     diff_summary(&shown, &content, &applied.content, 400)
                 }
@@ -305,54 +317,101 @@ impl Tool for EditFileTool {
         let place = ctx.workspace_path(&args.path)?;
         let tracker = Arc::clone(&self.tracker);
         let stop = stop_check(ctx);
-        blocking(move || {
-            let path = place.path().to_path_buf();
-            let shown = path.display().to_string();
-            let (bytes, metadata) = match existing(&place, EDIT_READ_CAP)
-                .map_err(|e| place.error("edit", e))?
-            {
-                Existing::File { bytes, metadata } => (bytes, metadata),
-                Existing::Missing => {
-                    return Err(ToolError::not_found(format!("`{shown}` does not exist")));
-                }
-                Existing::NotRegular(what) => {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "`{shown}` is {what}; edit_file only edits regular files"
-                    )));
-                }
-                Existing::TooLarge(metadata) => {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "`{shown}` is {} bytes, over the {EDIT_READ_CAP} byte limit of edit_file",
-                        metadata.len()
-                    )));
-                }
-            };
-            tracker.check_fresh(&path, FileStamp::of(&metadata))?;
-            if read_only(&metadata) {
-                return Err(ToolError::permission_denied(format!(
-                    "`{shown}` is read-only; it was not changed"
+        let editor = editor(ctx);
+        let path = place.path().to_path_buf();
+        let shown = path.display().to_string();
+        // The checks on disk come first, editor or not: the path beneath
+        // the root, a regular file within the limit, writable.
+        let (bytes, metadata) = {
+            let place = place.clone();
+            blocking(move || load(&place)).await?
+        };
+        let stamp = FileStamp::of(&metadata);
+        // Inside an editor, the base is the editor's text (what read_file
+        // showed, unsaved changes included).
+        let in_editor = match &editor {
+            Some(editor) => editor_text(&**editor, &path).await,
+            None => None,
+        };
+        let content = match in_editor {
+            Some(text) => {
+                tracker.check_fresh_text(&path, stamp, &text, Some(&bytes))?;
+                text
+            }
+            None => {
+                tracker.check_fresh(&path, stamp)?;
+                String::from_utf8(bytes).map_err(|_| {
+                    ToolError::invalid_arguments(format!(
+                        "`{shown}` is not valid UTF-8 text; edit_file cannot change it safely"
+                    ))
+                })?
+            }
+        };
+        let applied = {
+            let shown = shown.clone();
+            blocking(move || apply(&shown, &content, &args)).await?
+        };
+        let applied = match editor.as_ref().filter(|editor| editor.writes()) {
+            Some(editor) => {
+                let stamp = editor_write(&**editor, &place, &applied.content, &stop).await?;
+                tracker.record_text(&path, stamp, &applied.content);
+                applied
+            }
+            None => {
+                let seen_in_editor = editor.as_ref().is_some_and(|editor| editor.reads());
+                blocking(move || {
+                    place
+                        .write_atomic(applied.content.as_bytes(), &stop)
+                        .map_err(|e| place.error("write", e))?;
+                    let metadata = place.metadata().map_err(|e| place.error("edit", e))?;
+                    let stamp = FileStamp::of(&metadata);
+                    if seen_in_editor {
+                        tracker.record_text(&path, stamp, &applied.content);
+                    } else {
+                        tracker.record(&path, stamp);
+                    }
+                    Ok(applied)
+                })
+                .await?
+            }
+        };
+        let count = applied.found.len();
+        Ok(ToolOutput::text(format!(
+            "Edited `{shown}`: replaced {count} occurrence{}. The file now reads:\n{}",
+            if count == 1 { "" } else { "s" },
+            snippet(&applied.content, applied.first.0, applied.first.1)
+        )))
+    }
+}
+
+/// The file `edit_file` changes, loaded and checked: a regular file within
+/// the limit whose mode allows writing.
+fn load(place: &WorkspacePath) -> Result<(Vec<u8>, std::fs::Metadata), ToolError> {
+    let shown = place.path().display();
+    let (bytes, metadata) =
+        match existing(place, EDIT_READ_CAP).map_err(|e| place.error("edit", e))? {
+            Existing::File { bytes, metadata } => (bytes, metadata),
+            Existing::Missing => {
+                return Err(ToolError::not_found(format!("`{shown}` does not exist")));
+            }
+            Existing::NotRegular(what) => {
+                return Err(ToolError::invalid_arguments(format!(
+                    "`{shown}` is {what}; edit_file only edits regular files"
                 )));
             }
-            let content = String::from_utf8(bytes).map_err(|_| {
-                ToolError::invalid_arguments(format!(
-                    "`{shown}` is not valid UTF-8 text; edit_file cannot change it safely"
-                ))
-            })?;
-            let applied = apply(&shown, &content, &args)?;
-            place
-                .write_atomic(applied.content.as_bytes(), &stop)
-                .map_err(|e| place.error("write", e))?;
-            let metadata = place.metadata().map_err(|e| place.error("edit", e))?;
-            tracker.record(&path, FileStamp::of(&metadata));
-            let count = applied.found.len();
-            Ok(ToolOutput::text(format!(
-                "Edited `{shown}`: replaced {count} occurrence{}. The file now reads:\n{}",
-                if count == 1 { "" } else { "s" },
-                snippet(&applied.content, applied.first.0, applied.first.1)
-            )))
-        })
-        .await
+            Existing::TooLarge(metadata) => {
+                return Err(ToolError::invalid_arguments(format!(
+                    "`{shown}` is {} bytes, over the {EDIT_READ_CAP} byte limit of edit_file",
+                    metadata.len()
+                )));
+            }
+        };
+    if read_only(&metadata) {
+        return Err(ToolError::permission_denied(format!(
+            "`{shown}` is read-only; it was not changed"
+        )));
     }
+    Ok((bytes, metadata))
 }
 
 #[cfg(test)]

@@ -13,9 +13,11 @@ pub use write::{WriteFileArgs, WriteFileTool};
 
 use std::fs::Metadata;
 use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
 
-use kinet_core::ToolError;
-use kinet_core::tool::WorkspacePath;
+use kinet_core::tool::{Editor, EditorFiles, WorkspacePath};
+use kinet_core::{ToolCtx, ToolError};
 
 /// Formats lines `cat -n` style: a right-aligned line number, a tab, the
 /// line.
@@ -101,4 +103,68 @@ pub(crate) fn stop_check(ctx: &kinet_core::ToolCtx) -> impl Fn() -> bool + Send 
     let cancel = ctx.cancellation().clone();
     let deadline = ctx.deadline().map(tokio::time::Instant::into_std);
     move || cancel.is_cancelled() || deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
+/// The editor the agent runs in, if any (see [`Editor`]).
+pub(crate) fn editor(ctx: &ToolCtx) -> Option<Arc<dyn EditorFiles>> {
+    ctx.extension::<Editor>()
+        .map(|editor| Arc::clone(&editor.0))
+}
+
+/// The editor's text of `path`, when it gives it (else the tool reads the
+/// disk).
+pub(crate) async fn editor_text(editor: &dyn EditorFiles, path: &Path) -> Option<String> {
+    if !editor.reads() {
+        return None;
+    }
+    match editor.read_text(path).await {
+        Ok(text) => Some(text),
+        Err(why) => {
+            tracing::debug!(path = %path.display(), %why, "the editor did not give the file's text; read from disk");
+            None
+        }
+    }
+}
+
+/// Hands `text` to the editor as the new content of `place`. The write is
+/// prepared beneath the root as a disk write would be (protected names
+/// refused, parent directories created, a final symlink followed only
+/// inside the root) and the editor is given the path so checked; `stop`
+/// is asked just before (a cancelled call writes nothing). Returns the
+/// disk's stamp afterwards (the editor may not have saved yet, or not
+/// created a new file).
+pub(crate) async fn editor_write(
+    editor: &dyn EditorFiles,
+    place: &WorkspacePath,
+    text: &str,
+    stop: &(dyn Fn() -> bool + Send + Sync),
+) -> Result<tracker::FileStamp, ToolError> {
+    let checked = place.clone();
+    let target = blocking(move || {
+        let pending = checked
+            .begin_write()
+            .map_err(|e| checked.error("write", e))?;
+        pending.target().map_err(|e| checked.error("write", e))
+    })
+    .await?;
+    if stop() {
+        return Err(ToolError::cancelled(format!(
+            "`{}` was not written: the call was cancelled or ran out of time",
+            place.path().display()
+        )));
+    }
+    editor.write_text(&target, text).await.map_err(|why| {
+        ToolError::failed(format!(
+            "the editor did not write `{}`: {why}",
+            target.display()
+        ))
+    })?;
+    let place = place.clone();
+    Ok(tokio::task::spawn_blocking(move || place.metadata().ok())
+        .await
+        .ok()
+        .flatten()
+        .map_or(tracker::FileStamp::ABSENT, |metadata| {
+            tracker::FileStamp::of(&metadata)
+        }))
 }

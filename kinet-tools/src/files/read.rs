@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kinet_core::message::ImagePart;
-use kinet_core::tool::{Editor, WorkspacePath};
+use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::tracker::{FileStamp, FileTracker};
-use super::{blocking, number_line, stop_check};
+use super::{blocking, editor, editor_text, number_line, stop_check};
 
 /// Arguments of `read_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -135,7 +135,7 @@ impl Tool for ReadFileTool {
             tracker: Arc::clone(&self.tracker),
         });
         let stop = stop_check(ctx);
-        let Some(editor) = ctx.extension::<Editor>() else {
+        let Some(editor) = editor(ctx).filter(|editor| editor.reads()) else {
             return blocking(move || match job.open()? {
                 Opened::Image(output) => Ok(output),
                 Opened::Text(mut reader, metadata) => job.lines(&mut reader, &metadata, &stop),
@@ -154,19 +154,15 @@ impl Tool for ReadFileTool {
             Opened::Image(output) => return Ok(output),
             Opened::Text(reader, metadata) => (reader, metadata),
         };
-        let text = match editor.0.read_text(job.place.path()).await {
-            Ok(text) => Some(text),
-            Err(why) => {
-                tracing::debug!(path = %job.place.path().display(), %why, "the editor did not give the file's text; read from disk");
-                None
-            }
-        };
+        let text = editor_text(&*editor, job.place.path()).await;
         blocking(move || match text {
-            Some(text) => job.lines(
-                &mut std::io::Cursor::new(text.into_bytes()),
-                &metadata,
-                &stop,
-            ),
+            Some(text) => {
+                let output = job.lines(&mut text.as_bytes(), &metadata, &stop)?;
+                // What an edit must find again: this text, not the disk's.
+                job.tracker
+                    .record_text(job.place.path(), FileStamp::of(&metadata), &text);
+                Ok(output)
+            }
             None => job.lines(&mut { reader }, &metadata, &stop),
         })
         .await

@@ -16,6 +16,12 @@ pub(crate) struct FileStamp {
 }
 
 impl FileStamp {
+    /// No file on disk.
+    pub(crate) const ABSENT: Self = Self {
+        len: 0,
+        modified: None,
+    };
+
     pub(crate) fn of(metadata: &Metadata) -> Self {
         Self {
             len: metadata.len(),
@@ -24,15 +30,34 @@ impl FileStamp {
     }
 }
 
+/// A text's SHA-256: what the agent saw of a file an editor gave it.
+type Digest = [u8; 32];
+
+fn digest(text: &str) -> Digest {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).into()
+}
+
+/// What the agent last saw of a file: its stamp on disk, and, when the
+/// text came from an editor's buffer, that text's digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    disk: FileStamp,
+    text: Option<Digest>,
+}
+
 /// Remembers the files the agent read or wrote, so `edit_file` can insist
 /// on a fresh read: it refuses a file never read, and one changed on disk
-/// (by the user, a build, another agent) since the last read.
+/// (by the user, a build, another agent) since the last read. Inside an
+/// editor ([`Editor`](kinet_core::tool::Editor)), what counts is the text
+/// the editor gave: a buffer changed since the read (typed into, unsaved)
+/// is refused the same way.
 ///
 /// Share one tracker between the file tools of an agent (as
 /// [`crate::default_tools`] does).
 #[derive(Debug, Default)]
 pub struct FileTracker {
-    seen: Mutex<HashMap<PathBuf, FileStamp>>,
+    seen: Mutex<HashMap<PathBuf, Seen>>,
 }
 
 /// Kept in a [`Session`](kinet_core::session::Session) as `"files"`: each
@@ -47,15 +72,20 @@ impl kinet_core::session::SessionState for FileTracker {
         let seen = self.seen.lock().map(|s| s.clone()).unwrap_or_default();
         let entries: Vec<serde_json::Value> = seen
             .iter()
-            .map(|(path, stamp)| {
-                let modified = stamp
+            .map(|(path, seen)| {
+                let modified = seen
+                    .disk
                     .modified
                     .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "path": path,
-                    "len": stamp.len,
+                    "len": seen.disk.len,
                     "modified": modified.map(|d| (d.as_secs(), d.subsec_nanos())),
-                })
+                });
+                if let Some(text) = seen.text {
+                    entry["text_sha256"] = hex(&text).into();
+                }
+                entry
             })
             .collect();
         serde_json::Value::Array(entries)
@@ -74,11 +104,15 @@ impl kinet_core::session::SessionState for FileTracker {
                 let nanos = u32::try_from(pair.get(1)?.as_u64()?).ok()?;
                 std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
             });
+            let text = entry["text_sha256"].as_str().and_then(unhex);
             seen.insert(
                 PathBuf::from(path),
-                FileStamp {
-                    len: entry["len"].as_u64().unwrap_or(0),
-                    modified,
+                Seen {
+                    disk: FileStamp {
+                        len: entry["len"].as_u64().unwrap_or(0),
+                        modified,
+                    },
+                    text,
                 },
             );
         }
@@ -100,31 +134,106 @@ impl FileTracker {
             .unwrap_or(false)
     }
 
+    /// Records that the agent saw the disk's copy of `path`.
     pub(crate) fn record(&self, path: &Path, stamp: FileStamp) {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.insert(path.to_path_buf(), stamp);
+        self.insert(
+            path,
+            Seen {
+                disk: stamp,
+                text: None,
+            },
+        );
+    }
+
+    /// Records that the agent saw `text`, the editor's copy of `path`
+    /// (`stamp`: the disk's copy then).
+    pub(crate) fn record_text(&self, path: &Path, stamp: FileStamp, text: &str) {
+        self.insert(
+            path,
+            Seen {
+                disk: stamp,
+                text: Some(digest(text)),
+            },
+        );
+    }
+
+    fn insert(&self, path: &Path, seen: Seen) {
+        if let Ok(mut map) = self.seen.lock() {
+            map.insert(path.to_path_buf(), seen);
         }
     }
 
-    pub(crate) fn stamp(&self, path: &Path) -> Option<FileStamp> {
+    fn seen(&self, path: &Path) -> Option<Seen> {
         self.seen
             .lock()
             .ok()
             .and_then(|seen| seen.get(path).copied())
     }
 
-    /// Checks that `path` was read and has not changed since.
+    /// Checks that `path` was read and has not changed on disk since.
     pub(crate) fn check_fresh(&self, path: &Path, now: FileStamp) -> Result<(), ToolError> {
-        match self.stamp(path) {
-            None => Err(ToolError::invalid_arguments(format!(
+        self.check(path, now, None)
+    }
+
+    /// Checks that `path` was read and that the editor's text of it,
+    /// `text`, is what the agent saw: the same text when the read came
+    /// from the editor; the unchanged disk copy, and the editor holding
+    /// just that (`disk`, when it was loaded), when it came from disk.
+    pub(crate) fn check_fresh_text(
+        &self,
+        path: &Path,
+        now: FileStamp,
+        text: &str,
+        disk: Option<&[u8]>,
+    ) -> Result<(), ToolError> {
+        self.check(path, now, Some((text, disk)))
+    }
+
+    fn check(
+        &self,
+        path: &Path,
+        now: FileStamp,
+        editor: Option<(&str, Option<&[u8]>)>,
+    ) -> Result<(), ToolError> {
+        let Some(seen) = self.seen(path) else {
+            return Err(ToolError::invalid_arguments(format!(
                 "read `{}` with read_file before editing it",
                 path.display()
-            ))),
-            Some(seen) if seen != now => Err(ToolError::invalid_arguments(format!(
-                "`{}` changed on disk since you last read it; read it again before editing",
-                path.display()
-            ))),
-            Some(_) => Ok(()),
+            )));
+        };
+        let fresh = match (editor, seen.text) {
+            (Some((text, _)), Some(saw)) => digest(text) == saw,
+            (Some((text, disk)), None) => {
+                seen.disk == now && disk.is_none_or(|disk| disk == text.as_bytes())
+            }
+            (None, _) => seen.disk == now,
+        };
+        if fresh {
+            return Ok(());
         }
+        let place = if editor.is_some() {
+            "in the editor"
+        } else {
+            "on disk"
+        };
+        Err(ToolError::invalid_arguments(format!(
+            "`{}` changed {place} since you last read it; read it again before editing",
+            path.display()
+        )))
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Digest> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    for (at, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[at * 2..at * 2 + 2], 16).ok()?;
+    }
+    Some(out)
 }

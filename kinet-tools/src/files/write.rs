@@ -3,12 +3,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kinet_core::tool::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::tracker::{FileStamp, FileTracker};
-use super::{Existing, SUMMARY_READ_CAP, blocking, existing, read_only, stop_check};
+use super::{
+    Existing, SUMMARY_READ_CAP, blocking, editor, editor_text, editor_write, existing, read_only,
+    stop_check,
+};
 
 /// Arguments of `write_file`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,6 +32,11 @@ pub struct WriteFileArgs {
 /// writing, and, by default, an existing file the agent has not read in
 /// this session ([`overwrite_unread`](Self::overwrite_unread) allows it).
 /// A call cancelled or out of time before the rename changes nothing.
+///
+/// Inside an editor that takes writes ([`Editor`](kinet_core::tool::Editor)),
+/// the new content goes to the editor (its buffer; the editor saves it)
+/// after the same checks on disk, and a file read through the editor must
+/// still hold the text the agent read there.
 #[derive(Debug, Clone)]
 pub struct WriteFileTool {
     tracker: Arc<FileTracker>,
@@ -113,11 +122,18 @@ impl Tool for WriteFileTool {
     async fn confirm_summary(&self, args: &WriteFileArgs, ctx: &ToolCtx) -> Option<String> {
         let place = ctx.workspace_path(&args.path).ok()?;
         let content = args.content.clone();
+        let in_editor = match editor(ctx) {
+            Some(editor) => editor_text(&*editor, place.path()).await,
+            None => None,
+        };
         tokio::task::spawn_blocking(move || {
             let shown = place.path().display().to_string();
             match existing(&place, SUMMARY_READ_CAP) {
                 Ok(Existing::File { bytes, .. }) => {
-                    let old = String::from_utf8_lossy(&bytes);
+                    let old = match &in_editor {
+                        Some(text) => std::borrow::Cow::Borrowed(text.as_str()),
+                        None => String::from_utf8_lossy(&bytes),
+                    };
                     format!(
                         "overwrite {shown}\n{}",
                         diff_summary(&shown, &old, &content, 400)
@@ -148,49 +164,86 @@ impl Tool for WriteFileTool {
         let tracker = Arc::clone(&self.tracker);
         let overwrite_unread = self.overwrite_unread;
         let stop = stop_check(ctx);
-        blocking(move || {
-            let path = place.path().to_path_buf();
-            let shown = path.display().to_string();
-            let before = match existing(&place, 0).map_err(|e| place.error("write", e))? {
-                Existing::Missing => None,
-                Existing::NotRegular(what) => {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "`{shown}` is {what}; write_file only writes regular files"
-                    )));
+        let editor = editor(ctx);
+        let path = place.path().to_path_buf();
+        let shown = path.display().to_string();
+        // The checks on disk come first, editor or not.
+        let before = {
+            let place = place.clone();
+            blocking(move || before_write(&place)).await?
+        };
+        if let Some(metadata) = &before {
+            let stamp = FileStamp::of(metadata);
+            if tracker.was_read(&path) {
+                match &editor {
+                    Some(editor) if editor.reads() => match editor_text(&**editor, &path).await {
+                        Some(text) => tracker.check_fresh_text(&path, stamp, &text, None)?,
+                        None => tracker.check_fresh(&path, stamp)?,
+                    },
+                    _ => tracker.check_fresh(&path, stamp)?,
                 }
-                Existing::File { metadata, .. } | Existing::TooLarge(metadata) => Some(metadata),
-            };
-            if let Some(metadata) = &before {
-                if read_only(metadata) {
-                    return Err(ToolError::permission_denied(format!(
-                        "`{shown}` is read-only; it was not changed"
-                    )));
-                }
-                if tracker.was_read(&path) {
-                    tracker.check_fresh(&path, FileStamp::of(metadata))?;
-                } else if !overwrite_unread {
-                    return Err(ToolError::invalid_arguments(format!(
-                        "`{shown}` already exists and you have not read it; read it with read_file \
-                         first (or use edit_file to change part of it)"
-                    )));
-                }
+            } else if !overwrite_unread {
+                return Err(ToolError::invalid_arguments(format!(
+                    "`{shown}` already exists and you have not read it; read it with read_file \
+                     first (or use edit_file to change part of it)"
+                )));
             }
-            place
-                .write_atomic(args.content.as_bytes(), &stop)
-                .map_err(|e| place.error("write", e))?;
-            let metadata = place.metadata().map_err(|e| place.error("write", e))?;
-            tracker.record(&path, FileStamp::of(&metadata));
-            let verb = if before.is_some() {
-                "Overwrote"
-            } else {
-                "Created"
-            };
-            Ok(ToolOutput::text(format!(
-                "{verb} `{shown}` ({} lines, {} bytes).",
-                args.content.lines().count(),
-                args.content.len()
-            )))
-        })
-        .await
+        }
+        let content = args.content;
+        let content = match editor.as_ref().filter(|editor| editor.writes()) {
+            Some(editor) => {
+                let stamp = editor_write(&**editor, &place, &content, &stop).await?;
+                tracker.record_text(&path, stamp, &content);
+                content
+            }
+            None => {
+                let seen_in_editor = editor.as_ref().is_some_and(|editor| editor.reads());
+                blocking(move || {
+                    place
+                        .write_atomic(content.as_bytes(), &stop)
+                        .map_err(|e| place.error("write", e))?;
+                    let metadata = place.metadata().map_err(|e| place.error("write", e))?;
+                    let stamp = FileStamp::of(&metadata);
+                    if seen_in_editor {
+                        tracker.record_text(&path, stamp, &content);
+                    } else {
+                        tracker.record(&path, stamp);
+                    }
+                    Ok(content)
+                })
+                .await?
+            }
+        };
+        let verb = if before.is_some() {
+            "Overwrote"
+        } else {
+            "Created"
+        };
+        Ok(ToolOutput::text(format!(
+            "{verb} `{shown}` ({} lines, {} bytes).",
+            content.lines().count(),
+            content.len()
+        )))
     }
+}
+
+/// What `write_file` replaces: nothing, or a regular file whose mode
+/// allows writing (its metadata).
+fn before_write(place: &WorkspacePath) -> Result<Option<std::fs::Metadata>, ToolError> {
+    let shown = place.path().display();
+    let metadata = match existing(place, 0).map_err(|e| place.error("write", e))? {
+        Existing::Missing => return Ok(None),
+        Existing::NotRegular(what) => {
+            return Err(ToolError::invalid_arguments(format!(
+                "`{shown}` is {what}; write_file only writes regular files"
+            )));
+        }
+        Existing::File { metadata, .. } | Existing::TooLarge(metadata) => metadata,
+    };
+    if read_only(&metadata) {
+        return Err(ToolError::permission_denied(format!(
+            "`{shown}` is read-only; it was not changed"
+        )));
+    }
+    Ok(Some(metadata))
 }
