@@ -88,6 +88,9 @@ fn parse_args() -> anyhow::Result<Args> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Started by an editor's terminal (under --acp) to run one of the
+    // model's commands: confines it as the shell tool would, and exits.
+    let launcher = kinet::core::sandbox::launcher::launcher();
     // The model's commands run as this user: keep this process's
     // environment (API keys) and memory out of their reach.
     kinet::core::sandbox::protect_process()?;
@@ -123,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     if args.acp {
-        return serve_acp(&args, project).await;
+        return serve_acp(&args, project, launcher).await;
     }
     let chosen = if args.demo { None } else { from_env()? };
     let Some(chosen) = chosen else {
@@ -224,7 +227,11 @@ fn options(args: &Args, project: PathBuf) -> Options {
 /// sessions are kept in the project's store (the editor can load them);
 /// approvals are asked in the editor; what would go to the terminal goes
 /// to standard error.
-async fn serve_acp(args: &Args, project: PathBuf) -> anyhow::Result<()> {
+async fn serve_acp(
+    args: &Args,
+    project: PathBuf,
+    launcher: Option<kinet::core::sandbox::launcher::Launcher>,
+) -> anyhow::Result<()> {
     let chosen = from_env()?.context(
         "--acp needs a model: set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL (and KINET_MODEL)",
     )?;
@@ -235,10 +242,13 @@ async fn serve_acp(args: &Args, project: PathBuf) -> anyhow::Result<()> {
     let bench =
         workbench::open(chosen.provider, Some(chosen.model), confirm, &options, &out).await?;
     let agent = bench.agent.clone();
-    kinet_acp::AcpServer::new(move |cwd| agent.with_cwd(cwd))
-        .store(bench.sessions.clone())
-        .serve_stdio()
-        .await?;
+    let mut server =
+        kinet_acp::AcpServer::new(move |cwd| agent.with_cwd(cwd)).store(bench.sessions.clone());
+    // Commands run in the editor's terminals, started by this program.
+    if let Some(launcher) = launcher {
+        server = server.terminals(launcher);
+    }
+    server.serve_stdio().await?;
     if let Some(hub) = &bench.hub {
         hub.shutdown().await;
     }

@@ -10,6 +10,7 @@
 
 mod permission;
 mod server;
+mod terminal;
 mod updates;
 
 pub use server::{AcpError, AcpServer};

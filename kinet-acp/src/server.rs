@@ -11,6 +11,7 @@ use agent_client_protocol::{
     on_receive_notification, on_receive_request,
 };
 use futures::StreamExt;
+use kinet_core::sandbox::launcher::Launcher;
 use kinet_core::session::{JournalEntry, Session, SessionStore};
 use kinet_core::tool::Editor;
 use kinet_core::{Agent, Conversation, Message, RunStop};
@@ -18,6 +19,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 use tokio_util::sync::CancellationToken;
 
 use crate::permission::{EditorApproval, EditorBuffers};
+use crate::terminal::terminals;
 use crate::updates::Updates;
 
 /// Makes the agent of a session from its working directory (the editor's
@@ -38,7 +40,9 @@ type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 /// buffers, unsaved changes included; with `fs.writeTextFile`, `edit_file`
 /// and `write_file` hand their result to the editor instead of writing
 /// the disk ([`Editor`](kinet_core::tool::Editor)); both after kinet's own
-/// confinement checks on the path. With a
+/// confinement checks on the path. With [`terminals`](Self::terminals)
+/// and an editor that offers `terminal`, shell commands run in the
+/// editor's terminals, confined by kinet's launcher. With a
 /// [`SessionStore`](kinet_core::session::SessionStore), sessions are
 /// saved after each prompt and `session/load` replays one, in this process
 /// or a later one.
@@ -70,6 +74,8 @@ struct Inner {
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
     /// What the editor offers the agent (its file system, terminals).
     offers: Mutex<acp::ClientCapabilities>,
+    /// This program as a launcher, for commands in the editor's terminals.
+    launcher: Option<Launcher>,
 }
 
 /// One ACP session.
@@ -98,6 +104,7 @@ impl AcpServer {
                 name: "kinet".into(),
                 sessions: Mutex::default(),
                 offers: Mutex::new(acp::ClientCapabilities::new()),
+                launcher: None,
             }),
         }
     }
@@ -106,6 +113,18 @@ impl AcpServer {
     /// `session/load`.
     pub fn store(self, store: Arc<dyn SessionStore>) -> Self {
         self.with(|inner| inner.store = Some(store))
+    }
+
+    /// Runs the shell tool's commands in the editor's terminals, when the
+    /// editor offers them (the person watches them there), started by
+    /// `launcher`: this program, which called
+    /// [`launcher()`](kinet_core::sandbox::launcher::launcher) first thing
+    /// in `main` and so applies kinet's containment, sandbox and
+    /// environment policy to them as the shell tool would. Default: the
+    /// agent runs commands itself and the editor sees their output as the
+    /// call's content.
+    pub fn terminals(self, launcher: Launcher) -> Self {
+        self.with(|inner| inner.launcher = Some(launcher))
     }
 
     /// The name the editor shows for the agent.
@@ -358,6 +377,9 @@ impl Inner {
                 reads: offers.fs.read_text_file,
                 writes: offers.fs.write_text_file,
             })));
+        }
+        if let (true, Some(launcher)) = (offers.terminal, &self.launcher) {
+            agent = agent.with_extension(terminals(&client, &request.session_id, launcher));
         }
         let mut run = agent.run_with_cancellation(conversation.clone(), cancel);
         let mut updates = Updates::new(&slot.cwd);

@@ -40,6 +40,8 @@ pub(crate) struct Updates {
     cwd: PathBuf,
     /// The arguments of the calls in flight.
     calls: Vec<(String, String, Value)>,
+    /// The editor's terminals shown with calls in flight.
+    terminals: Vec<(String, String)>,
 }
 
 impl Updates {
@@ -47,6 +49,7 @@ impl Updates {
         Self {
             cwd: cwd.to_owned(),
             calls: Vec::new(),
+            terminals: Vec::new(),
         }
     }
 
@@ -95,6 +98,20 @@ impl Updates {
                     self.finished(call_id, result),
                 )]
             }
+            AgentEvent::Pack(event) if event.pack() == crate::terminal::PACK => {
+                let Some(shown) = event.downcast_ref::<crate::terminal::Shown>() else {
+                    return Vec::new();
+                };
+                self.terminals
+                    .push((shown.call_id.clone(), shown.terminal_id.clone()));
+                let fields =
+                    acp::ToolCallUpdateFields::new().content(vec![acp::ToolCallContent::Terminal(
+                        acp::Terminal::new(shown.terminal_id.clone()),
+                    )]);
+                vec![acp::SessionUpdate::ToolCallUpdate(
+                    acp::ToolCallUpdate::new(shown.call_id.clone(), fields),
+                )]
+            }
             _ => Vec::new(),
         }
     }
@@ -127,6 +144,11 @@ impl Updates {
             Err(message) => (acp::ToolCallStatus::Failed, message),
         };
         let mut content = Vec::new();
+        // A terminal shown with the call stays (the editor keeps its output).
+        while let Some(at) = self.terminals.iter().position(|(id, _)| id == call_id) {
+            let (_, terminal) = self.terminals.remove(at);
+            content.push(acp::ToolCallContent::Terminal(acp::Terminal::new(terminal)));
+        }
         if let (Ok(_), Some((_, name, arguments))) = (result, &asked)
             && let Some(diff) = self.diff(name, arguments)
         {

@@ -20,41 +20,30 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use kinet_acp::AcpServer;
+use kinet_core::sandbox::SandboxPolicy;
+use kinet_core::sandbox::launcher::Launcher;
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet_core::{Agent, ApprovalPolicy, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
+use kinet_core::{Agent, ApprovalPolicy};
+use kinet_tools::shell::ShellTool;
 use serde_json::{Value, json};
 
-#[derive(serde::Deserialize, schemars::JsonSchema)]
-struct WaitArgs {}
+/// What the shell call runs in the editor's terminal: its PID (1 in its
+/// own PID namespace), a write inside the project, a write outside it.
+const SHELL_COMMAND: &str = "echo pid=$$; echo inside > made.txt && echo wrote-inside; \
+     (echo outside > \"$HOME/.kinet-acp-terminal-escape\") 2>/dev/null \
+     && echo wrote-outside || echo outside-refused";
 
-/// Takes ten seconds, unless cancelled.
-struct Wait;
+/// A command the client cancels: were it not killed, it would leave
+/// `late.txt` behind.
+const LATE_COMMAND: &str = "sleep 2; echo late > late.txt # kinet-acp-late-marker";
 
-#[async_trait]
-impl Tool for Wait {
-    type Args = WaitArgs;
-    fn name(&self) -> &str {
-        "wait"
-    }
-    fn description(&self) -> &str {
-        "Waits ten seconds."
-    }
-    fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::read_only()
-    }
-    async fn call(&self, _: WaitArgs, _: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        Ok(ToolOutput::text("waited"))
-    }
-}
-
-/// The model of the first process: read, edit (approved), edit
-/// (rejected), then a long call that the client cancels.
+/// The model of the first process: read, a command, edit (approved), edit
+/// (rejected), then a long command that the client cancels.
 fn first_script() -> Vec<ScriptedTurn> {
     vec![
         ScriptedTurn::new().tool_call("r1", "read_file", json!({"path": "notes.txt"})),
+        ScriptedTurn::new().tool_call("s1", "shell", json!({"command": SHELL_COMMAND})),
         ScriptedTurn::text("The notes say hello."),
         ScriptedTurn::new().tool_call(
             "e1",
@@ -68,13 +57,13 @@ fn first_script() -> Vec<ScriptedTurn> {
             json!({"path": "notes.txt", "old_string": "goodbye", "new_string": "farewell"}),
         ),
         ScriptedTurn::text("Left as it is."),
-        ScriptedTurn::new().tool_call("w1", "wait", json!({})),
+        ScriptedTurn::new().tool_call("w1", "shell", json!({"command": LATE_COMMAND})),
         ScriptedTurn::text("never reached"),
     ]
 }
 
 /// Serves ACP on stdio with a scripted model: the agent the clients run.
-fn stage(script: &str, store: &Path) {
+fn stage(script: &str, store: &Path, launcher: Launcher) {
     let turns = match script {
         "first" => first_script(),
         _ => vec![ScriptedTurn::text("Still here.")],
@@ -87,7 +76,8 @@ fn stage(script: &str, store: &Path) {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let tools = kinet_tools::default_tools().with(Wait);
+        let shell = ShellTool::default().sandboxed(SandboxPolicy::workspace_write());
+        let tools = kinet_tools::default_tools().with(shell);
         AcpServer::new(move |cwd| {
             Agent::builder_arc(model.clone())
                 .toolset(tools.clone())
@@ -97,6 +87,7 @@ fn stage(script: &str, store: &Path) {
                 .build()
         })
         .store(Arc::new(store))
+        .terminals(launcher)
         .serve_stdio()
         .await
         .unwrap();
@@ -172,6 +163,31 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
     // Read by read_file, by the approval's diff of each edit, and by the
     // approved edit for its base text: the editor's copy each time.
     assert_eq!(read_paths, vec![notes.clone(); 4], "{client}: {first}");
+    // The command ran in the editor's terminal (shown with the call, then
+    // released), started as this program in launcher mode, confined: PID 1
+    // of its own namespace, its write inside the project made, the one
+    // outside refused.
+    let terminals = first["terminals"].as_array().unwrap();
+    assert_eq!(terminals.len(), 2, "{client}: {first}");
+    assert_eq!(
+        Path::new(terminals[0]["command"].as_str().unwrap()),
+        std::env::current_exe().unwrap(),
+        "{client}"
+    );
+    assert_eq!(terminals[0]["args"][0], json!("--kinet-launch"), "{client}");
+    assert_eq!(
+        first["shownTerminals"],
+        json!(["term-1", "term-1"]),
+        "{client}"
+    );
+    assert_eq!(first["openTerminals"], json!(0), "{client}: not released");
+    let shell = first["shellResult"].as_str().unwrap();
+    for expected in ["pid=1", "wrote-inside", "outside-refused", "[exit code: 0]"] {
+        assert!(shell.contains(expected), "{client}: {expected}: {shell}");
+    }
+    assert!(project.join("made.txt").exists(), "{client}");
+    let escaped = Path::new(&std::env::var("HOME").unwrap()).join(".kinet-acp-terminal-escape");
+    assert!(!escaped.exists(), "{client}: the sandbox let a write out");
     // One approval allowed, one rejected: the file changed once, in the
     // editor's buffer (its unsaved text was the base), not on disk.
     assert_eq!(first["permissions"], json!(["e1", "e2"]), "{client}");
@@ -197,8 +213,15 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
         json!({"oldText": "hello", "newText": "goodbye", "absolute": true}),
         "{client}"
     );
-    // The rejected edit and the cancelled call failed.
+    // The rejected edit and the cancelled call failed; the cancelled
+    // command was killed with its terminal and has no later effect.
     assert_eq!(first["failed"], json!(["e2", "w1"]), "{client}");
+    assert!(
+        processes_with("kinet-acp-late-marker").is_empty(),
+        "{client}: the cancelled command still runs"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!project.join("late.txt").exists(), "{client}");
     assert!(
         first["texts"]
             .as_str()
@@ -214,6 +237,19 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
     );
     assert_eq!(second["stop"], json!("end_turn"), "{client}");
     assert!(second["texts"].as_str().unwrap().contains("Still here."));
+}
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (pid != std::process::id() && String::from_utf8_lossy(&cmdline).contains(marker))
+                .then_some(pid)
+        })
+        .collect()
 }
 
 /// The directory of the client scripts and their packages.
@@ -386,13 +422,16 @@ fn malformed_messages() {
 }
 
 fn main() {
+    // Started by an editor's terminal in launcher mode, this runs the
+    // command and exits.
+    let launcher = kinet_core::sandbox::launcher::launcher().unwrap();
     let args: Vec<String> = std::env::args().collect();
     if let Some(script) = args.iter().find_map(|a| a.strip_prefix("--stage=")) {
         let store = args
             .iter()
             .find_map(|a| a.strip_prefix("--store="))
             .unwrap();
-        stage(script, Path::new(store));
+        stage(script, Path::new(store), launcher);
         return;
     }
     // libtest's filter and flags: run everything.

@@ -2,9 +2,10 @@
 //! scheduled, the context they run in, and toolsets.
 
 pub use crate::ctx::{
-    AgentHandle, Confinement, DirEntry, Editor, EditorFiles, EntryKind, EntryMetadata, EventSink,
-    Extensions, PendingWrite, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCaller,
-    ToolCtx, WorkspaceDir, WorkspacePath, confinement,
+    AgentHandle, Confinement, DirEntry, Editor, EditorFiles, EditorTerminal, EditorTerminals,
+    EntryKind, EntryMetadata, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
+    SubAgentSpawner, TerminalCommand, TerminalExit, Terminals, ToolCaller, ToolCtx, WorkspaceDir,
+    WorkspacePath, confinement,
 };
 /// Calendar arithmetic for tools that speak dates.
 pub mod dates {

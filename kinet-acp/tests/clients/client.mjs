@@ -9,9 +9,17 @@ const [project, mode, command, ...args] = process.argv.slice(2);
 const child = spawn(command, args, { stdio: ["pipe", "pipe", "inherit"] });
 const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
 
-const seen = { updates: [], permissions: [], reads: [], writes: [], texts: "" };
+const seen = { updates: [], permissions: [], reads: [], writes: [], terminals: [], texts: "" };
 // The editor's buffers: a file not yet written reads with an unsaved change.
 const buffers = new Map();
+// The editor's terminals: each runs its command as the editor's child,
+// keeping the last outputByteLimit bytes of its output.
+const terminals = new Map();
+const terminal = (ctx) => {
+  const found = terminals.get(ctx.params.terminalId);
+  if (!found) throw new Error(`no terminal ${ctx.params.terminalId}`);
+  return found;
+};
 let agent = null;
 let cancelOn = null;
 
@@ -20,8 +28,8 @@ const result = await acp
   .onRequest(acp.methods.client.session.requestPermission, (ctx) => {
     const id = ctx.params.toolCall.toolCallId;
     seen.permissions.push(id);
-    // The first edit is allowed, the second rejected.
-    const kind = seen.permissions.length === 1 ? "allow_once" : "reject_once";
+    // The second edit is rejected, everything else allowed.
+    const kind = id === "e2" ? "reject_once" : "allow_once";
     const option = ctx.params.options.find((o) => o.kind === kind);
     return { outcome: { outcome: "selected", optionId: option.optionId } };
   })
@@ -34,6 +42,43 @@ const result = await acp
     // Into the buffer; the disk is left alone.
     seen.writes.push({ path: ctx.params.path, content: ctx.params.content });
     buffers.set(ctx.params.path, ctx.params.content);
+    return {};
+  })
+  .onRequest(acp.methods.client.terminal.create, (ctx) => {
+    const { command, args = [], cwd, outputByteLimit } = ctx.params;
+    seen.terminals.push({ command, args, cwd });
+    const id = `term-${terminals.size + 1}`;
+    const proc = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const t = { proc, output: Buffer.alloc(0), truncated: false, exit: null };
+    const limit = outputByteLimit ?? Infinity;
+    const take = (chunk) => {
+      t.output = Buffer.concat([t.output, chunk]);
+      if (t.output.length > limit) {
+        t.output = t.output.subarray(t.output.length - limit);
+        t.truncated = true;
+      }
+    };
+    proc.stdout.on("data", take);
+    proc.stderr.on("data", take);
+    t.done = new Promise((resolve) =>
+      proc.on("close", (exitCode, signal) => resolve((t.exit = { exitCode, signal }))),
+    );
+    terminals.set(id, t);
+    return { terminalId: id };
+  })
+  .onRequest(acp.methods.client.terminal.waitForExit, async (ctx) => await terminal(ctx).done)
+  .onRequest(acp.methods.client.terminal.output, (ctx) => {
+    const t = terminal(ctx);
+    return { output: t.output.toString("utf8"), truncated: t.truncated, exitStatus: t.exit };
+  })
+  .onRequest(acp.methods.client.terminal.kill, (ctx) => {
+    terminal(ctx).proc.kill("SIGKILL");
+    return {};
+  })
+  .onRequest(acp.methods.client.terminal.release, (ctx) => {
+    const t = terminal(ctx);
+    if (t.exit === null) t.proc.kill("SIGKILL");
+    terminals.delete(ctx.params.terminalId);
     return {};
   })
   .onNotification(acp.methods.client.session.update, (ctx) => {
@@ -50,7 +95,7 @@ const result = await acp
     agent = ctx;
     const init = await ctx.request(acp.methods.agent.initialize, {
       protocolVersion: acp.PROTOCOL_VERSION,
-      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },
     });
     if (init.protocolVersion !== 1) throw new Error(`protocol ${init.protocolVersion}`);
     // The updates of a turn come before its answer on the wire; the SDK
@@ -67,6 +112,7 @@ const result = await acp
       const sessionId = mode.slice(5);
       if (!init.agentCapabilities.loadSession) throw new Error("no loadSession");
       await ctx.request(acp.methods.agent.session.load, { sessionId, cwd: project, mcpServers: [] });
+      await settle();
       const replayedUserMessages = seen.updates.filter((u) => u.sessionUpdate === "user_message_chunk").length;
       const answer = await prompt(sessionId, "Are you there?");
       return { replayedUserMessages, stop: answer.stopReason, texts: seen.texts };
@@ -87,10 +133,18 @@ const result = await acp
     const diff = diffUpdate
       ? { oldText: diffUpdate.oldText, newText: diffUpdate.newText, absolute: diffUpdate.path.startsWith("/") }
       : null;
+    const shell = updatesOf("s1");
+    const shellResult = shell
+      .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed")
+      .flatMap((u) => u.content ?? [])
+      .filter((c) => c.type === "content")
+      .map((c) => c.content.text)
+      .join("");
+    const shownTerminals = shell.flatMap((u) => u.content ?? []).filter((c) => c.type === "terminal").map((c) => c.terminalId);
     const failed = [...new Set(seen.updates
       .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed")
       .map((u) => u.toolCallId))];
-    return { sessionId, stops, readResult, reads: seen.reads, writes: seen.writes, permissions: seen.permissions, diff, failed, texts: seen.texts };
+    return { sessionId, stops, readResult, reads: seen.reads, writes: seen.writes, terminals: seen.terminals, shellResult, shownTerminals, openTerminals: terminals.size, permissions: seen.permissions, diff, failed, texts: seen.texts };
   });
 
 console.log(JSON.stringify(result));

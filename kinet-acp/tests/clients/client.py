@@ -6,17 +6,49 @@ Usage: python client.py <project dir> <first | load:SESSION> <agent command...>
 
 import asyncio
 import json
+import signal
 import sys
 
 import acp
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
     FileSystemCapabilities,
+    KillTerminalResponse,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
+
+
+class Terminal:
+    """A command the editor runs, keeping the last `limit` bytes of output."""
+
+    def __init__(self, proc, limit):
+        self.proc = proc
+        self.limit = limit
+        self.output = b""
+        self.truncated = False
+        self.reader = asyncio.ensure_future(self.read())
+
+    async def read(self):
+        while chunk := await self.proc.stdout.read(65536):
+            self.output += chunk
+            if self.limit is not None and len(self.output) > self.limit:
+                self.output = self.output[-self.limit :]
+                self.truncated = True
+
+    async def wait(self):
+        code = await self.proc.wait()
+        await self.reader
+        if code < 0:
+            return None, signal.Signals(-code).name
+        return code, None
 
 
 class EditorClient:
@@ -24,6 +56,8 @@ class EditorClient:
         self.updates = []
         self.permissions = []
         self.reads = []
+        self.terminals = []
+        self.open_terminals = {}
         self.writes = []
         # The editor's buffers: a file not yet written reads with an
         # unsaved change.
@@ -37,8 +71,8 @@ class EditorClient:
 
     async def request_permission(self, session_id, tool_call, options, **kwargs):
         self.permissions.append(tool_call.tool_call_id)
-        # The first edit is allowed, the second rejected.
-        kind = "allow_once" if len(self.permissions) == 1 else "reject_once"
+        # The second edit is rejected, everything else allowed.
+        kind = "reject_once" if tool_call.tool_call_id == "e2" else "allow_once"
         option = next(o for o in options if str(getattr(o.kind, "value", o.kind)) == kind)
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=option.option_id)
@@ -54,6 +88,42 @@ class EditorClient:
         self.writes.append({"path": path, "content": content})
         self.buffers[path] = content
         return WriteTextFileResponse()
+
+    async def create_terminal(self, session_id, command, args=None, env=None, cwd=None, output_byte_limit=None, **kwargs):
+        self.terminals.append({"command": command, "args": args or [], "cwd": cwd})
+        proc = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        terminal_id = f"term-{len(self.terminals)}"
+        self.open_terminals[terminal_id] = Terminal(proc, output_byte_limit)
+        return CreateTerminalResponse(terminal_id=terminal_id)
+
+    async def wait_for_terminal_exit(self, session_id, terminal_id, **kwargs):
+        code, name = await self.open_terminals[terminal_id].wait()
+        return WaitForTerminalExitResponse(exit_code=code, signal=name)
+
+    async def terminal_output(self, session_id, terminal_id, **kwargs):
+        t = self.open_terminals[terminal_id]
+        exit_status = None
+        if t.proc.returncode is not None:
+            code, name = await t.wait()
+            exit_status = TerminalExitStatus(exit_code=code, signal=name)
+        return TerminalOutputResponse(
+            output=t.output.decode("utf-8", "replace"), truncated=t.truncated, exit_status=exit_status
+        )
+
+    async def kill_terminal(self, session_id, terminal_id, **kwargs):
+        t = self.open_terminals[terminal_id]
+        if t.proc.returncode is None:
+            t.proc.kill()
+        return KillTerminalResponse()
+
+    async def release_terminal(self, session_id, terminal_id, **kwargs):
+        t = self.open_terminals.pop(terminal_id)
+        if t.proc.returncode is None:
+            t.proc.kill()
+        return ReleaseTerminalResponse()
 
     async def session_update(self, session_id, update, **kwargs):
         data = update.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -73,7 +143,7 @@ async def main():
             protocol_version=acp.PROTOCOL_VERSION,
             client_capabilities=ClientCapabilities(
                 fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                terminal=False,
+                terminal=True,
             ),
         )
         assert init.protocol_version == 1, init.protocol_version
@@ -88,6 +158,7 @@ async def main():
             session_id = mode[5:]
             assert init.agent_capabilities.load_session
             await conn.load_session(cwd=project, session_id=session_id, mcp_servers=[])
+            await asyncio.sleep(0.05)
             replayed = sum(1 for u in client.updates if u.get("sessionUpdate") == "user_message_chunk")
             stop = await prompt(session_id, "Are you there?")
             result = {"replayedUserMessages": replayed, "stop": stop, "texts": client.texts}
@@ -116,6 +187,15 @@ async def main():
                 (c for u in updates_of("e1") for c in u.get("content", []) if c["type"] == "diff"),
                 None,
             )
+            shell = updates_of("s1")
+            shell_result = "".join(
+                c["content"]["text"]
+                for u in shell
+                if u["sessionUpdate"] == "tool_call_update" and u.get("status") == "completed"
+                for c in u.get("content", [])
+                if c["type"] == "content"
+            )
+            shown = [c["terminalId"] for u in shell for c in u.get("content", []) if c["type"] == "terminal"]
             failed = []
             for u in client.updates:
                 if u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "failed":
@@ -127,6 +207,10 @@ async def main():
                 "readResult": read_result,
                 "reads": client.reads,
                 "writes": client.writes,
+                "terminals": client.terminals,
+                "shellResult": shell_result,
+                "shownTerminals": shown,
+                "openTerminals": len(client.open_terminals),
                 "permissions": client.permissions,
                 "diff": diff
                 and {"oldText": diff.get("oldText"), "newText": diff["newText"], "absolute": diff["path"].startswith("/")},

@@ -21,8 +21,14 @@
 //! confinement: a link swapped in by another process between the check
 //! and the editor's write is not caught (kinet's own tools run one
 //! mutating call at a time, so none of them can).
+//!
+//! Terminals ([`Terminals`]): the shell tool runs its command in one of the
+//! editor's terminals (the person watches it live there), but the program
+//! the editor starts is this one in launcher mode
+//! ([`crate::sandbox::launcher`]), which applies the same containment,
+//! sandbox and environment policy as a command kinet starts itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -61,3 +67,86 @@ pub trait EditorFiles: Send + Sync {
 /// `Agent::with_extension`).
 #[derive(Clone)]
 pub struct Editor(pub Arc<dyn EditorFiles>);
+
+/// A command for an editor's terminal: the program (a
+/// [`Launcher`](crate::sandbox::launcher::Launcher)) and its arguments, the
+/// directory, and how much output the editor keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TerminalCommand {
+    /// The program to start.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The directory to start it in (absolute).
+    pub cwd: PathBuf,
+    /// The most output bytes the editor keeps (it drops the oldest).
+    pub output_limit: u64,
+}
+
+impl TerminalCommand {
+    /// `program args` in `cwd`, keeping `output_limit` bytes of output.
+    pub fn new(program: PathBuf, args: Vec<String>, cwd: PathBuf, output_limit: u64) -> Self {
+        Self {
+            program,
+            args,
+            cwd,
+            output_limit,
+        }
+    }
+}
+
+/// How a terminal's command ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TerminalExit {
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    pub signal: Option<String>,
+}
+
+impl TerminalExit {
+    /// An exit with `exit_code` or by `signal`.
+    pub fn new(exit_code: Option<i32>, signal: Option<String>) -> Self {
+        Self { exit_code, signal }
+    }
+}
+
+/// The editor's side of terminals: start a command in one.
+#[async_trait]
+pub trait EditorTerminals: Send + Sync {
+    /// Starts `command` in a new terminal for the call `ctx` belongs to
+    /// (the editor shows it with the call).
+    async fn create(
+        &self,
+        ctx: &super::ToolCtx,
+        command: TerminalCommand,
+    ) -> Result<Box<dyn EditorTerminal>, String>;
+}
+
+/// One terminal of the editor's.
+#[async_trait]
+pub trait EditorTerminal: Send + Sync {
+    /// Waits for the command to end.
+    async fn wait_for_exit(&self) -> Result<TerminalExit, String>;
+    /// The output so far (the last [`TerminalCommand::output_limit`]
+    /// bytes) and whether older output was dropped.
+    async fn output(&self) -> Result<(String, bool), String>;
+    /// Kills the command (the terminal stays, for its output).
+    async fn kill(&self) -> Result<(), String>;
+    /// Lets the editor free the terminal (it keeps showing the output).
+    async fn release(&self);
+}
+
+/// The [`ToolCtx`](super::ToolCtx) extension through which the shell tool
+/// runs commands in the editor's terminals: the editor's side, and this
+/// program as the [`Launcher`](crate::sandbox::launcher::Launcher) that
+/// applies kinet's confinement inside them.
+#[derive(Clone)]
+pub struct Terminals {
+    /// The editor's terminals.
+    pub editor: Arc<dyn EditorTerminals>,
+    /// The program the editor starts (in launcher mode).
+    pub launcher: crate::sandbox::launcher::Launcher,
+}

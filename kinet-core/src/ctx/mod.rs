@@ -28,7 +28,9 @@ use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
 
 pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
-pub use editor::{Editor, EditorFiles};
+pub use editor::{
+    Editor, EditorFiles, EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit, Terminals,
+};
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;

@@ -44,7 +44,7 @@ pub const CORE_VARIABLES: &[&str] = &[
 /// [`CORE_VARIABLES`] only, so a command the model writes cannot print the
 /// host's API keys with `env`; widen it with [`allow`](Self::allow), or
 /// pass everything with [`inherit_all`](Self::inherit_all).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EnvPolicy {
     all: bool,
     allowed: Vec<String>,

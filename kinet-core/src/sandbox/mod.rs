@@ -63,6 +63,7 @@
 //! [`support`] says what this machine has.
 
 mod env;
+pub mod launcher;
 #[cfg(target_os = "linux")]
 mod linux;
 
@@ -88,7 +89,7 @@ pub const PROXY_URL: &str = concat!("http://127.0.0.1:", proxy_port!());
 const PROXY_PORT: u16 = proxy_port!();
 
 /// What a sandboxed command may do. Reading is always allowed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SandboxPolicy {
     writable_roots: bool,
     writable: Vec<PathBuf>,

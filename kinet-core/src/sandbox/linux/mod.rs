@@ -661,3 +661,14 @@ pub(super) fn set_undumpable() -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Raises `signal` in this process with its default action (which, for
+/// the signals that end a process, ends it here).
+pub(super) fn raise_default(signal: i32) {
+    // SAFETY: resets one signal's action to the default and raises it;
+    // no handler of this process's is involved.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}

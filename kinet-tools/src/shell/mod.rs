@@ -7,7 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use kinet_core::sandbox::launcher::LaunchSpec;
 use kinet_core::sandbox::{Containment, EnvPolicy, Launch, SandboxPolicy};
+use kinet_core::tool::Terminals;
+
+mod terminal;
 use kinet_core::tool::ToolErrorKind;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
@@ -110,6 +114,17 @@ type AfterCommand = Arc<dyn Fn(&ShellReport) + Send + Sync>;
 /// command runs in the sandbox without asking, and only a call with
 /// `unsandboxed: true` asks. When the kernel cannot enforce the sandbox,
 /// every command asks again and the summary says why.
+///
+/// **In an editor's terminal.** When the call's context carries
+/// [`Terminals`] (an ACP editor that offers `terminal`, for an agent
+/// confined to a workspace), the command runs in a terminal of the
+/// editor's, where the person watches it live. The editor starts this
+/// program in launcher mode ([`kinet_core::sandbox::launcher`]), which
+/// applies the same containment, sandbox and environment policy before it
+/// runs `sh -c`; timeouts and cancellation kill the terminal's command
+/// (and with it its namespace), and the output is the editor's (its last
+/// `max_output_bytes`). No progress events are sent: the editor shows the
+/// output itself.
 #[derive(Clone)]
 pub struct ShellTool {
     config: ShellConfig,
@@ -238,23 +253,15 @@ impl Tool for ShellTool {
             }
             _ => place.error("run a command in", e),
         })?;
-        let mut launch = Launch::new()
-            .cwd(dir, place.path())
-            .contain(self.config.contain)
-            .env(self.config.inherit_env.clone());
-        let mut unsandboxed_note = None;
-        match self.sandbox_for(&args) {
-            Ok(Some(policy)) => {
-                let roots = if ctx.roots().is_empty() {
-                    vec![ctx.cwd().to_path_buf()]
-                } else {
-                    ctx.roots().iter().map(|r| ctx.cwd().join(r)).collect()
-                };
-                launch = launch.sandbox(policy.clone(), roots);
-            }
-            Ok(None) => {}
-            Err(why) => unsandboxed_note = Some(why),
-        }
+        let roots: Vec<std::path::PathBuf> = if ctx.roots().is_empty() {
+            vec![ctx.cwd().to_path_buf()]
+        } else {
+            ctx.roots().iter().map(|r| ctx.cwd().join(r)).collect()
+        };
+        let (sandbox, unsandboxed_note) = match self.sandbox_for(&args) {
+            Ok(policy) => (policy.cloned(), None),
+            Err(why) => (None, Some(why)),
+        };
         let mut timeout = args
             .timeout_ms
             .map(Duration::from_millis)
@@ -266,7 +273,40 @@ impl Tool for ShellTool {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(Duration::from_millis(300)));
         }
-        let run = run_command(&args.command, launch, timeout, &self.config, ctx).await?;
+        let run = match ctx.extension::<Terminals>() {
+            // Inside an editor that offers terminals (to an agent confined
+            // to a workspace): the command runs in one, started by the
+            // launcher under the same confinement.
+            Some(terminals) if !ctx.roots().is_empty() => {
+                let spec = LaunchSpec {
+                    program: SHELL.0.into(),
+                    args: vec![SHELL.1.into(), args.command.clone()],
+                    cwd: place.path().to_path_buf(),
+                    roots,
+                    contain: self.config.contain,
+                    env: self.config.inherit_env.clone(),
+                    set_env: self.config.env.clone(),
+                    sandbox,
+                };
+                let command = terminal::Command {
+                    line: &args.command,
+                    spec,
+                    timeout,
+                    output_limit: self.config.max_output_bytes,
+                };
+                terminal::run(&terminals, command, ctx).await?
+            }
+            _ => {
+                let mut launch = Launch::new()
+                    .cwd(dir, place.path())
+                    .contain(self.config.contain)
+                    .env(self.config.inherit_env.clone());
+                if let Some(policy) = sandbox {
+                    launch = launch.sandbox(policy, roots);
+                }
+                run_command(&args.command, launch, timeout, &self.config, ctx).await?
+            }
+        };
         if let Some(callback) = &self.after_command {
             callback(&run.report);
         }
@@ -379,16 +419,23 @@ fn take_text(pending: &mut Vec<u8>) -> String {
     text
 }
 
+/// How a command ended: its output, the report, the signal that ended it.
 struct Finished {
     output: String,
     report: ShellReport,
-    signal: Option<i32>,
+    signal: Option<String>,
 }
+
+/// The shell and its flag that runs a command line.
+#[cfg(unix)]
+const SHELL: (&str, &str) = ("sh", "-c");
+#[cfg(windows)]
+const SHELL: (&str, &str) = ("cmd.exe", "/c");
 
 #[cfg(unix)]
 fn command_for(line: &str) -> std::process::Command {
-    let mut command = std::process::Command::new("sh");
-    command.arg("-c").arg(line);
+    let mut command = std::process::Command::new(SHELL.0);
+    command.arg(SHELL.1).arg(line);
     command
 }
 
@@ -396,8 +443,8 @@ fn command_for(line: &str) -> std::process::Command {
 fn command_for(line: &str) -> std::process::Command {
     use std::os::windows::process::CommandExt;
     const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
-    let mut command = std::process::Command::new("cmd.exe");
-    command.arg("/c").arg(line);
+    let mut command = std::process::Command::new(SHELL.0);
+    command.arg(SHELL.1).arg(line);
     command.creation_flags(CREATE_NEW_PROCESS_GROUP);
     command
 }
@@ -616,7 +663,7 @@ async fn run_command(
     }
     drop(pipe);
     let (exit_code, signal) = match status {
-        Some(status) => (status.code(), signal_of(&status)),
+        Some(status) => (status.code(), signal_of(&status).map(|s| s.to_string())),
         None => (None, None),
     };
     Ok(Finished {

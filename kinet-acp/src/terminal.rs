@@ -1,0 +1,137 @@
+//! The editor's terminals (`terminal/*`) for the shell tool: the command
+//! runs in a terminal the editor shows with the call, started through
+//! kinet's launcher so its confinement holds there too.
+
+use std::sync::Arc;
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema as acp;
+use async_trait::async_trait;
+use kinet_core::ToolCtx;
+use kinet_core::tool::{EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit};
+use serde::Serialize;
+
+/// The pack of [`Shown`] events.
+pub(crate) const PACK: &str = "acp";
+
+/// A terminal started for a call: the editor is told to show it with the
+/// call (as an event, so it reaches the editor after the call itself).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Shown {
+    pub call_id: String,
+    pub terminal_id: String,
+}
+
+/// Starts terminals in the editor of one session.
+pub(crate) struct EditorTerms {
+    pub client: ConnectionTo<Client>,
+    pub session: acp::SessionId,
+}
+
+/// One terminal.
+struct Term {
+    client: ConnectionTo<Client>,
+    session: acp::SessionId,
+    id: acp::TerminalId,
+}
+
+fn failed(error: impl std::fmt::Display) -> String {
+    error.to_string()
+}
+
+#[async_trait]
+impl EditorTerminals for EditorTerms {
+    async fn create(
+        &self,
+        ctx: &ToolCtx,
+        command: TerminalCommand,
+    ) -> Result<Box<dyn EditorTerminal>, String> {
+        let request = acp::CreateTerminalRequest::new(
+            self.session.clone(),
+            command.program.display().to_string(),
+        )
+        .args(command.args)
+        .cwd(command.cwd)
+        .output_byte_limit(command.output_limit);
+        let created = self
+            .client
+            .send_request(request)
+            .block_task()
+            .await
+            .map_err(failed)?;
+        ctx.emit_pack(
+            PACK,
+            Shown {
+                call_id: ctx.call_id().to_owned(),
+                terminal_id: created.terminal_id.0.to_string(),
+            },
+        );
+        Ok(Box::new(Term {
+            client: self.client.clone(),
+            session: self.session.clone(),
+            id: created.terminal_id,
+        }))
+    }
+}
+
+#[async_trait]
+impl EditorTerminal for Term {
+    async fn wait_for_exit(&self) -> Result<TerminalExit, String> {
+        let request = acp::WaitForTerminalExitRequest::new(self.session.clone(), self.id.clone());
+        let exit = self
+            .client
+            .send_request(request)
+            .block_task()
+            .await
+            .map_err(failed)?
+            .exit_status;
+        Ok(TerminalExit::new(
+            exit.exit_code.and_then(|code| i32::try_from(code).ok()),
+            exit.signal,
+        ))
+    }
+
+    async fn output(&self) -> Result<(String, bool), String> {
+        let request = acp::TerminalOutputRequest::new(self.session.clone(), self.id.clone());
+        let output = self
+            .client
+            .send_request(request)
+            .block_task()
+            .await
+            .map_err(failed)?;
+        Ok((output.output, output.truncated))
+    }
+
+    async fn kill(&self) -> Result<(), String> {
+        let request = acp::KillTerminalRequest::new(self.session.clone(), self.id.clone());
+        self.client
+            .send_request(request)
+            .block_task()
+            .await
+            .map(|_| ())
+            .map_err(failed)
+    }
+
+    async fn release(&self) {
+        let request = acp::ReleaseTerminalRequest::new(self.session.clone(), self.id.clone());
+        if let Err(error) = self.client.send_request(request).block_task().await {
+            tracing::debug!(%error, "the editor did not release a terminal");
+        }
+    }
+}
+
+/// The terminal extension for a session's agent.
+pub(crate) fn terminals(
+    client: &ConnectionTo<Client>,
+    session: &acp::SessionId,
+    launcher: &kinet_core::sandbox::launcher::Launcher,
+) -> kinet_core::tool::Terminals {
+    kinet_core::tool::Terminals {
+        editor: Arc::new(EditorTerms {
+            client: client.clone(),
+            session: session.clone(),
+        }),
+        launcher: launcher.clone(),
+    }
+}

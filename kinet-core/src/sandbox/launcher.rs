@@ -1,0 +1,233 @@
+//! Commands another program starts, confined as kinet would start them.
+//!
+//! An editor that offers its terminal to the agent (ACP's `terminal/*`)
+//! starts the command itself, as its own child: kinet's [`Launch`] (PID
+//! namespace, Landlock, no network, the environment policy) would not
+//! apply. So the editor is asked to start this very program, in launcher
+//! mode, with the command and its confinement as arguments
+//! ([`Launcher::args`]); the launcher applies the same [`Launch`] and runs
+//! the command under it, in the editor's terminal.
+//!
+//! A program opts in by calling [`launcher`] first thing in `main`: in
+//! launcher mode it runs the command and exits with its status (or dies of
+//! the same signal); otherwise it returns the [`Launcher`] that tools are
+//! given (a value only that call makes, so nothing asks an editor to start
+//! a program that would not understand the arguments).
+//!
+//! ```no_run
+//! // First thing in `main`:
+//! let launcher = kinet_core::sandbox::launcher::launcher();
+//! // ... build the agent; hand `launcher` to the ACP server ...
+//! # drop(launcher);
+//! ```
+//!
+//! The working directory is opened by the launcher and checked to lie
+//! inside the spec's roots (its symlinks resolved) before anything runs.
+//! When the sandbox cannot be applied the launcher runs nothing and exits
+//! with status 126, saying why on stderr.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{EnvPolicy, Launch, SandboxPolicy};
+
+/// The first argument that puts a program in launcher mode.
+pub const LAUNCH_FLAG: &str = "--kinet-launch";
+
+/// The exit status of a launcher that ran nothing (a bad spec, a directory
+/// outside the roots, a sandbox the kernel cannot apply).
+pub const REFUSED: i32 = 126;
+
+/// One command for a launcher: what to run, where, and how confined.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    /// The program (found on `PATH` when it has no `/`).
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The directory to run in; must lie inside `roots`.
+    pub cwd: PathBuf,
+    /// The workspace roots (the sandbox's writable roots).
+    pub roots: Vec<PathBuf>,
+    /// Run as PID 1 of its own PID namespace (see [`Launch::contain`]).
+    pub contain: bool,
+    /// Which inherited variables pass (the editor's environment here).
+    pub env: EnvPolicy,
+    /// Variables set (`Some`) or removed (`None`) after `env` applied.
+    pub set_env: BTreeMap<String, Option<String>>,
+    /// The sandbox, if any.
+    pub sandbox: Option<SandboxPolicy>,
+}
+
+/// A program that runs [`LaunchSpec`]s: this executable, which called
+/// [`launcher`] at the start of `main`.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    program: PathBuf,
+}
+
+impl Launcher {
+    /// The program to start.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// The arguments that make it run `spec`.
+    pub fn args(&self, spec: &LaunchSpec) -> Vec<String> {
+        vec![
+            LAUNCH_FLAG.to_owned(),
+            serde_json::to_string(spec).unwrap_or_default(),
+        ]
+    }
+}
+
+/// Call first thing in `main`. Started in launcher mode (first argument
+/// [`LAUNCH_FLAG`]), runs the command and never returns; otherwise returns
+/// this program as a [`Launcher`] (`None` when the path of the running
+/// executable cannot be known).
+pub fn launcher() -> Option<Launcher> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(LAUNCH_FLAG)) {
+        let spec = args.next().unwrap_or_default();
+        std::process::exit(run(&spec.to_string_lossy()));
+    }
+    std::env::current_exe()
+        .ok()
+        .map(|program| Launcher { program })
+}
+
+/// Runs the spec's command; the exit status to leave with.
+fn run(spec: &str) -> i32 {
+    let refuse = |why: String| {
+        // The terminal's output: what the tool reports.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("kinet: the command was not started: {why}");
+        }
+        REFUSED
+    };
+    let spec: LaunchSpec = match serde_json::from_str(spec) {
+        Ok(spec) => spec,
+        Err(error) => return refuse(format!("the launch spec is not valid ({error})")),
+    };
+    let dir = match open_inside(&spec.cwd, &spec.roots) {
+        Ok(dir) => dir,
+        Err(why) => return refuse(why),
+    };
+    let mut launch = Launch::new()
+        .cwd(dir, &spec.cwd)
+        .contain(spec.contain)
+        .env(spec.env.clone());
+    if let Some(policy) = &spec.sandbox {
+        launch = launch.sandbox(policy.clone(), spec.roots.clone());
+    }
+    let mut command = std::process::Command::new(&spec.program);
+    command.args(&spec.args);
+    for (name, value) in &spec.set_env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    if let Err(error) = launch.prepare(&mut command) {
+        return refuse(error.to_string());
+    }
+    let status = match command.status() {
+        Ok(status) => status,
+        Err(error) => return refuse(format!("`{}` could not start: {error}", spec.program)),
+    };
+    if let Some(code) = status.code() {
+        return code;
+    }
+    die_like(&status)
+}
+
+/// The directory `cwd`, opened, when it lies inside one of `roots` (both
+/// with their symlinks resolved).
+fn open_inside(cwd: &Path, roots: &[PathBuf]) -> Result<std::fs::File, String> {
+    let shown = cwd.display();
+    let dir = std::fs::File::open(cwd).map_err(|e| format!("`{shown}` cannot be opened: {e}"))?;
+    let is_dir = dir.metadata().map(|m| m.is_dir()).unwrap_or(false);
+    if !is_dir {
+        return Err(format!("`{shown}` is not a directory"));
+    }
+    #[cfg(target_os = "linux")]
+    let real = {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+    };
+    #[cfg(not(target_os = "linux"))]
+    let real = std::fs::canonicalize(cwd);
+    let real = real.map_err(|e| format!("`{shown}` cannot be resolved: {e}"))?;
+    let inside = roots
+        .iter()
+        .any(|root| std::fs::canonicalize(root).is_ok_and(|root| real.starts_with(root)));
+    if roots.is_empty() || !inside {
+        return Err(format!("`{shown}` is not inside the workspace"));
+    }
+    Ok(dir)
+}
+
+/// Leaves the way the command did: killed by the same signal (so whoever
+/// waits on the launcher sees it), or 128 + the signal number.
+#[cfg(unix)]
+fn die_like(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(signal) = status.signal() else {
+        return 1;
+    };
+    #[cfg(target_os = "linux")]
+    super::linux::raise_default(signal);
+    128 + signal
+}
+
+#[cfg(not(unix))]
+fn die_like(_status: &std::process::ExitStatus) -> i32 {
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_outside_the_roots_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let roots = vec![root.path().to_path_buf()];
+        assert!(open_inside(root.path(), &roots).is_ok());
+        std::fs::create_dir(root.path().join("sub")).unwrap();
+        assert!(open_inside(&root.path().join("sub"), &roots).is_ok());
+        let err = open_inside(other.path(), &roots).unwrap_err();
+        assert!(err.contains("not inside the workspace"), "{err}");
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(other.path(), root.path().join("out")).unwrap();
+            assert!(open_inside(&root.path().join("out"), &roots).is_err());
+        }
+        assert!(open_inside(root.path(), &[]).is_err());
+    }
+
+    #[test]
+    fn a_spec_survives_its_arguments() {
+        let spec = LaunchSpec {
+            program: "sh".into(),
+            args: vec!["-c".into(), "echo 'a \"b\"' $HOME\n".into()],
+            cwd: "/w".into(),
+            roots: vec!["/w".into()],
+            contain: true,
+            env: EnvPolicy::core().allow("EXTRA"),
+            set_env: BTreeMap::from([("A".into(), Some("1".into())), ("B".into(), None)]),
+            sandbox: Some(SandboxPolicy::workspace_write().allow_hosts(["example.org"])),
+        };
+        let launcher = Launcher {
+            program: "/bin/x".into(),
+        };
+        let args = launcher.args(&spec);
+        assert_eq!(args[0], LAUNCH_FLAG);
+        let back: LaunchSpec = serde_json::from_str(&args[1]).unwrap();
+        assert_eq!(back, spec);
+    }
+}
