@@ -1,6 +1,8 @@
 //! An agent in an editor, as the editor sees it: the time from
-//! `session/prompt` to the first `session/update`, and the time per update
-//! after it, for kinet's ACP server and for the TypeScript SDK's agents,
+//! `session/prompt` to the first `session/update`, the time per update
+//! message after it, and the time per text delta of the model's (prompt to
+//! the last text; kinet merges deltas that are already waiting into one
+//! update), for kinet's ACP server and for the TypeScript SDK's agents,
 //! driven by the same client (the TypeScript SDK's, `kinet-acp/tests/
 //! clients/bench.mjs`) in one run. The scripted turn: 200 text chunks.
 //!
@@ -164,12 +166,14 @@ fn main() {
         &[node.clone(), "burst_agent.mjs".into(), CHUNKS.to_string()],
     );
     println!(
-        "the client's own floor (all updates in one write, no protocol library): {:.1} µs per update",
+        "the client's own floor (all updates in one write, no protocol library): first update {:.2} ms, {:.1} µs per update",
+        floor["firstUpdateMs"].as_f64().unwrap_or(f64::NAN),
         floor["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
     );
     let raw = measure(&node, &clients, 30, &[this.clone(), "--raw".into()]);
     println!(
-        "the protocol crate alone (updates sent from the prompt handler, no kinet run): {:.1} µs per update",
+        "the protocol crate alone (updates sent from the prompt handler, no kinet run): first update {:.2} ms, {:.1} µs per update",
+        raw["firstUpdateMs"].as_f64().unwrap_or(f64::NAN),
         raw["perUpdateUs"].as_f64().unwrap_or(f64::NAN)
     );
     let stream = measure(
@@ -198,10 +202,20 @@ fn main() {
         ms(&example),
         ms(&kinet) / ms(&example)
     );
+    let count = |v: &serde_json::Value| v["updates"].as_u64().unwrap_or(0);
     println!(
-        "per update over {CHUNKS} updates (median of 30): kinet {:.1} µs, TypeScript SDK stream agent {:.1} µs ({:.2}x) (target: kinet <= 0.5x)",
+        "per update message (median of 30): kinet {:.1} µs over {} messages, TypeScript SDK stream agent {:.1} µs over {} messages ({:.2}x)",
         us(&kinet),
+        count(&kinet),
         us(&stream),
+        count(&stream),
         us(&kinet) / us(&stream)
+    );
+    let per_delta = |v: &serde_json::Value| v["perDeltaUs"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "per text delta of the model's {CHUNKS}, prompt to the last text (median of 30): kinet {:.1} µs, TypeScript SDK stream agent {:.1} µs ({:.2}x) (target: kinet <= 0.5x)",
+        per_delta(&kinet),
+        per_delta(&stream),
+        per_delta(&kinet) / per_delta(&stream)
     );
 }

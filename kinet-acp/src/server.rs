@@ -10,7 +10,6 @@ use agent_client_protocol::{
     Agent as AgentRole, ByteStreams, Client, ConnectTo, Responder, Stdio, V1,
     on_receive_notification, on_receive_request,
 };
-use futures::StreamExt;
 use kinet_core::sandbox::launcher::Launcher;
 use kinet_core::session::{JournalEntry, Session, SessionStore};
 use kinet_core::tool::Editor;
@@ -20,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::permission::{EditorApproval, EditorBuffers};
 use crate::terminal::terminals;
-use crate::updates::Updates;
+use crate::updates::{Coalesced, Updates};
 
 /// Makes the agent of a session from its working directory (the editor's
 /// project): confine it there with `workspace_root`.
@@ -383,7 +382,8 @@ impl Inner {
         }
         let mut run = agent.run_with_cancellation(conversation.clone(), cancel);
         let mut updates = Updates::new(&slot.cwd);
-        while let Some(event) = run.next().await {
+        let mut events = Coalesced::new(&mut run);
+        while let Some(event) = events.next().await {
             for update in updates.of(&event) {
                 client.send_notification(acp::SessionNotification::new(
                     request.session_id.clone(),

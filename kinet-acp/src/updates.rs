@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use agent_client_protocol::v1::schema as acp;
+use futures::StreamExt as _;
 use kinet_core::{AgentEvent, Message};
 use serde_json::Value;
 
@@ -231,6 +232,62 @@ impl Updates {
     }
 }
 
+/// A run's events with text that is already waiting merged: consecutive
+/// text (or thought) deltas that have arrived by the time one is sent go
+/// out as one update. Nothing waits to be merged, so the first delta of a
+/// burst goes out at once; when the editor reads slower than the model
+/// writes, it gets fewer, longer chunks (each message costs an editor
+/// tens of microseconds to parse), the same text in the same order.
+pub(crate) struct Coalesced<'a, S> {
+    events: &'a mut S,
+    /// An event read ahead that did not merge.
+    next: Option<AgentEvent>,
+    ended: bool,
+}
+
+impl<'a, S: futures::Stream<Item = AgentEvent> + Unpin> Coalesced<'a, S> {
+    pub(crate) fn new(events: &'a mut S) -> Self {
+        Self {
+            events,
+            next: None,
+            ended: false,
+        }
+    }
+
+    pub(crate) async fn next(&mut self) -> Option<AgentEvent> {
+        use futures::FutureExt as _;
+        let first = match self.next.take() {
+            Some(event) => event,
+            None if self.ended => return None,
+            None => self.events.next().await?,
+        };
+        let (mut text, thought) = match first {
+            AgentEvent::TextDelta { text } => (text, false),
+            AgentEvent::ReasoningDelta { text } => (text, true),
+            other => return Some(other),
+        };
+        while let Some(ready) = self.events.next().now_or_never() {
+            match (ready, thought) {
+                (Some(AgentEvent::TextDelta { text: more }), false)
+                | (Some(AgentEvent::ReasoningDelta { text: more }), true) => text.push_str(&more),
+                (Some(other), _) => {
+                    self.next = Some(other);
+                    break;
+                }
+                (None, _) => {
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+        Some(if thought {
+            AgentEvent::ReasoningDelta { text }
+        } else {
+            AgentEvent::TextDelta { text }
+        })
+    }
+}
+
 /// `todo_write`'s list as the agent's plan.
 fn plan(arguments: &Value) -> Option<acp::Plan> {
     let todos = arguments.get("todos")?.as_array()?;
@@ -251,4 +308,55 @@ fn plan(arguments: &Value) -> Option<acp::Plan> {
         })
         .collect();
     Some(acp::Plan::new(entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(text: &str) -> AgentEvent {
+        AgentEvent::TextDelta { text: text.into() }
+    }
+
+    #[tokio::test]
+    async fn waiting_text_is_merged_and_nothing_waits_to_be() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        let mut receiver = receiver;
+        let mut events = Coalesced::new(&mut receiver);
+        // One delta and nothing behind it: out at once, alone.
+        sender.unbounded_send(text("a")).unwrap();
+        assert!(matches!(events.next().await, Some(AgentEvent::TextDelta { text }) if text == "a"));
+        // A burst: the text merges up to the next other event, which
+        // keeps its place; thoughts merge apart from text.
+        for event in [
+            text("b"),
+            text("c"),
+            AgentEvent::ReasoningDelta { text: "t1".into() },
+            AgentEvent::ReasoningDelta { text: "t2".into() },
+            text("d"),
+            AgentEvent::TurnStarted { turn: 2 },
+            text("e"),
+        ] {
+            sender.unbounded_send(event).unwrap();
+        }
+        drop(sender);
+        let mut got = Vec::new();
+        while let Some(event) = events.next().await {
+            got.push(match event {
+                AgentEvent::TextDelta { text } => format!("text {text}"),
+                AgentEvent::ReasoningDelta { text } => format!("thought {text}"),
+                other => format!("{other:?}"),
+            });
+        }
+        assert_eq!(
+            got,
+            [
+                "text bc",
+                "thought t1t2",
+                "text d",
+                "TurnStarted { turn: 2 }",
+                "text e"
+            ]
+        );
+    }
 }
