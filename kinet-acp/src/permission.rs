@@ -13,6 +13,22 @@ use kinet_core::tool::EditorFiles;
 
 use crate::updates::{kind, title};
 
+/// Sends the editor a request and waits for its answer (the error as the
+/// text a tool reports).
+pub(crate) async fn ask<Req>(
+    client: &ConnectionTo<Client>,
+    request: Req,
+) -> Result<Req::Response, String>
+where
+    Req: agent_client_protocol::JsonRpcRequest,
+{
+    client
+        .send_request(request)
+        .block_task()
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Asks the editor about each call that needs approval.
 pub(crate) struct EditorApproval {
     pub client: ConnectionTo<Client>,
@@ -38,7 +54,7 @@ impl ConfirmHandler for EditorApproval {
         fields = fields.content(vec![acp::ToolCallContent::Content(acp::Content::new(
             shown,
         ))]);
-        let ask = acp::RequestPermissionRequest::new(
+        let question = acp::RequestPermissionRequest::new(
             self.session.clone(),
             acp::ToolCallUpdate::new(request.call_id.clone(), fields),
             vec![
@@ -51,10 +67,7 @@ impl ConfirmHandler for EditorApproval {
                 acp::PermissionOption::new(REJECT, "Reject", acp::PermissionOptionKind::RejectOnce),
             ],
         );
-        let answer = self
-            .client
-            .send_request(ask)
-            .block_task()
+        let answer = ask(&self.client, question)
             .await
             .map_err(|e| ConfirmError(format!("the editor did not answer: {e}")))?;
         Ok(match answer.outcome {
@@ -91,12 +104,9 @@ impl EditorFiles for EditorBuffers {
 
     async fn read_text(&self, path: &std::path::Path) -> Result<String, String> {
         let request = acp::ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
-        self.client
-            .send_request(request)
-            .block_task()
+        ask(&self.client, request)
             .await
             .map(|answer| answer.content)
-            .map_err(|e| e.to_string())
     }
 
     fn writes(&self) -> bool {
@@ -106,11 +116,6 @@ impl EditorFiles for EditorBuffers {
     async fn write_text(&self, path: &std::path::Path, text: &str) -> Result<(), String> {
         let request =
             acp::WriteTextFileRequest::new(self.session.clone(), path.to_path_buf(), text);
-        self.client
-            .send_request(request)
-            .block_task()
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        ask(&self.client, request).await.map(|_| ())
     }
 }

@@ -12,6 +12,8 @@ use kinet_core::ToolCtx;
 use kinet_core::tool::{EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit};
 use serde::Serialize;
 
+use crate::permission::ask;
+
 /// The pack of [`Shown`] events.
 pub(crate) const PACK: &str = "acp";
 
@@ -36,10 +38,6 @@ struct Term {
     id: acp::TerminalId,
 }
 
-fn failed(error: impl std::fmt::Display) -> String {
-    error.to_string()
-}
-
 #[async_trait]
 impl EditorTerminals for EditorTerms {
     async fn create(
@@ -54,12 +52,7 @@ impl EditorTerminals for EditorTerms {
         .args(command.args)
         .cwd(command.cwd)
         .output_byte_limit(command.output_limit);
-        let created = self
-            .client
-            .send_request(request)
-            .block_task()
-            .await
-            .map_err(failed)?;
+        let created = ask(&self.client, request).await?;
         ctx.emit_pack(
             PACK,
             Shown {
@@ -79,13 +72,7 @@ impl EditorTerminals for EditorTerms {
 impl EditorTerminal for Term {
     async fn wait_for_exit(&self) -> Result<TerminalExit, String> {
         let request = acp::WaitForTerminalExitRequest::new(self.session.clone(), self.id.clone());
-        let exit = self
-            .client
-            .send_request(request)
-            .block_task()
-            .await
-            .map_err(failed)?
-            .exit_status;
+        let exit = ask(&self.client, request).await?.exit_status;
         Ok(TerminalExit::new(
             exit.exit_code.and_then(|code| i32::try_from(code).ok()),
             exit.signal,
@@ -94,28 +81,18 @@ impl EditorTerminal for Term {
 
     async fn output(&self) -> Result<(String, bool), String> {
         let request = acp::TerminalOutputRequest::new(self.session.clone(), self.id.clone());
-        let output = self
-            .client
-            .send_request(request)
-            .block_task()
-            .await
-            .map_err(failed)?;
+        let output = ask(&self.client, request).await?;
         Ok((output.output, output.truncated))
     }
 
     async fn kill(&self) -> Result<(), String> {
         let request = acp::KillTerminalRequest::new(self.session.clone(), self.id.clone());
-        self.client
-            .send_request(request)
-            .block_task()
-            .await
-            .map(|_| ())
-            .map_err(failed)
+        ask(&self.client, request).await.map(|_| ())
     }
 
     async fn release(&self) {
         let request = acp::ReleaseTerminalRequest::new(self.session.clone(), self.id.clone());
-        if let Err(error) = self.client.send_request(request).block_task().await {
+        if let Err(error) = ask(&self.client, request).await {
             tracing::debug!(%error, "the editor did not release a terminal");
         }
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kinet_core::sandbox::Launch;
 use kinet_core::{ToolCtx, ToolError};
 
-use super::{Finished, SHELL, ShellConfig, ShellReport};
+use super::{Ended, Finished, SHELL, ShellConfig};
 
 /// Output kept in memory: the first `limit / 2` bytes and the last
 /// `limit / 2`, with a count of what was dropped in between.
@@ -315,23 +315,20 @@ pub(super) async fn run_command(
         Some(status) => (status.code(), signal_of(&status).map(|s| s.to_string())),
         None => (None, None),
     };
-    Ok(Finished {
-        output: output.into_text(),
-        report: ShellReport {
-            command: line.to_owned(),
-            exit_code: if timed_out || cancelled {
-                None
-            } else {
-                exit_code
-            },
-            timed_out,
-            sandboxed,
-            containment,
-            cancelled,
-            elapsed: started.elapsed(),
-        },
+    let ended = Ended {
+        exit_code,
         signal,
-    })
+        timed_out,
+        cancelled,
+    };
+    Ok(Finished::new(
+        line,
+        output.into_text(),
+        ended,
+        sandboxed,
+        containment,
+        started,
+    ))
 }
 
 #[cfg(unix)]

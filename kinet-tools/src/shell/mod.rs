@@ -359,6 +359,41 @@ struct Finished {
     signal: Option<String>,
 }
 
+/// How a command's run stopped, as either way of running it sees it.
+struct Ended {
+    exit_code: Option<i32>,
+    signal: Option<String>,
+    timed_out: bool,
+    cancelled: bool,
+}
+
+impl Finished {
+    /// The result of `line` (its exit code only when it ended by itself).
+    fn new(
+        line: &str,
+        output: String,
+        ended: Ended,
+        sandboxed: bool,
+        containment: Containment,
+        started: std::time::Instant,
+    ) -> Self {
+        let stopped = ended.timed_out || ended.cancelled;
+        Self {
+            output,
+            report: ShellReport {
+                command: line.to_owned(),
+                exit_code: if stopped { None } else { ended.exit_code },
+                timed_out: ended.timed_out,
+                sandboxed,
+                containment,
+                cancelled: ended.cancelled,
+                elapsed: started.elapsed(),
+            },
+            signal: ended.signal,
+        }
+    }
+}
+
 /// The shell and its flag that runs a command line.
 #[cfg(unix)]
 const SHELL: (&str, &str) = ("sh", "-c");

@@ -11,7 +11,7 @@ use kinet_core::sandbox::launcher::{LaunchSpec, REFUSED};
 use kinet_core::tool::{EditorTerminal, TerminalCommand, TerminalExit, Terminals};
 use kinet_core::{ToolCtx, ToolError};
 
-use super::{Finished, ShellReport};
+use super::{Ended, Finished};
 
 /// One command for a terminal.
 pub(super) struct Command<'a> {
@@ -103,21 +103,18 @@ pub(super) async fn run(
     let TerminalExit {
         exit_code, signal, ..
     } = exit;
-    Ok(Finished {
-        output,
-        report: ShellReport {
-            command: line.to_owned(),
-            exit_code: if timed_out || cancelled {
-                None
-            } else {
-                exit_code
-            },
-            timed_out,
-            sandboxed,
-            containment,
-            cancelled,
-            elapsed: started.elapsed(),
-        },
+    let ended = Ended {
+        exit_code,
         signal,
-    })
+        timed_out,
+        cancelled,
+    };
+    Ok(Finished::new(
+        line,
+        output,
+        ended,
+        sandboxed,
+        containment,
+        started,
+    ))
 }
