@@ -44,6 +44,11 @@ fn first_script() -> Vec<ScriptedTurn> {
     vec![
         ScriptedTurn::new().tool_call("r1", "read_file", json!({"path": "notes.txt"})),
         ScriptedTurn::new().tool_call("s1", "shell", json!({"command": SHELL_COMMAND})),
+        ScriptedTurn::new().tool_call(
+            "s2",
+            "shell",
+            json!({"command": LATE_COMMAND.replace("late.txt", "late2.txt"), "timeout_ms": 300}),
+        ),
         ScriptedTurn::text("The notes say hello."),
         ScriptedTurn::new().tool_call(
             "e1",
@@ -168,7 +173,7 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
     // of its own namespace, its write inside the project made, the one
     // outside refused.
     let terminals = first["terminals"].as_array().unwrap();
-    assert_eq!(terminals.len(), 2, "{client}: {first}");
+    assert_eq!(terminals.len(), 3, "{client}: {first}");
     assert_eq!(
         Path::new(terminals[0]["command"].as_str().unwrap()),
         std::env::current_exe().unwrap(),
@@ -213,15 +218,17 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
         json!({"oldText": "hello", "newText": "goodbye", "absolute": true}),
         "{client}"
     );
-    // The rejected edit and the cancelled call failed; the cancelled
-    // command was killed with its terminal and has no later effect.
-    assert_eq!(first["failed"], json!(["e2", "w1"]), "{client}");
+    // The command out of time, the rejected edit and the cancelled call
+    // failed; the commands were killed with their terminals and have no
+    // later effect.
+    assert_eq!(first["failed"], json!(["s2", "e2", "w1"]), "{client}");
     assert!(
         processes_with("kinet-acp-late-marker").is_empty(),
         "{client}: the cancelled command still runs"
     );
     std::thread::sleep(Duration::from_secs(3));
     assert!(!project.join("late.txt").exists(), "{client}");
+    assert!(!project.join("late2.txt").exists(), "{client}");
     assert!(
         first["texts"]
             .as_str()
