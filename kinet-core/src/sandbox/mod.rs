@@ -3,7 +3,9 @@
 //! its writes inside the workspace and its network off.
 //!
 //! Used by the shell tool; anything else that runs programs for the model
-//! (an MCP stdio server, a browser) can use the same [`Launch`].
+//! (an MCP stdio server, a browser) can use the same [`Launch`]. A command
+//! another program starts (an editor's terminal) gets the same [`Launch`]
+//! through [`launcher`]: the editor starts this program in launcher mode.
 //!
 //! # What the kernel enforces (Linux)
 //!
