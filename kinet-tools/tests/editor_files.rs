@@ -24,12 +24,22 @@ struct FakeEditor {
     asked: Mutex<Vec<PathBuf>>,
     writes: Mutex<Vec<(PathBuf, String)>>,
     takes_writes: bool,
+    gives_text: bool,
 }
 
 impl FakeEditor {
     fn new(takes_writes: bool) -> Arc<Self> {
         Arc::new(Self {
             takes_writes,
+            gives_text: true,
+            ..Self::default()
+        })
+    }
+
+    /// An editor that offers writes but not reads.
+    fn write_only() -> Arc<Self> {
+        Arc::new(Self {
+            takes_writes: true,
             ..Self::default()
         })
     }
@@ -53,6 +63,10 @@ impl FakeEditor {
 
 #[async_trait::async_trait]
 impl EditorFiles for FakeEditor {
+    fn reads(&self) -> bool {
+        self.gives_text
+    }
+
     async fn read_text(&self, path: &Path) -> Result<String, String> {
         self.asked.lock().unwrap().push(path.to_owned());
         if let Some(text) = self.buffers.lock().unwrap().get(path) {
@@ -427,4 +441,79 @@ async fn read_file_reads_the_editors_buffer_only_for_files_inside_the_root() {
     let asked = buffers.asked();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert!(asked[0].ends_with("inside.txt"), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_disk_change_the_editor_has_not_reloaded_is_not_overwritten() {
+    let editor = FakeEditor::new(false);
+    let s = setup(&editor);
+    let notes = s.root.join("notes.txt");
+    std::fs::write(&notes, "one\n").unwrap();
+    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
+        .await
+        .unwrap();
+    // A formatter rewrites the file; the editor still holds the old text
+    // (its buffer, typed into, does not reload).
+    editor.type_into(&notes, "one\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&notes, "one, formatted\n").unwrap();
+    let result = call(
+        &s.edit,
+        &s.ctx,
+        json!({"path": "notes.txt", "old_string": "one", "new_string": "two"}),
+    )
+    .await;
+    assert!(message(result).contains("changed on disk"));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "one, formatted\n");
+}
+
+#[tokio::test]
+async fn an_editor_that_only_takes_writes_is_not_written_to() {
+    let editor = FakeEditor::write_only();
+    let s = setup(&editor);
+    let notes = s.root.join("notes.txt");
+    std::fs::write(&notes, "one\n").unwrap();
+    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
+        .await
+        .unwrap();
+    for (old, new) in [("one", "two"), ("two", "three")] {
+        call(
+            &s.edit,
+            &s.ctx,
+            json!({"path": "notes.txt", "old_string": old, "new_string": new}),
+        )
+        .await
+        .unwrap();
+    }
+    // Both edits on disk, none lost to an unsaved editor write.
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "three\n");
+    assert!(editor.writes().is_empty() && editor.asked().is_empty());
+}
+
+#[tokio::test]
+async fn the_editor_is_asked_for_the_file_a_link_leads_to() {
+    let editor = FakeEditor::new(true);
+    let s = setup(&editor);
+    std::fs::write(s.root.join("real.txt"), "saved\n").unwrap();
+    std::os::unix::fs::symlink("real.txt", s.root.join("alias.txt")).unwrap();
+    editor.type_into(&s.root.join("real.txt"), "unsaved\n");
+    let read = call(&s.read, &s.ctx, json!({"path": "alias.txt"})).await;
+    assert_eq!(read.unwrap().text, "     1\tunsaved\n");
+    call(
+        &s.edit,
+        &s.ctx,
+        json!({"path": "alias.txt", "old_string": "unsaved", "new_string": "edited"}),
+    )
+    .await
+    .unwrap();
+    // Read, base and write: one buffer, the real file's.
+    assert!(
+        editor.asked().iter().all(|p| p == &s.root.join("real.txt")),
+        "{:?}",
+        editor.asked()
+    );
+    assert_eq!(
+        editor.writes(),
+        [(s.root.join("real.txt"), "edited\n".to_owned())]
+    );
 }

@@ -48,7 +48,9 @@ const result = await acp
     const { command, args = [], cwd, outputByteLimit } = ctx.params;
     seen.terminals.push({ command, args, cwd });
     const id = `term-${terminals.size + 1}`;
-    const proc = spawn(command, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    // Through a shell, unquoted, as some editors start terminal commands:
+    // the launcher's arguments must survive that.
+    const proc = spawn(command, args, { cwd, shell: true, stdio: ["ignore", "pipe", "pipe"] });
     const t = { proc, output: Buffer.alloc(0), truncated: false, exit: null };
     const limit = outputByteLimit ?? Infinity;
     const take = (chunk) => {

@@ -47,7 +47,9 @@ pub trait EditorFiles: Send + Sync {
     async fn read_text(&self, path: &Path) -> Result<String, String>;
 
     /// Whether the editor takes writes ([`write_text`](Self::write_text)).
-    /// Default: no (the tools write the disk).
+    /// Used only when it also [`reads`](Self::reads): an edit's base read
+    /// from disk could undo an edit the editor has not saved yet. Default:
+    /// no (the tools write the disk).
     fn writes(&self) -> bool {
         false
     }

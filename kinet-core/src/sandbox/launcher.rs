@@ -59,6 +59,10 @@ pub struct LaunchSpec {
     pub set_env: BTreeMap<String, Option<String>>,
     /// The sandbox, if any.
     pub sandbox: Option<SandboxPolicy>,
+    /// A process (the agent's) whose end ends the command too: the
+    /// terminal is the editor's child, so the agent's own death would not
+    /// reach it otherwise.
+    pub watch: Option<u32>,
 }
 
 /// A program that runs [`LaunchSpec`]s: this executable, which called
@@ -74,13 +78,43 @@ impl Launcher {
         &self.program
     }
 
-    /// The arguments that make it run `spec`.
-    pub fn args(&self, spec: &LaunchSpec) -> Vec<String> {
-        vec![
-            LAUNCH_FLAG.to_owned(),
-            serde_json::to_string(spec).unwrap_or_default(),
-        ]
+    /// The arguments that make it run `spec`: the flag and the spec in
+    /// hexadecimal, so an editor that passes them through a shell (quoted
+    /// well or not) cannot run any of the command before the launcher
+    /// does. `None` when the spec is too long for one argument (128 KiB on
+    /// Linux).
+    pub fn args(&self, spec: &LaunchSpec) -> Option<Vec<String>> {
+        const MAX_ARGUMENT: usize = 128 * 1024 - 1;
+        let json = serde_json::to_vec(spec).ok()?;
+        if json.len() * 2 > MAX_ARGUMENT {
+            return None;
+        }
+        let mut hex = String::with_capacity(json.len() * 2);
+        for byte in json {
+            hex.push(char::from(HEX[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX[usize::from(byte & 0xF)]));
+        }
+        Some(vec![LAUNCH_FLAG.to_owned(), hex])
     }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The spec's JSON back from its hexadecimal form.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let bytes = text.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return None;
+    }
+    bytes
+        .chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
 }
 
 /// Call first thing in `main`. Started in launcher mode (first argument
@@ -108,9 +142,21 @@ fn run(spec: &str) -> i32 {
         }
         REFUSED
     };
-    let spec: LaunchSpec = match serde_json::from_str(spec) {
-        Ok(spec) => spec,
-        Err(error) => return refuse(format!("the launch spec is not valid ({error})")),
+    // Nothing the command starts may read this process's memory or
+    // environment (the editor's, whole) through /proc.
+    if let Err(error) = super::protect_process() {
+        return refuse(format!("the launcher could not protect itself ({error})"));
+    }
+    // Whoever started this launcher (the editor, or a shell of its) ending
+    // or being killed ends it, and with it the command's namespace.
+    if let Err(error) = die_with_parent() {
+        return refuse(format!(
+            "the launcher could not tie itself to its parent ({error})"
+        ));
+    }
+    let spec: LaunchSpec = match unhex(spec).and_then(|json| serde_json::from_slice(&json).ok()) {
+        Some(spec) => spec,
+        None => return refuse("the launch spec is not valid".into()),
     };
     let dir = match open_inside(&spec.cwd, &spec.roots) {
         Ok(dir) => dir,
@@ -131,8 +177,22 @@ fn run(spec: &str) -> i32 {
             None => command.env_remove(name),
         };
     }
-    if let Err(error) = launch.prepare(&mut command) {
-        return refuse(error.to_string());
+    match launch.prepare(&mut command) {
+        Ok(super::Containment::ProcessGroup) if spec.contain => {
+            // Killing this launcher would not end what the command
+            // starts: better not to start it.
+            return refuse(
+                "no PID namespace could be made here, so the command's processes could outlive it"
+                    .into(),
+            );
+        }
+        Ok(_) => {}
+        Err(error) => return refuse(error.to_string()),
+    }
+    if let Some(pid) = spec.watch
+        && let Err(error) = watch(pid)
+    {
+        return refuse(format!("the agent (process {pid}) is gone ({error})"));
     }
     let status = match command.status() {
         Ok(status) => status,
@@ -142,6 +202,49 @@ fn run(spec: &str) -> i32 {
         return code;
     }
     die_like(&status)
+}
+
+/// Asks the kernel to kill this process when its parent ends; fails when
+/// the parent is already gone.
+#[cfg(target_os = "linux")]
+fn die_with_parent() -> std::io::Result<()> {
+    use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+    let parent = getppid();
+    set_parent_process_death_signal(Some(Signal::KILL))?;
+    if getppid() != parent {
+        return Err(std::io::Error::other("its parent has ended"));
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent() -> std::io::Result<()> {
+    Ok(())
+}
+
+/// Ends this launcher, and with it the command's namespace (its
+/// supervisor dies with the thread that started it), when process `pid`
+/// ends. Fails when `pid` is already gone.
+#[cfg(target_os = "linux")]
+fn watch(pid: u32) -> std::io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    let pidfd = pidfd_open(pid, PidfdFlags::empty())?;
+    std::thread::spawn(move || {
+        let mut fds = [PollFd::new(&pidfd, PollFlags::IN)];
+        while poll(&mut fds, None).is_err() {}
+        std::process::exit(128 + 9);
+    });
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn watch(_pid: u32) -> std::io::Result<()> {
+    Ok(())
 }
 
 /// The directory `cwd`, opened, when it lies inside one of `roots` (both
@@ -221,13 +324,23 @@ mod tests {
             env: EnvPolicy::core().allow("EXTRA"),
             set_env: BTreeMap::from([("A".into(), Some("1".into())), ("B".into(), None)]),
             sandbox: Some(SandboxPolicy::workspace_write().allow_hosts(["example.org"])),
+            watch: Some(1),
         };
         let launcher = Launcher {
             program: "/bin/x".into(),
         };
-        let args = launcher.args(&spec);
+        let args = launcher.args(&spec).unwrap();
         assert_eq!(args[0], LAUNCH_FLAG);
-        let back: LaunchSpec = serde_json::from_str(&args[1]).unwrap();
+        // Nothing a shell acts on, whatever the command holds.
+        assert!(args[1].bytes().all(|b| b.is_ascii_hexdigit()));
+        let back: LaunchSpec = serde_json::from_slice(&unhex(&args[1]).unwrap()).unwrap();
         assert_eq!(back, spec);
+        assert!(unhex("abc").is_none() && unhex("zz").is_none());
+        // Too long for one argument: no arguments, the caller runs it itself.
+        let long = LaunchSpec {
+            args: vec!["-c".into(), "x".repeat(70 * 1024)],
+            ..spec
+        };
+        assert!(launcher.args(&long).is_none());
     }
 }

@@ -8,11 +8,11 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::tracker::{FileStamp, FileTracker};
+use super::tracker::{EditorCopy, FileStamp, FileTracker};
 use super::write::diff_summary;
 use super::{
-    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, editor, editor_text, editor_write,
-    existing, number_line, read_only, stop_check,
+    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, editor_write,
+    existing, number_line, read_only, stop_check, writes_to,
 };
 
 /// Arguments of `edit_file`.
@@ -281,10 +281,7 @@ impl Tool for EditFileTool {
             new_string: args.new_string.clone(),
             replace_all: args.replace_all,
         };
-        let in_editor = match editor(ctx) {
-            Some(editor) => editor_text(&*editor, place.path()).await,
-            None => None,
-        };
+        let in_editor = editor_copy(editor(ctx).as_ref(), &place).await;
         tokio::task::spawn_blocking(move || {
             let shown = place.path().display().to_string();
             Some(match existing(&place, SUMMARY_READ_CAP).ok()? {
@@ -329,13 +326,16 @@ impl Tool for EditFileTool {
         let stamp = FileStamp::of(&metadata);
         // Inside an editor, the base is the editor's text (what read_file
         // showed, unsaved changes included).
-        let in_editor = match &editor {
-            Some(editor) => editor_text(&**editor, &path).await,
-            None => None,
-        };
+        let to_editor = writes_to(editor.as_ref());
+        let in_editor = editor_copy(editor.as_ref(), &place).await;
         let content = match in_editor {
             Some(text) => {
-                tracker.check_fresh_text(&path, stamp, &text, Some(&bytes))?;
+                let copy = EditorCopy {
+                    text: &text,
+                    disk: Some(&bytes),
+                    to_disk: !to_editor,
+                };
+                tracker.check_fresh_text(&path, stamp, copy)?;
                 text
             }
             None => {
@@ -351,7 +351,7 @@ impl Tool for EditFileTool {
             let shown = shown.clone();
             blocking(move || apply(&shown, &content, &args)).await?
         };
-        let applied = match editor.as_ref().filter(|editor| editor.writes()) {
+        let applied = match editor.as_ref().filter(|_| to_editor) {
             Some(editor) => {
                 let stamp = editor_write(&**editor, &place, &applied.content, &stop).await?;
                 tracker.record_text(&path, stamp, &applied.content);

@@ -111,8 +111,48 @@ pub(crate) fn editor(ctx: &ToolCtx) -> Option<Arc<dyn EditorFiles>> {
         .map(|editor| Arc::clone(&editor.0))
 }
 
-/// The editor's text of `path`, when it gives it (else the tool reads the
-/// disk).
+/// Whether results go to the editor rather than the disk: only when it
+/// also gives the text, or a base read from disk could undo an edit the
+/// editor has not saved yet.
+pub(crate) fn writes_to(editor: Option<&Arc<dyn EditorFiles>>) -> bool {
+    editor.is_some_and(|editor| editor.reads() && editor.writes())
+}
+
+/// The path of an open file with its symlinks resolved (where the kernel
+/// tells), so the editor is asked about the file that was checked.
+pub(crate) fn real_path(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        None
+    }
+}
+
+/// The editor's text of the file at `place`, when the editor gives it:
+/// asked by the path of the file opened beneath the root (its symlinks
+/// resolved), after the checks on disk; `None` sends the tool to the disk.
+pub(crate) async fn editor_copy(
+    editor: Option<&Arc<dyn EditorFiles>>,
+    place: &WorkspacePath,
+) -> Option<String> {
+    let editor = editor.filter(|editor| editor.reads())?;
+    let checked = place.clone();
+    let path = tokio::task::spawn_blocking(move || {
+        let file = checked.open_read().ok()?;
+        file.metadata().ok()?.is_file().then(|| real_path(&file))?
+    })
+    .await
+    .ok()
+    .flatten()?;
+    editor_text(&**editor, &path).await
+}
+
+/// The editor's text of `path` (checked, resolved), when it gives it.
 pub(crate) async fn editor_text(editor: &dyn EditorFiles, path: &Path) -> Option<String> {
     if !editor.reads() {
         return None;
@@ -130,7 +170,9 @@ pub(crate) async fn editor_text(editor: &dyn EditorFiles, path: &Path) -> Option
 /// prepared beneath the root as a disk write would be (protected names
 /// refused, parent directories created, a final symlink followed only
 /// inside the root) and the editor is given the path so checked; `stop`
-/// is asked just before (a cancelled call writes nothing). Returns the
+/// is asked just before (a call cancelled before then writes nothing; once
+/// sent, the text is the editor's, and parent directories made for it
+/// stay). Returns the
 /// disk's stamp afterwards (the editor may not have saved yet, or not
 /// created a new file).
 pub(crate) async fn editor_write(

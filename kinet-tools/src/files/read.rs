@@ -154,7 +154,10 @@ impl Tool for ReadFileTool {
             Opened::Image(output) => return Ok(output),
             Opened::Text(reader, metadata) => (reader, metadata),
         };
-        let text = editor_text(&*editor, job.place.path()).await;
+        // Asked by the path of the file opened and checked.
+        let asked =
+            super::real_path(reader.get_ref()).unwrap_or_else(|| job.place.path().to_path_buf());
+        let text = editor_text(&*editor, &asked).await;
         blocking(move || match text {
             Some(text) => {
                 let output = job.lines(&mut text.as_bytes(), &metadata, &stop)?;

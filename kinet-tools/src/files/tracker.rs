@@ -30,6 +30,16 @@ impl FileStamp {
     }
 }
 
+/// The editor's copy of a file, for a freshness check.
+pub(crate) struct EditorCopy<'a> {
+    /// The editor's text now.
+    pub text: &'a str,
+    /// The disk's bytes now, when loaded.
+    pub disk: Option<&'a [u8]>,
+    /// Whether the result is written to disk (not handed to the editor).
+    pub to_disk: bool,
+}
+
 /// A text's SHA-256: what the agent saw of a file an editor gave it.
 type Digest = [u8; 32];
 
@@ -179,21 +189,23 @@ impl FileTracker {
     /// `text`, is what the agent saw: the same text when the read came
     /// from the editor; the unchanged disk copy, and the editor holding
     /// just that (`disk`, when it was loaded), when it came from disk.
+    /// When the result goes to disk (`to_disk`), the disk must not have
+    /// changed since the read either (a change the editor has not reloaded
+    /// would be overwritten).
     pub(crate) fn check_fresh_text(
         &self,
         path: &Path,
         now: FileStamp,
-        text: &str,
-        disk: Option<&[u8]>,
+        editor: EditorCopy<'_>,
     ) -> Result<(), ToolError> {
-        self.check(path, now, Some((text, disk)))
+        self.check(path, now, Some(editor))
     }
 
     fn check(
         &self,
         path: &Path,
         now: FileStamp,
-        editor: Option<(&str, Option<&[u8]>)>,
+        editor: Option<EditorCopy<'_>>,
     ) -> Result<(), ToolError> {
         let Some(seen) = self.seen(path) else {
             return Err(ToolError::invalid_arguments(format!(
@@ -201,20 +213,20 @@ impl FileTracker {
                 path.display()
             )));
         };
-        let fresh = match (editor, seen.text) {
-            (Some((text, _)), Some(saw)) => digest(text) == saw,
-            (Some((text, disk)), None) => {
-                seen.disk == now && disk.is_none_or(|disk| disk == text.as_bytes())
+        let (buffer_fresh, disk_fresh) = match (&editor, seen.text) {
+            (Some(copy), Some(saw)) => {
+                (digest(copy.text) == saw, !copy.to_disk || seen.disk == now)
             }
-            (None, _) => seen.disk == now,
+            (Some(copy), None) => (
+                copy.disk.is_none_or(|disk| disk == copy.text.as_bytes()),
+                seen.disk == now,
+            ),
+            (None, _) => (true, seen.disk == now),
         };
-        if fresh {
-            return Ok(());
-        }
-        let place = if editor.is_some() {
-            "in the editor"
-        } else {
-            "on disk"
+        let place = match (buffer_fresh, disk_fresh) {
+            (true, true) => return Ok(()),
+            (false, _) => "in the editor",
+            (true, false) => "on disk",
         };
         Err(ToolError::invalid_arguments(format!(
             "`{}` changed {place} since you last read it; read it again before editing",

@@ -8,10 +8,10 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::tracker::{FileStamp, FileTracker};
+use super::tracker::{EditorCopy, FileStamp, FileTracker};
 use super::{
-    Existing, SUMMARY_READ_CAP, blocking, editor, editor_text, editor_write, existing, read_only,
-    stop_check,
+    Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, editor_write, existing, read_only,
+    stop_check, writes_to,
 };
 
 /// Arguments of `write_file`.
@@ -122,10 +122,7 @@ impl Tool for WriteFileTool {
     async fn confirm_summary(&self, args: &WriteFileArgs, ctx: &ToolCtx) -> Option<String> {
         let place = ctx.workspace_path(&args.path).ok()?;
         let content = args.content.clone();
-        let in_editor = match editor(ctx) {
-            Some(editor) => editor_text(&*editor, place.path()).await,
-            None => None,
-        };
+        let in_editor = editor_copy(editor(ctx).as_ref(), &place).await;
         tokio::task::spawn_blocking(move || {
             let shown = place.path().display().to_string();
             match existing(&place, SUMMARY_READ_CAP) {
@@ -165,6 +162,7 @@ impl Tool for WriteFileTool {
         let overwrite_unread = self.overwrite_unread;
         let stop = stop_check(ctx);
         let editor = editor(ctx);
+        let to_editor = writes_to(editor.as_ref());
         let path = place.path().to_path_buf();
         let shown = path.display().to_string();
         // The checks on disk come first, editor or not.
@@ -175,12 +173,16 @@ impl Tool for WriteFileTool {
         if let Some(metadata) = &before {
             let stamp = FileStamp::of(metadata);
             if tracker.was_read(&path) {
-                match &editor {
-                    Some(editor) if editor.reads() => match editor_text(&**editor, &path).await {
-                        Some(text) => tracker.check_fresh_text(&path, stamp, &text, None)?,
-                        None => tracker.check_fresh(&path, stamp)?,
-                    },
-                    _ => tracker.check_fresh(&path, stamp)?,
+                match editor_copy(editor.as_ref(), &place).await {
+                    Some(text) => {
+                        let copy = EditorCopy {
+                            text: &text,
+                            disk: None,
+                            to_disk: !to_editor,
+                        };
+                        tracker.check_fresh_text(&path, stamp, copy)?;
+                    }
+                    None => tracker.check_fresh(&path, stamp)?,
                 }
             } else if !overwrite_unread {
                 return Err(ToolError::invalid_arguments(format!(
@@ -190,7 +192,7 @@ impl Tool for WriteFileTool {
             }
         }
         let content = args.content;
-        let content = match editor.as_ref().filter(|editor| editor.writes()) {
+        let content = match editor.as_ref().filter(|_| to_editor) {
             Some(editor) => {
                 let stamp = editor_write(&**editor, &place, &content, &stop).await?;
                 tracker.record_text(&path, stamp, &content);

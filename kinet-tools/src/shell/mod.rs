@@ -8,7 +8,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kinet_core::sandbox::launcher::LaunchSpec;
 use kinet_core::sandbox::{Containment, EnvPolicy, Launch, SandboxPolicy};
-use kinet_core::tool::Terminals;
 
 mod local;
 mod terminal;
@@ -275,30 +274,32 @@ impl Tool for ShellTool {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(Duration::from_millis(300)));
         }
-        let run = match ctx.extension::<Terminals>() {
-            // Inside an editor that offers terminals (to an agent confined
-            // to a workspace): the command runs in one, started by the
-            // launcher under the same confinement.
-            Some(terminals) if !ctx.roots().is_empty() => {
-                let spec = LaunchSpec {
-                    program: SHELL.0.into(),
-                    args: vec![SHELL.1.into(), args.command.clone()],
-                    cwd: place.path().to_path_buf(),
-                    roots,
-                    contain: self.config.contain,
-                    env: self.config.inherit_env.clone(),
-                    set_env: self.config.env.clone(),
-                    sandbox,
-                };
+        let spec = LaunchSpec {
+            program: SHELL.0.into(),
+            args: vec![SHELL.1.into(), args.command.clone()],
+            cwd: place.path().to_path_buf(),
+            roots,
+            contain: self.config.contain,
+            env: self.config.inherit_env.clone(),
+            set_env: self.config.env.clone(),
+            sandbox,
+            watch: Some(std::process::id()),
+        };
+        let run = match terminal::usable(ctx, &spec) {
+            // Inside an editor that offers terminals: the command runs in
+            // one, started by the launcher under the same confinement.
+            Some((terminals, launch_args)) => {
                 let command = terminal::Command {
                     line: &args.command,
-                    spec,
+                    spec: &spec,
+                    launch_args,
                     timeout,
                     output_limit: self.config.max_output_bytes,
                 };
                 terminal::run(&terminals, command, ctx).await?
             }
-            _ => {
+            None => {
+                let LaunchSpec { roots, sandbox, .. } = spec;
                 let mut launch = Launch::new()
                     .cwd(dir, place.path())
                     .contain(self.config.contain)

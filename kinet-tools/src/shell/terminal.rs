@@ -18,10 +18,26 @@ pub(super) struct Command<'a> {
     /// The command line, for messages and the report.
     pub line: &'a str,
     /// What the launcher runs, and how.
-    pub spec: LaunchSpec,
+    pub spec: &'a LaunchSpec,
+    /// The launcher's arguments for `spec`.
+    pub launch_args: Vec<String>,
     pub timeout: Duration,
     /// Output bytes the editor keeps.
     pub output_limit: usize,
+}
+
+/// The editor's terminals and the launcher's arguments, when `spec` can
+/// run in one as it would here: the context carries [`Terminals`], the
+/// agent is confined to a workspace, the command gets a PID namespace
+/// (killing the launcher must end everything it started), and the spec
+/// fits in an argument. Otherwise the command runs here.
+pub(super) fn usable(ctx: &ToolCtx, spec: &LaunchSpec) -> Option<(Arc<Terminals>, Vec<String>)> {
+    let terminals = ctx.extension::<Terminals>()?;
+    if ctx.roots().is_empty() || !spec.contain || !kinet_core::sandbox::support().namespaces {
+        return None;
+    }
+    let args = terminals.launcher.args(spec)?;
+    Some((terminals, args))
 }
 
 /// Kills and releases the terminal unless the call saw it to its end:
@@ -49,28 +65,47 @@ pub(super) async fn run(
     let started = Instant::now();
     let line = command.line;
     let sandboxed = command.spec.sandbox.is_some();
-    let containment = if command.spec.contain && kinet_core::sandbox::support().namespaces {
-        Containment::PidNamespace
-    } else {
-        Containment::ProcessGroup
-    };
-    let launcher = &terminals.launcher;
     let request = TerminalCommand::new(
-        launcher.program().to_path_buf(),
-        launcher.args(&command.spec),
+        terminals.launcher.program().to_path_buf(),
+        command.launch_args,
         command.spec.cwd.clone(),
         u64::try_from(command.output_limit).unwrap_or(u64::MAX),
     );
-    let terminal: Arc<dyn EditorTerminal> =
-        Arc::from(terminals.editor.create(ctx, request).await.map_err(|why| {
-            ToolError::failed(format!(
-                "the editor could not start `{line}` in a terminal: {why}"
-            ))
-        })?);
+    // Created in a task of its own: if this call is cancelled or dropped
+    // while the editor is still starting the terminal, the task kills and
+    // releases it once it exists.
+    let (created_tx, created_rx) = tokio::sync::oneshot::channel();
+    let editor = Arc::clone(&terminals.editor);
+    let task_ctx = ctx.clone();
+    tokio::spawn(async move {
+        let created = editor
+            .create(&task_ctx, request)
+            .await
+            .map(Arc::<dyn EditorTerminal>::from);
+        if let Err(Ok(orphan)) = created_tx.send(created) {
+            let _ = orphan.kill().await;
+            orphan.release().await;
+        }
+    });
+    let created = tokio::select! {
+        created = created_rx => created.map_err(|_| ToolError::failed(format!("the editor's terminal for `{line}` was lost")))?,
+        _ = ctx.cancellation().cancelled() => {
+            return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
+        }
+    };
+    let terminal = created.map_err(|why| {
+        ToolError::failed(format!(
+            "the editor could not start `{line}` in a terminal: {why}"
+        ))
+    })?;
     let mut guard = Guard(Some(Arc::clone(&terminal)));
     let (mut timed_out, mut cancelled) = (false, false);
+    // One wait, kept across a kill (the editor answers it when the command
+    // ends either way; a dropped request would be cancelled at the editor).
+    let wait = terminal.wait_for_exit();
+    tokio::pin!(wait);
     let ended = tokio::select! {
-        exit = terminal.wait_for_exit() => Some(exit),
+        exit = &mut wait => Some(exit),
         _ = tokio::time::sleep(command.timeout) => { timed_out = true; None }
         _ = ctx.cancellation().cancelled() => { cancelled = true; None }
     };
@@ -81,7 +116,7 @@ pub(super) async fn run(
         None => {
             // The launcher dies and its namespace with it.
             let _ = terminal.kill().await;
-            tokio::time::timeout(Duration::from_secs(5), terminal.wait_for_exit())
+            tokio::time::timeout(Duration::from_secs(5), &mut wait)
                 .await
                 .ok()
                 .and_then(Result::ok)
@@ -109,12 +144,13 @@ pub(super) async fn run(
         timed_out,
         cancelled,
     };
+    // Only run here with a PID namespace (see `usable`).
     Ok(Finished::new(
         line,
         output,
         ended,
         sandboxed,
-        containment,
+        Containment::PidNamespace,
         started,
     ))
 }
