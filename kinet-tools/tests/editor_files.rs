@@ -128,6 +128,17 @@ async fn call<T: Tool>(
     tool.call(serde_json::from_value(args).unwrap(), ctx).await
 }
 
+/// `edit_file` of `path` in the workspace: `old` to `new`.
+async fn edit(s: &Setup, path: &str, old: &str, new: &str) -> Result<ToolOutput, ToolError> {
+    let args = json!({"path": path, "old_string": old, "new_string": new});
+    call(&s.edit, &s.ctx, args).await
+}
+
+/// `read_file` of `path` in the workspace.
+async fn read(s: &Setup, path: &str) -> Result<ToolOutput, ToolError> {
+    call(&s.read, &s.ctx, json!({ "path": path })).await
+}
+
 fn message(result: Result<ToolOutput, ToolError>) -> String {
     match result {
         Ok(output) => panic!("expected an error, got {:?}", output.text),
@@ -143,50 +154,27 @@ async fn edits_take_the_editors_text_and_go_to_the_editor() {
     std::fs::write(&notes, "saved text\n").unwrap();
     editor.type_into(&notes, "unsaved text\n");
 
-    let read = call(&s.read, &s.ctx, json!({"path": "notes.txt"})).await;
+    let read = read(&s, "notes.txt").await;
     assert_eq!(read.unwrap().text, "     1\tunsaved text\n");
     // The model edits what it read: the buffer, not the disk.
-    let edit = call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "unsaved", "new_string": "edited"}),
-    )
-    .await;
+    let edit = edit(&s, "notes.txt", "unsaved", "edited").await;
     assert!(edit.unwrap().text.contains("edited text"));
     assert_eq!(editor.writes(), [(notes.clone(), "edited text\n".into())]);
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "saved text\n");
 
     // Its own write does not make the file stale: a second edit goes on.
-    let again = call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "edited", "new_string": "twice edited"}),
-    )
-    .await;
+    let again = edit(&s, "notes.txt", "edited", "twice edited").await;
     assert!(again.is_ok(), "{again:?}");
 
     // The person types into the buffer: the next edit must read again,
     // even though the disk did not change.
     editor.type_into(&notes, "typed by the person\n");
-    let stale = call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "person", "new_string": "model"}),
-    )
-    .await;
+    let stale = edit(&s, "notes.txt", "person", "model").await;
     let stale = message(stale);
     assert!(stale.contains("changed in the editor"), "{stale}");
     assert_eq!(editor.writes().len(), 2);
-    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
-        .await
-        .unwrap();
-    call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "person", "new_string": "model"}),
-    )
-    .await
-    .unwrap();
+    read(&s, "notes.txt").await.unwrap();
+    edit(&s, "notes.txt", "person", "model").await.unwrap();
     assert_eq!(
         editor.writes().last().unwrap().1,
         "typed by the model\n".to_owned()
@@ -274,16 +262,10 @@ async fn writes_are_checked_on_disk_before_the_editor_is_asked() {
     );
 
     // A link inside the root: the editor gets the file it points to.
-    call(&s.read, &s.ctx, json!({"path": "alias.txt"}))
+    read(&s, "alias.txt").await.unwrap();
+    edit(&s, "alias.txt", "real", "through the link")
         .await
         .unwrap();
-    call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "alias.txt", "old_string": "real", "new_string": "through the link"}),
-    )
-    .await
-    .unwrap();
     let (path, text) = editor.writes().last().unwrap().clone();
     assert_eq!(path, s.root.join("real.txt"));
     assert_eq!(text, "through the link\n");
@@ -294,9 +276,7 @@ async fn a_cancelled_call_asks_the_editor_nothing() {
     let editor = FakeEditor::new(true);
     let s = setup(&editor);
     std::fs::write(s.root.join("a.txt"), "a\n").unwrap();
-    call(&s.read, &s.ctx, json!({"path": "a.txt"}))
-        .await
-        .unwrap();
+    read(&s, "a.txt").await.unwrap();
     let cancel = CancellationToken::new();
     cancel.cancel();
     let ctx = s.ctx.clone().with_cancellation(cancel);
@@ -319,27 +299,13 @@ async fn an_editor_that_only_reads_gives_the_base_and_the_disk_takes_the_edit() 
     let notes = s.root.join("notes.txt");
     std::fs::write(&notes, "saved\n").unwrap();
     editor.type_into(&notes, "unsaved\n");
-    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
-        .await
-        .unwrap();
-    call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "unsaved", "new_string": "edited"}),
-    )
-    .await
-    .unwrap();
+    read(&s, "notes.txt").await.unwrap();
+    edit(&s, "notes.txt", "unsaved", "edited").await.unwrap();
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "edited\n");
     assert!(editor.writes().is_empty());
     // The editor reloads the file from disk; the next edit goes on.
     editor.type_into(&notes, "edited\n");
-    call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "edited", "new_string": "again"}),
-    )
-    .await
-    .unwrap();
+    edit(&s, "notes.txt", "edited", "again").await.unwrap();
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "again\n");
 }
 
@@ -449,20 +415,13 @@ async fn a_disk_change_the_editor_has_not_reloaded_is_not_overwritten() {
     let s = setup(&editor);
     let notes = s.root.join("notes.txt");
     std::fs::write(&notes, "one\n").unwrap();
-    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
-        .await
-        .unwrap();
+    read(&s, "notes.txt").await.unwrap();
     // A formatter rewrites the file; the editor still holds the old text
     // (its buffer, typed into, does not reload).
     editor.type_into(&notes, "one\n");
     std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&notes, "one, formatted\n").unwrap();
-    let result = call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "notes.txt", "old_string": "one", "new_string": "two"}),
-    )
-    .await;
+    let result = edit(&s, "notes.txt", "one", "two").await;
     assert!(message(result).contains("changed on disk"));
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "one, formatted\n");
 }
@@ -473,9 +432,7 @@ async fn an_editor_that_only_takes_writes_is_not_written_to() {
     let s = setup(&editor);
     let notes = s.root.join("notes.txt");
     std::fs::write(&notes, "one\n").unwrap();
-    call(&s.read, &s.ctx, json!({"path": "notes.txt"}))
-        .await
-        .unwrap();
+    read(&s, "notes.txt").await.unwrap();
     for (old, new) in [("one", "two"), ("two", "three")] {
         call(
             &s.edit,
@@ -497,15 +454,9 @@ async fn the_editor_is_asked_for_the_file_a_link_leads_to() {
     std::fs::write(s.root.join("real.txt"), "saved\n").unwrap();
     std::os::unix::fs::symlink("real.txt", s.root.join("alias.txt")).unwrap();
     editor.type_into(&s.root.join("real.txt"), "unsaved\n");
-    let read = call(&s.read, &s.ctx, json!({"path": "alias.txt"})).await;
+    let read = read(&s, "alias.txt").await;
     assert_eq!(read.unwrap().text, "     1\tunsaved\n");
-    call(
-        &s.edit,
-        &s.ctx,
-        json!({"path": "alias.txt", "old_string": "unsaved", "new_string": "edited"}),
-    )
-    .await
-    .unwrap();
+    edit(&s, "alias.txt", "unsaved", "edited").await.unwrap();
     // Read, base and write: one buffer, the real file's.
     assert!(
         editor.asked().iter().all(|p| p == &s.root.join("real.txt")),
