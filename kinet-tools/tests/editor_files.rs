@@ -154,11 +154,11 @@ async fn edits_take_the_editors_text_and_go_to_the_editor() {
     std::fs::write(&notes, "saved text\n").unwrap();
     editor.type_into(&notes, "unsaved text\n");
 
-    let read = read(&s, "notes.txt").await;
-    assert_eq!(read.unwrap().text, "     1\tunsaved text\n");
+    let shown = read(&s, "notes.txt").await;
+    assert_eq!(shown.unwrap().text, "     1\tunsaved text\n");
     // The model edits what it read: the buffer, not the disk.
-    let edit = edit(&s, "notes.txt", "unsaved", "edited").await;
-    assert!(edit.unwrap().text.contains("edited text"));
+    let edited = edit(&s, "notes.txt", "unsaved", "edited").await;
+    assert!(edited.unwrap().text.contains("edited text"));
     assert_eq!(editor.writes(), [(notes.clone(), "edited text\n".into())]);
     assert_eq!(std::fs::read_to_string(&notes).unwrap(), "saved text\n");
 
@@ -454,8 +454,8 @@ async fn the_editor_is_asked_for_the_file_a_link_leads_to() {
     std::fs::write(s.root.join("real.txt"), "saved\n").unwrap();
     std::os::unix::fs::symlink("real.txt", s.root.join("alias.txt")).unwrap();
     editor.type_into(&s.root.join("real.txt"), "unsaved\n");
-    let read = read(&s, "alias.txt").await;
-    assert_eq!(read.unwrap().text, "     1\tunsaved\n");
+    let shown = read(&s, "alias.txt").await;
+    assert_eq!(shown.unwrap().text, "     1\tunsaved\n");
     edit(&s, "alias.txt", "unsaved", "edited").await.unwrap();
     // Read, base and write: one buffer, the real file's.
     assert!(
