@@ -318,6 +318,53 @@ mod tests {
         AgentEvent::TextDelta { text: text.into() }
     }
 
+    /// An event of the property test: text, a thought, or another event.
+    fn event(kind: u8, text: String) -> AgentEvent {
+        match kind {
+            0 => AgentEvent::TextDelta { text },
+            1 => AgentEvent::ReasoningDelta { text },
+            _ => AgentEvent::TurnStarted { turn: 7 },
+        }
+    }
+
+    fn key(event: &AgentEvent) -> (u8, String) {
+        match event {
+            AgentEvent::TextDelta { text } => (0, text.clone()),
+            AgentEvent::ReasoningDelta { text } => (1, text.clone()),
+            _ => (2, String::new()),
+        }
+    }
+
+    proptest::proptest! {
+        /// Events all waiting: each run of text (or of thoughts) becomes
+        /// one event with the run's text; everything else keeps its place.
+        #[test]
+        fn merging_keeps_every_character_and_the_order(
+            events in proptest::collection::vec((0u8..3, ".{0,6}"), 0..40),
+        ) {
+            let mut expected: Vec<(u8, String)> = Vec::new();
+            for (kind, text) in &events {
+                match expected.last_mut() {
+                    Some((last, merged)) if *last == *kind && *kind < 2 => merged.push_str(text),
+                    _ => expected.push(key(&event(*kind, text.clone()))),
+                }
+            }
+            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = runtime.block_on(async {
+                let mut queued = futures::stream::iter(
+                    events.iter().map(|(kind, text)| event(*kind, text.clone())),
+                );
+                let mut merged = Coalesced::new(&mut queued);
+                let mut got = Vec::new();
+                while let Some(event) = merged.next().await {
+                    got.push(key(&event));
+                }
+                got
+            });
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
     #[tokio::test]
     async fn waiting_text_is_merged_and_nothing_waits_to_be() {
         let (sender, receiver) = futures::channel::mpsc::unbounded();

@@ -295,6 +295,35 @@ fn die_like(_status: &std::process::ExitStatus) -> i32 {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// Whatever the command and its environment hold, the argument is
+        /// plain hexadecimal and gives back the same spec.
+        #[test]
+        fn any_spec_survives_its_argument(
+            line in ".{0,200}",
+            name in "[A-Z_]{1,8}",
+            value in proptest::option::of(".{0,40}"),
+            cwd in "/[a-z/ ]{0,30}",
+        ) {
+            let spec = LaunchSpec {
+                program: "sh".into(),
+                args: vec!["-c".into(), line],
+                cwd: cwd.clone().into(),
+                roots: vec![cwd.into()],
+                contain: true,
+                env: EnvPolicy::core(),
+                set_env: BTreeMap::from([(name, value)]),
+                sandbox: None,
+                watch: None,
+            };
+            let launcher = Launcher { program: "/bin/x".into() };
+            let args = launcher.args(&spec).unwrap();
+            proptest::prop_assert!(args[1].bytes().all(|b| b.is_ascii_hexdigit()));
+            let back: LaunchSpec = serde_json::from_slice(&unhex(&args[1]).unwrap()).unwrap();
+            proptest::prop_assert_eq!(back, spec);
+        }
+    }
+
     #[test]
     fn a_directory_outside_the_roots_is_refused() {
         let root = tempfile::tempdir().unwrap();
