@@ -65,6 +65,37 @@ pub struct LaunchSpec {
     pub watch: Option<u32>,
 }
 
+impl LaunchSpec {
+    /// How to start the command: in `dir` (the opened [`cwd`](Self::cwd)),
+    /// contained, with the environment policy and the sandbox over the
+    /// roots, as the spec says. The same for the launcher and for a
+    /// program that starts the spec itself.
+    pub fn launch(&self, dir: std::fs::File) -> Launch {
+        let launch = Launch::new()
+            .cwd(dir, &self.cwd)
+            .contain(self.contain)
+            .env(self.env.clone());
+        match &self.sandbox {
+            Some(policy) => launch.sandbox(policy.clone(), self.roots.clone()),
+            None => launch,
+        }
+    }
+
+    /// The command itself: the program, its arguments and the variables
+    /// set or removed (the rest is [`launch`](Self::launch)'s).
+    pub fn command(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(&self.program);
+        command.args(&self.args);
+        for (name, value) in &self.set_env {
+            match value {
+                Some(value) => command.env(name, value),
+                None => command.env_remove(name),
+            };
+        }
+        command
+    }
+}
+
 /// A program that runs [`LaunchSpec`]s: this executable, which called
 /// [`launcher`] at the start of `main`.
 #[derive(Debug, Clone)]
@@ -162,22 +193,8 @@ fn run(spec: &str) -> i32 {
         Ok(dir) => dir,
         Err(why) => return refuse(why),
     };
-    let mut launch = Launch::new()
-        .cwd(dir, &spec.cwd)
-        .contain(spec.contain)
-        .env(spec.env.clone());
-    if let Some(policy) = &spec.sandbox {
-        launch = launch.sandbox(policy.clone(), spec.roots.clone());
-    }
-    let mut command = std::process::Command::new(&spec.program);
-    command.args(&spec.args);
-    for (name, value) in &spec.set_env {
-        match value {
-            Some(value) => command.env(name, value),
-            None => command.env_remove(name),
-        };
-    }
-    match launch.prepare(&mut command) {
+    let mut command = spec.command();
+    match spec.launch(dir).prepare(&mut command) {
         Ok(super::Containment::ProcessGroup) if spec.contain => {
             // Killing this launcher would not end what the command
             // starts: better not to start it.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use kinet_core::sandbox::Launch;
 use kinet_core::{ToolCtx, ToolError};
 
-use super::{Ended, Finished, SHELL, ShellConfig};
+use super::{Ended, Finished, ShellConfig};
 
 /// Output kept in memory: the first `limit / 2` bytes and the last
 /// `limit / 2`, with a count of what was dropped in between.
@@ -81,21 +81,13 @@ fn take_text(pending: &mut Vec<u8>) -> String {
     text
 }
 
-#[cfg(unix)]
-fn command_for(line: &str) -> std::process::Command {
-    let mut command = std::process::Command::new(SHELL.0);
-    command.arg(SHELL.1).arg(line);
-    command
-}
-
-#[cfg(windows)]
-fn command_for(line: &str) -> std::process::Command {
-    use std::os::windows::process::CommandExt;
-    const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
-    let mut command = std::process::Command::new(SHELL.0);
-    command.arg(SHELL.1).arg(line);
-    command.creation_flags(CREATE_NEW_PROCESS_GROUP);
-    command
+/// A command to run here: the line (for messages and the report), the
+/// command built from the launch spec, and how to start it.
+pub(super) struct Local<'a> {
+    pub line: &'a str,
+    pub command: std::process::Command,
+    pub launch: Launch,
+    pub timeout: Duration,
 }
 
 /// Kills the process group when dropped: covers every way out of
@@ -187,27 +179,30 @@ impl OutputPipe {
 }
 
 pub(super) async fn run_command(
-    line: &str,
-    launch: Launch,
-    timeout: Duration,
+    local: Local<'_>,
     config: &ShellConfig,
     ctx: &ToolCtx,
 ) -> Result<Finished, ToolError> {
+    let Local {
+        line,
+        mut command,
+        launch,
+        timeout,
+    } = local;
     let started = Instant::now();
     let spawn_error = |e: std::io::Error| ToolError::failed(format!("cannot start `{line}`: {e}"));
     // One pipe for both streams keeps their order.
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
     let writer_err = writer.try_clone().map_err(spawn_error)?;
-    let mut command = command_for(line);
     command
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_err));
-    for (name, value) in &config.env {
-        match value {
-            Some(value) => command.env(name, value),
-            None => command.env_remove(name),
-        };
+    #[cfg(windows)]
+    {
+        use std::os::windows::process::CommandExt;
+        const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+        command.creation_flags(CREATE_NEW_PROCESS_GROUP);
     }
     let sandboxed = launch.is_sandboxed();
     let containment = launch

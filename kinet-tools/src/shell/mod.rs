@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kinet_core::sandbox::launcher::LaunchSpec;
-use kinet_core::sandbox::{Containment, EnvPolicy, Launch, SandboxPolicy};
+use kinet_core::sandbox::{Containment, EnvPolicy, SandboxPolicy};
 
 mod local;
 mod terminal;
 
 use kinet_core::tool::ToolErrorKind;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
-use local::run_command;
+use local::{Local, run_command};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -299,15 +299,13 @@ impl Tool for ShellTool {
                 terminal::run(&terminals, command, ctx).await?
             }
             None => {
-                let LaunchSpec { roots, sandbox, .. } = spec;
-                let mut launch = Launch::new()
-                    .cwd(dir, place.path())
-                    .contain(self.config.contain)
-                    .env(self.config.inherit_env.clone());
-                if let Some(policy) = sandbox {
-                    launch = launch.sandbox(policy, roots);
-                }
-                run_command(&args.command, launch, timeout, &self.config, ctx).await?
+                let command = Local {
+                    line: &args.command,
+                    command: spec.command(),
+                    launch: spec.launch(dir),
+                    timeout,
+                };
+                run_command(command, &self.config, ctx).await?
             }
         };
         if let Some(callback) = &self.after_command {
