@@ -112,9 +112,9 @@ pub(super) fn open_dir(root: &Root<'_>) -> io::Result<File> {
 }
 
 /// Where the kernel says an open descriptor is (its `/proc/self/fd` link).
-fn real_path(fd: &OwnedFd) -> io::Result<PathBuf> {
+pub(super) fn real_path(fd: impl std::os::fd::AsFd) -> io::Result<PathBuf> {
     use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
 }
 
 /// The directory a write of `rel` lands in (created as needed) and the name

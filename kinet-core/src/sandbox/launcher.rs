@@ -274,13 +274,11 @@ fn open_inside(cwd: &Path, roots: &[PathBuf]) -> Result<std::fs::File, String> {
         return Err(format!("`{shown}` is not a directory"));
     }
     #[cfg(target_os = "linux")]
-    let real = {
-        use std::os::fd::AsRawFd;
-        std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-    };
+    let real =
+        crate::ctx::opened_path(&dir).ok_or_else(|| format!("`{shown}` cannot be resolved"))?;
     #[cfg(not(target_os = "linux"))]
-    let real = std::fs::canonicalize(cwd);
-    let real = real.map_err(|e| format!("`{shown}` cannot be resolved: {e}"))?;
+    let real =
+        std::fs::canonicalize(cwd).map_err(|e| format!("`{shown}` cannot be resolved: {e}"))?;
     let inside = roots
         .iter()
         .any(|root| std::fs::canonicalize(root).is_ok_and(|root| real.starts_with(root)));

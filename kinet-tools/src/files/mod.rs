@@ -16,7 +16,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use kinet_core::tool::{Editor, EditorFiles, WorkspacePath};
+use kinet_core::tool::{Editor, EditorFiles, WorkspacePath, opened_path};
 use kinet_core::{ToolCtx, ToolError};
 
 /// Formats lines `cat -n` style: a right-aligned line number, a tab, the
@@ -118,21 +118,6 @@ pub(crate) fn writes_to(editor: Option<&Arc<dyn EditorFiles>>) -> bool {
     editor.is_some_and(|editor| editor.reads() && editor.writes())
 }
 
-/// The path of an open file with its symlinks resolved (where the kernel
-/// tells), so the editor is asked about the file that was checked.
-pub(crate) fn real_path(file: &std::fs::File) -> Option<std::path::PathBuf> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = file;
-        None
-    }
-}
-
 /// The editor's text of the file at `place`, when the editor gives it:
 /// asked by the path of the file opened beneath the root (its symlinks
 /// resolved), after the checks on disk; `None` sends the tool to the disk.
@@ -144,7 +129,10 @@ pub(crate) async fn editor_copy(
     let checked = place.clone();
     let path = tokio::task::spawn_blocking(move || {
         let file = checked.open_read().ok()?;
-        file.metadata().ok()?.is_file().then(|| real_path(&file))?
+        file.metadata()
+            .ok()?
+            .is_file()
+            .then(|| opened_path(&file))?
     })
     .await
     .ok()
