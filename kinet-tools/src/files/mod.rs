@@ -140,11 +140,9 @@ pub(crate) async fn editor_copy(
     editor_text(&**editor, &path).await
 }
 
-/// The editor's text of `path` (checked, resolved), when it gives it.
+/// The editor's text of `path` (checked, resolved), when it gives it (the
+/// callers ask only an editor that [`reads`](EditorFiles::reads)).
 pub(crate) async fn editor_text(editor: &dyn EditorFiles, path: &Path) -> Option<String> {
-    if !editor.reads() {
-        return None;
-    }
     match editor.read_text(path).await {
         Ok(text) => Some(text),
         Err(why) => {
