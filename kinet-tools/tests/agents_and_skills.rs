@@ -1,9 +1,12 @@
 //! dispatch_agent, teams and skills, driven by scripted and echo models.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::result_text;
 use futures::StreamExt;
 use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet_core::testing::{Expectation, ScriptedProvider, ScriptedTurn};
@@ -156,19 +159,7 @@ async fn a_team_answers_broadcasts_keeps_history_and_closes_cleanly() {
         .build();
     let outcome = agent.run_to_completion("run a review").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
-    let text = |id: &str| {
-        outcome
-            .conversation
-            .messages
-            .iter()
-            .find_map(|m| match m {
-                kinet_core::Message::Tool { tool_call_id, .. } if tool_call_id == id => {
-                    Some(m.text())
-                }
-                _ => None,
-            })
-            .unwrap()
-    };
+    let text = |id: &str| result_text(&outcome, id).0;
     assert_eq!(text("s"), "Team started: critic, fan.");
     let broadcast = text("b");
     assert!(
@@ -348,15 +339,7 @@ async fn team_members_keep_their_history_across_a_session_restore() {
         .build();
     let outcome = agent.run_to_completion(conversation).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
-    let reply = outcome
-        .conversation
-        .messages
-        .iter()
-        .find_map(|m| match m {
-            kinet_core::Message::Tool { tool_call_id, .. } if tool_call_id == "t" => Some(m.text()),
-            _ => None,
-        })
-        .unwrap();
+    let reply = result_text(&outcome, "t").0;
     // Two messages from before the restart, and the new one.
     assert!(reply.contains("heard: And now? (history 3)"), "{reply}");
     tools.team().close();

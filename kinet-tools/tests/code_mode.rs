@@ -3,15 +3,17 @@
 #![cfg(feature = "code-mode")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::result_text;
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::Toolset;
 use kinet_core::{
-    Agent, AgentEvent, ApprovalPolicy, Message, Tool, ToolAnnotations, ToolCtx, ToolError,
-    ToolOutput,
+    Agent, AgentEvent, ApprovalPolicy, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput,
 };
 use kinet_tools::code_mode::CodeMode;
 use schemars::JsonSchema;
@@ -115,19 +117,7 @@ async fn run(
         events.push(event);
     }
     let outcome = run.finish().await;
-    let result = outcome
-        .conversation
-        .messages
-        .iter()
-        .find_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                is_error,
-                ..
-            } if tool_call_id == "s" => Some((m.text(), *is_error)),
-            _ => None,
-        })
-        .unwrap();
+    let result = result_text(&outcome, "s");
     (result.0, result.1, events)
 }
 

@@ -4,10 +4,13 @@
 //! is asked anything.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use common::result_text;
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::tool::{Editor, EditorFiles, Extensions};
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
@@ -383,21 +386,7 @@ async fn read_file_reads_the_editors_buffer_only_for_files_inside_the_root() {
     .extension(Editor(buffers.clone()))
     .build();
     let outcome = agent.run_to_completion("read").await;
-    let result = |id: &str| {
-        outcome
-            .conversation
-            .messages
-            .iter()
-            .find_map(|m| match m {
-                kinet_core::Message::Tool {
-                    tool_call_id,
-                    is_error,
-                    ..
-                } if tool_call_id == id => Some((m.text(), *is_error)),
-                _ => None,
-            })
-            .unwrap()
-    };
+    let result = |id: &str| result_text(&outcome, id);
     assert_eq!(result("a"), ("     1\tfrom the buffer\n".to_owned(), false));
     // A link out of the root and a path outside it are refused before the
     // editor is asked.
