@@ -259,6 +259,31 @@ fn processes_with(marker: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The scenario with one client: a first process, then a second that
+/// loads the session the first saved.
+fn scenario(client: &str, program: &Path, script: &Path) {
+    let project = project();
+    let store = project.path().join(".sessions.db");
+    let first = run_client(
+        program,
+        script,
+        project.path(),
+        &[vec!["first".to_owned()], agent_command("first", &store)].concat(),
+    );
+    let session = first["sessionId"].as_str().unwrap().to_owned();
+    let second = run_client(
+        program,
+        script,
+        project.path(),
+        &[
+            vec![format!("load:{session}")],
+            agent_command("second", &store),
+        ]
+        .concat(),
+    );
+    check_scenario(client, project.path(), &first, &second);
+}
+
 /// The directory of the client scripts and their packages.
 fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
@@ -280,26 +305,7 @@ fn typescript_client() {
         );
         return;
     }
-    let project = project();
-    let store = project.path().join(".sessions.db");
-    let first = run_client(
-        &node,
-        &dir.join("client.mjs"),
-        project.path(),
-        &[vec!["first".to_owned()], agent_command("first", &store)].concat(),
-    );
-    let session = first["sessionId"].as_str().unwrap().to_owned();
-    let second = run_client(
-        &node,
-        &dir.join("client.mjs"),
-        project.path(),
-        &[
-            vec![format!("load:{session}")],
-            agent_command("second", &store),
-        ]
-        .concat(),
-    );
-    check_scenario("typescript", project.path(), &first, &second);
+    scenario("typescript", &node, &dir.join("client.mjs"));
 }
 
 fn python_client() {
@@ -322,27 +328,7 @@ fn python_client() {
         );
         return;
     }
-    let project = project();
-    let store = project.path().join(".sessions.db");
-    let script = clients_dir().join("client.py");
-    let first = run_client(
-        &python,
-        &script,
-        project.path(),
-        &[vec!["first".to_owned()], agent_command("first", &store)].concat(),
-    );
-    let session = first["sessionId"].as_str().unwrap().to_owned();
-    let second = run_client(
-        &python,
-        &script,
-        project.path(),
-        &[
-            vec![format!("load:{session}")],
-            agent_command("second", &store),
-        ]
-        .concat(),
-    );
-    check_scenario("python", project.path(), &first, &second);
+    scenario("python", &python, &clients_dir().join("client.py"));
 }
 
 /// Malformed and out-of-order messages get protocol errors, and the
