@@ -50,17 +50,23 @@ impl Provider for Chunks {
     }
 }
 
+/// The runtime every part of the bench runs on: two workers, as the
+/// machine has two cores.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// The protocol crate alone: an agent that sends the turn's 200 updates
 /// straight from its prompt handler (no kinet run), to tell the crate's
 /// cost per update from kinet's.
 fn raw_agent() {
     use agent_client_protocol::v1::schema as acp;
     use agent_client_protocol::{Agent as AgentRole, on_receive_request};
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     runtime.block_on(async {
         AgentRole
             .v1()
@@ -117,11 +123,7 @@ fn main() {
         return;
     }
     if std::env::args().any(|a| a == "--agent") {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = runtime();
         runtime
             .block_on(AcpServer::new(|cwd| Agent::builder(Chunks).cwd(cwd).build()).serve_stdio())
             .unwrap();
@@ -134,11 +136,7 @@ fn main() {
         return;
     }
     // The engine alone: the same turn's events, read in process.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = runtime();
     let engine_us = runtime.block_on(async {
         let agent = Agent::builder(Chunks).build();
         let mut samples = Vec::new();
