@@ -88,20 +88,15 @@ impl ConfirmHandler for EditorApproval {
 
 /// Files' text as the editor holds it (`fs/read_text_file`) and writes
 /// into its buffers (`fs/write_text_file`), for the file tools, after
-/// their own confinement checks; each as the editor offers it.
+/// their own confinement checks; writes as the editor offers them.
 pub(crate) struct EditorBuffers {
     pub client: ConnectionTo<Client>,
     pub session: acp::SessionId,
-    pub reads: bool,
     pub writes: bool,
 }
 
 #[async_trait]
 impl EditorFiles for EditorBuffers {
-    fn reads(&self) -> bool {
-        self.reads
-    }
-
     async fn read_text(&self, path: &std::path::Path) -> Result<String, String> {
         let request = acp::ReadTextFileRequest::new(self.session.clone(), path.to_path_buf());
         ask(&self.client, request)

@@ -369,11 +369,13 @@ impl Inner {
             session: request.session_id.clone(),
         }));
         let offers = self.offers.lock().map(|o| o.clone()).unwrap_or_default();
-        if offers.fs.read_text_file || offers.fs.write_text_file {
+        // The file tools write through an editor only when it also gives
+        // the text (see `EditorFiles::writes`): one that only takes writes
+        // is not used.
+        if offers.fs.read_text_file {
             agent = agent.with_extension(Editor(Arc::new(EditorBuffers {
                 client: client.clone(),
                 session: request.session_id.clone(),
-                reads: offers.fs.read_text_file,
                 writes: offers.fs.write_text_file,
             })));
         }
