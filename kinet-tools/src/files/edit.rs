@@ -11,8 +11,8 @@ use serde::Deserialize;
 use super::tracker::{EditorCopy, FileStamp, FileTracker};
 use super::write::diff_summary;
 use super::{
-    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, editor_write,
-    existing, number_line, read_only, stop_check, writes_to,
+    EDIT_READ_CAP, Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, existing,
+    number_line, put_result, read_only, stop_check, writes_to,
 };
 
 /// Arguments of `edit_file`.
@@ -347,34 +347,19 @@ impl Tool for EditFileTool {
                 })?
             }
         };
-        let applied = {
+        let mut applied = {
             let shown = shown.clone();
             blocking(move || apply(&shown, &content, &args)).await?
         };
-        let applied = match editor.as_ref().filter(|_| to_editor) {
-            Some(editor) => {
-                let stamp = editor_write(&**editor, &place, &applied.content, &stop).await?;
-                tracker.record_text(&path, stamp, &applied.content);
-                applied
-            }
-            None => {
-                let seen_in_editor = editor.as_ref().is_some_and(|editor| editor.reads());
-                blocking(move || {
-                    place
-                        .write_atomic(applied.content.as_bytes(), &stop)
-                        .map_err(|e| place.error("write", e))?;
-                    let metadata = place.metadata().map_err(|e| place.error("edit", e))?;
-                    let stamp = FileStamp::of(&metadata);
-                    if seen_in_editor {
-                        tracker.record_text(&path, stamp, &applied.content);
-                    } else {
-                        tracker.record(&path, stamp);
-                    }
-                    Ok(applied)
-                })
-                .await?
-            }
-        };
+        applied.content = put_result(
+            editor.as_ref(),
+            place,
+            tracker,
+            applied.content,
+            stop,
+            "edit",
+        )
+        .await?;
         let count = applied.found.len();
         Ok(ToolOutput::text(format!(
             "Edited `{shown}`: replaced {count} occurrence{}. The file now reads:\n{}",

@@ -196,3 +196,41 @@ pub(crate) async fn editor_write(
             tracker::FileStamp::of(&metadata)
         }))
 }
+
+/// Puts a file tool's result where it goes: to the editor when it takes
+/// writes ([`writes_to`]), else to the disk, atomically; then records what
+/// the agent now knows of the file (the text too, when the editor gives
+/// files' text, so the next edit checks the editor's copy against it).
+/// `action` names the call in a disk error ("edit", "write"). Returns the
+/// text.
+pub(crate) async fn put_result(
+    editor: Option<&Arc<dyn EditorFiles>>,
+    place: WorkspacePath,
+    tracker: Arc<tracker::FileTracker>,
+    text: String,
+    stop: impl Fn() -> bool + Send + Sync + 'static,
+    action: &'static str,
+) -> Result<String, ToolError> {
+    if writes_to(editor)
+        && let Some(editor) = editor
+    {
+        let stamp = editor_write(&**editor, &place, &text, &stop).await?;
+        tracker.record_text(place.path(), stamp, &text);
+        return Ok(text);
+    }
+    let seen_in_editor = editor.is_some_and(|editor| editor.reads());
+    blocking(move || {
+        place
+            .write_atomic(text.as_bytes(), &stop)
+            .map_err(|e| place.error("write", e))?;
+        let metadata = place.metadata().map_err(|e| place.error(action, e))?;
+        let stamp = tracker::FileStamp::of(&metadata);
+        if seen_in_editor {
+            tracker.record_text(place.path(), stamp, &text);
+        } else {
+            tracker.record(place.path(), stamp);
+        }
+        Ok(text)
+    })
+    .await
+}

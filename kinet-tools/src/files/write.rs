@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::tracker::{EditorCopy, FileStamp, FileTracker};
 use super::{
-    Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, editor_write, existing, read_only,
+    Existing, SUMMARY_READ_CAP, blocking, editor, editor_copy, existing, put_result, read_only,
     stop_check, writes_to,
 };
 
@@ -192,30 +192,7 @@ impl Tool for WriteFileTool {
             }
         }
         let content = args.content;
-        let content = match editor.as_ref().filter(|_| to_editor) {
-            Some(editor) => {
-                let stamp = editor_write(&**editor, &place, &content, &stop).await?;
-                tracker.record_text(&path, stamp, &content);
-                content
-            }
-            None => {
-                let seen_in_editor = editor.as_ref().is_some_and(|editor| editor.reads());
-                blocking(move || {
-                    place
-                        .write_atomic(content.as_bytes(), &stop)
-                        .map_err(|e| place.error("write", e))?;
-                    let metadata = place.metadata().map_err(|e| place.error("write", e))?;
-                    let stamp = FileStamp::of(&metadata);
-                    if seen_in_editor {
-                        tracker.record_text(&path, stamp, &content);
-                    } else {
-                        tracker.record(&path, stamp);
-                    }
-                    Ok(content)
-                })
-                .await?
-            }
-        };
+        let content = put_result(editor.as_ref(), place, tracker, content, stop, "write").await?;
         let verb = if before.is_some() {
             "Overwrote"
         } else {
