@@ -10,20 +10,9 @@ use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use kinet_core::ToolCtx;
 use kinet_core::tool::{EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit};
-use serde::Serialize;
 
 use crate::permission::ask;
-
-/// The pack of [`Shown`] events.
-pub(crate) const PACK: &str = "acp";
-
-/// A terminal started for a call: the editor is told to show it with the
-/// call (as an event, so it reaches the editor after the call itself).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Shown {
-    pub call_id: String,
-    pub terminal_id: String,
-}
+use crate::updates::{PACK, Shown};
 
 /// Starts terminals in the editor of one session.
 pub(crate) struct EditorTerms {

@@ -8,6 +8,18 @@ use futures::StreamExt as _;
 use kinet_core::{AgentEvent, Message};
 use serde_json::Value;
 
+/// The pack of [`Shown`] events.
+pub(crate) const PACK: &str = "acp";
+
+/// A terminal started for a call (by `terminal`): the editor is told to
+/// show it with the call, as an event, so it reaches the editor after the
+/// call itself.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Shown {
+    pub call_id: String,
+    pub terminal_id: String,
+}
+
 /// The kind an editor shows for a tool (its icon, how it groups calls).
 pub(crate) fn kind(tool: &str) -> acp::ToolKind {
     match tool {
@@ -99,8 +111,8 @@ impl Updates {
                     self.finished(call_id, result),
                 )]
             }
-            AgentEvent::Pack(event) if event.pack() == crate::terminal::PACK => {
-                let Some(shown) = event.downcast_ref::<crate::terminal::Shown>() else {
+            AgentEvent::Pack(event) if event.pack() == PACK => {
+                let Some(shown) = event.downcast_ref::<Shown>() else {
                     return Vec::new();
                 };
                 self.terminals

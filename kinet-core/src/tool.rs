@@ -5,7 +5,7 @@ pub use crate::ctx::{
     AgentHandle, Confinement, DirEntry, Editor, EditorFiles, EditorTerminal, EditorTerminals,
     EntryKind, EntryMetadata, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
     SubAgentSpawner, TerminalCommand, TerminalExit, Terminals, ToolCaller, ToolCtx, WorkspaceDir,
-    WorkspacePath, confinement, opened_path,
+    WorkspacePath, confinement,
 };
 /// Calendar arithmetic for tools that speak dates.
 pub mod dates {

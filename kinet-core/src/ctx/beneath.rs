@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
 
+use crate::sandbox::opened_path;
+
 use super::paths::{MAX_SYMLINK_HOPS, escape, normalize, temp_name};
 
 /// Whether this kernel has `openat2` and lets us call it (probed from `/`,
@@ -111,12 +113,6 @@ pub(super) fn open_dir(root: &Root<'_>) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
-/// Where the kernel says an open descriptor is (its `/proc/self/fd` link).
-pub(super) fn real_path(fd: impl std::os::fd::AsFd) -> io::Result<PathBuf> {
-    use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd()))
-}
-
 /// The directory a write of `rel` lands in (created as needed) and the name
 /// in it, after following a symlink at the end of `rel` as long as it
 /// stays inside the root. A relative link target is taken from the
@@ -124,7 +120,7 @@ pub(super) fn real_path(fd: impl std::os::fd::AsFd) -> io::Result<PathBuf> {
 /// reports for the opened directory.
 fn parent_for_write(place: &Root<'_>, protected: &[String]) -> io::Result<(OwnedFd, PathBuf)> {
     let (dir, root) = (place.dir, place.path);
-    let real_root = real_path(dir)?;
+    let real_root = opened_path(dir)?;
     let mut rel = place.rel.to_path_buf();
     for _ in 0..=MAX_SYMLINK_HOPS {
         // Every hop's target is checked: a link to `.git/config` is a
@@ -143,7 +139,7 @@ fn parent_for_write(place: &Root<'_>, protected: &[String]) -> io::Result<(Owned
             Ok(target) => {
                 let target = Path::new(OsStr::from_bytes(target.as_bytes()));
                 // Relative to the link's real directory, or absolute.
-                let next = normalize(&real_path(&parent_fd)?.join(target));
+                let next = normalize(&opened_path(&parent_fd)?.join(target));
                 rel = next
                     .strip_prefix(&real_root)
                     .or_else(|_| next.strip_prefix(root))
@@ -233,7 +229,7 @@ pub(super) fn begin_write(root: &Root<'_>, protected: &[String]) -> io::Result<(
 impl Pending {
     /// The file a commit replaces, its directory's symlinks resolved.
     pub(super) fn target(&self) -> io::Result<PathBuf> {
-        Ok(real_path(&self.dir)?.join(&self.name))
+        Ok(opened_path(&self.dir)?.join(&self.name))
     }
 
     /// Gives the file its mode and renames it over the target (or, when

@@ -28,21 +28,6 @@ use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
 
 pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
-
-/// The path of an opened file, its symlinks resolved, as the kernel knows
-/// it (Linux; `None` elsewhere or when it cannot tell): for handing a
-/// checked file to another process by a name that leads to that file.
-pub fn opened_path(file: &std::fs::File) -> Option<PathBuf> {
-    #[cfg(target_os = "linux")]
-    {
-        beneath::real_path(file).ok()
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = file;
-        None
-    }
-}
 pub use editor::{
     Editor, EditorFiles, EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit, Terminals,
 };

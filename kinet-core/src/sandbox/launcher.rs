@@ -275,7 +275,7 @@ fn open_inside(cwd: &Path, roots: &[PathBuf]) -> Result<std::fs::File, String> {
     }
     #[cfg(target_os = "linux")]
     let real =
-        crate::ctx::opened_path(&dir).ok_or_else(|| format!("`{shown}` cannot be resolved"))?;
+        super::opened_path(&dir).map_err(|e| format!("`{shown}` cannot be resolved: {e}"))?;
     #[cfg(not(target_os = "linux"))]
     let real =
         std::fs::canonicalize(cwd).map_err(|e| format!("`{shown}` cannot be resolved: {e}"))?;

@@ -372,6 +372,23 @@ pub fn protect_process() -> std::io::Result<bool> {
     }
 }
 
+/// The path of an opened file or directory, its symlinks resolved, as the
+/// kernel knows it (`/proc/self/fd`): for handing a checked file to
+/// another process (an editor, a launcher's check) by a name that leads to
+/// that file. Linux only; elsewhere `Unsupported`.
+#[cfg(target_os = "linux")]
+pub fn opened_path(file: impl std::os::fd::AsFd) -> std::io::Result<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_fd().as_raw_fd()))
+}
+
+/// The path of an opened file: not known on this system.
+#[cfg(not(target_os = "linux"))]
+pub fn opened_path(file: &std::fs::File) -> std::io::Result<PathBuf> {
+    let _ = file;
+    Err(std::io::ErrorKind::Unsupported.into())
+}
+
 /// Whether this process runs as root (effective user id 0). A contained
 /// command of root keeps root's power over files; Chrome's own sandbox
 /// refuses root. `false` on systems other than Linux.

@@ -16,7 +16,7 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use kinet_core::tool::{Editor, EditorFiles, WorkspacePath, opened_path};
+use kinet_core::tool::{Editor, EditorFiles, WorkspacePath};
 use kinet_core::{ToolCtx, ToolError};
 
 /// Formats lines `cat -n` style: a right-aligned line number, a tab, the
@@ -132,7 +132,7 @@ pub(crate) async fn editor_copy(
         file.metadata()
             .ok()?
             .is_file()
-            .then(|| opened_path(&file))?
+            .then(|| kinet_core::sandbox::opened_path(&file).ok())?
     })
     .await
     .ok()

@@ -155,7 +155,8 @@ impl Tool for ReadFileTool {
             Opened::Text(reader, metadata) => (reader, metadata),
         };
         // Asked by the path of the file opened and checked.
-        let asked = kinet_core::tool::opened_path(reader.get_ref())
+        let asked = kinet_core::sandbox::opened_path(reader.get_ref())
+            .ok()
             .unwrap_or_else(|| job.place.path().to_path_buf());
         let text = editor_text(&*editor, &asked).await;
         blocking(move || match text {
