@@ -103,6 +103,7 @@
 mod agent;
 mod backend;
 mod batch;
+pub mod command;
 pub mod confirm;
 pub mod context;
 mod ctx;

@@ -35,6 +35,7 @@ pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
+pub(crate) use workspace::place;
 pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 
 #[derive(Clone)]
