@@ -144,7 +144,7 @@ pub(crate) async fn run(
             let call = &mut batch.calls[index];
             let span = batch.spans[index].clone();
             let gate = async {
-                match pipeline.approve(call, &prepared, base, approvals).await {
+                match pipeline.approve(call, &mut prepared, base, approvals).await {
                     Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
                     other => other,
                 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
+use crate::command::CheckedCommand;
 use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
@@ -236,7 +237,7 @@ impl ApprovalPolicy {
             rules: Vec::new(),
             timeout: Duration::from_secs(300),
             data: None,
-            command_tools: vec![("shell".into(), "command".into())],
+            command_tools: Vec::new(),
             sub_agent: false,
             defer: false,
         }
@@ -259,7 +260,13 @@ impl ApprovalPolicy {
     }
 
     /// Names a tool whose argument `field` is a shell command line, for
-    /// the rules file's command rules. Default: `shell`'s `command`.
+    /// the rules file's command rules, when the tool runs the line itself
+    /// (an MCP tool, a host's own): kinet cannot run what it checked, so
+    /// the rules' `forbid` and `ask` apply to it but their `allow` asks.
+    /// Tools that give their line to kinet
+    /// ([`Tool::command_line`](crate::Tool::command_line), as the shell
+    /// tool does) need no naming: their plan is checked and then run.
+    /// Default: none.
     pub fn command_tool(mut self, tool: impl Into<String>, field: impl Into<String>) -> Self {
         self.command_tools.push((tool.into(), field.into()));
         self
@@ -365,6 +372,7 @@ impl ApprovalPolicy {
         tool: &str,
         arguments: &str,
         place: Place<'_>,
+        command: Option<&CheckedCommand>,
     ) -> Option<(ToolRule, Option<String>)> {
         let mut strictest: Option<(ToolRule, Option<String>)> = None;
         let mut consider = |rule: ToolRule, reason: Option<String>| {
@@ -394,8 +402,24 @@ impl ApprovalPolicy {
             {
                 consider(rule, Some(reason));
             }
-            if let Some(line) = self.command_line(tool, arguments)
-                && let Some(verdict) = data.check_command(&line)
+            let verdict = match command {
+                Some(checked) => {
+                    data.check_plan(&checked.planned, checked.context.workspace_roots())
+                }
+                None => self.command_line(tool, arguments).and_then(|line| {
+                    data.check_command(&line).map(|mut verdict| {
+                        if verdict.decision == Decision::Allow {
+                            verdict.decision = Decision::Ask;
+                            verdict.reason = format!(
+                                "{}; `{tool}` runs its command line itself, so kinet cannot run what the rules checked",
+                                verdict.reason
+                            );
+                        }
+                        verdict
+                    })
+                }),
+            };
+            if let Some(verdict) = verdict
                 && let Some(rule) = self.as_rule(verdict.decision)
             {
                 consider(rule, Some(verdict.reason));
@@ -438,6 +462,7 @@ impl ApprovalPolicy {
             mutating,
             session_approved,
             (std::path::Path::new("/"), &[]),
+            None,
         )
     }
 
@@ -450,8 +475,9 @@ impl ApprovalPolicy {
         mutating: bool,
         session_approved: bool,
         place: Place<'_>,
+        command: Option<&CheckedCommand>,
     ) -> Verdict {
-        match self.matching_rule(tool, arguments, place) {
+        match self.matching_rule(tool, arguments, place, command) {
             Some((ToolRule::Deny, reason)) => {
                 return Verdict::Deny(match reason {
                     Some(reason) => format!("`{tool}` is forbidden by the rules ({reason})"),
@@ -577,21 +603,30 @@ decision = "forbid"
             .with_rules(rules)
             .allow("mcp__prod__read");
         let shell = |line: &str| serde_json::json!({ "command": line }).to_string();
+        let context = crate::command::Context::examples();
+        let run = |policy: &ApprovalPolicy, line: &str, approved: bool| {
+            let checked = CheckedCommand {
+                call_id: "1".into(),
+                line: line.into(),
+                planned: crate::command::plan(line, &context),
+                context: context.clone(),
+            };
+            policy.verdict_at(
+                "shell",
+                &shell(line),
+                true,
+                approved,
+                (std::path::Path::new("/"), &[]),
+                Some(&checked),
+            )
+        };
+        assert_eq!(run(&policy, "cargo test", false), Verdict::Run);
+        assert_eq!(run(&policy, "cargo build", false), Verdict::Ask);
         assert_eq!(
-            policy.verdict("shell", &shell("cargo test"), true, false),
-            Verdict::Run
-        );
-        assert_eq!(
-            policy.verdict("shell", &shell("cargo build"), true, false),
+            run(&policy, "cargo test && echo $(id)", false),
             Verdict::Ask
         );
-        assert_eq!(
-            policy.verdict("shell", &shell("cargo test && echo $(id)"), true, false),
-            Verdict::Ask
-        );
-        let Verdict::Deny(reason) =
-            policy.verdict("shell", &shell("cargo test; rm -rf ~"), true, true)
-        else {
+        let Verdict::Deny(reason) = run(&policy, "cargo test; rm -rf ~", true) else {
             panic!("rm must be forbidden, session approval or not");
         };
         assert!(reason.contains("use the file tools"), "{reason}");
@@ -600,7 +635,9 @@ decision = "forbid"
             policy.verdict("mcp__prod__read", "{}", false, false),
             Verdict::Deny(_)
         ));
-        // Another tool with a command field is not a command tool unless named.
+        // Another tool with a command field is not a command tool unless
+        // named; named, the rules' forbid holds and their allow asks, since
+        // the tool runs the line itself.
         assert_eq!(
             policy.verdict("run", &shell("rm x"), true, false),
             Verdict::Ask
@@ -610,16 +647,14 @@ decision = "forbid"
             named.verdict("run", &shell("rm x"), true, false),
             Verdict::Deny(_)
         ));
+        assert_eq!(
+            named.verdict("run", &shell("cargo test"), true, false),
+            Verdict::Ask
+        );
         // A sub-agent: the file's allows do not apply, its asks deny.
         let sub = policy.for_sub_agent();
-        assert!(matches!(
-            sub.verdict("shell", &shell("cargo test"), true, false),
-            Verdict::Deny(_)
-        ));
-        assert!(matches!(
-            sub.verdict("shell", &shell("cargo build"), true, false),
-            Verdict::Deny(_)
-        ));
+        assert!(matches!(run(&sub, "cargo test", false), Verdict::Deny(_)));
+        assert!(matches!(run(&sub, "cargo build", false), Verdict::Deny(_)));
     }
 
     #[test]
@@ -649,13 +684,13 @@ decision = "allow"
         let path = |p: &str| serde_json::json!({ "path": p }).to_string();
         // A host allow does not carry a forbidden path.
         let Verdict::Deny(reason) =
-            policy.verdict_at("read_file", &path("secrets/k"), false, false, place)
+            policy.verdict_at("read_file", &path("secrets/k"), false, false, place, None)
         else {
             panic!("a forbidden path must be denied");
         };
         assert!(reason.contains("path rule `secrets/**`"), "{reason}");
         assert_eq!(
-            policy.verdict_at("write_file", &path("docs/a.md"), true, false, place),
+            policy.verdict_at("write_file", &path("docs/a.md"), true, false, place, None),
             Verdict::Run
         );
         assert_eq!(
@@ -664,23 +699,38 @@ decision = "allow"
                 &path("/work/repo/src/a.rs"),
                 true,
                 false,
-                place
+                place,
+                None
             ),
             Verdict::Ask
         );
         let url = |u: &str| serde_json::json!({ "url": u }).to_string();
         assert_eq!(
-            policy.verdict_at("web_fetch", &url("https://docs.rs/x"), true, false, place),
+            policy.verdict_at(
+                "web_fetch",
+                &url("https://docs.rs/x"),
+                true,
+                false,
+                place,
+                None
+            ),
             Verdict::Run
         );
         assert_eq!(
-            policy.verdict_at("web_fetch", &url("https://example.com"), true, false, place),
+            policy.verdict_at(
+                "web_fetch",
+                &url("https://example.com"),
+                true,
+                false,
+                place,
+                None
+            ),
             Verdict::Ask
         );
         // A sub-agent keeps the forbidden path, not the allowed one.
         let sub = policy.for_sub_agent();
         assert!(matches!(
-            sub.verdict_at("write_file", &path("docs/a.md"), true, false, place),
+            sub.verdict_at("write_file", &path("docs/a.md"), true, false, place, None),
             Verdict::Deny(_)
         ));
     }

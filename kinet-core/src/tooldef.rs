@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+use crate::command::CommandLine;
 use crate::ctx::ToolCtx;
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};
@@ -91,6 +92,17 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
 
+    /// For a tool that runs a shell command line: the line and where it
+    /// runs. The pipeline [plans](crate::command::plan) it once, at
+    /// approval, checks that plan against the rules file, and hands the
+    /// same plan to [`call`](Self::call) (and to
+    /// [`confirm_summary`](Self::confirm_summary)) as the context's
+    /// [`CheckedCommand`](crate::command::CheckedCommand) extension, so the
+    /// tool runs exactly what was checked. Default: `None` (no command).
+    fn command_line(&self, _args: &Self::Args, _ctx: &ToolCtx) -> Option<CommandLine> {
+        None
+    }
+
     /// The longest one call may run. The pipeline enforces the shorter of
     /// this and the agent's tool timeout through [`ToolCtx::deadline`].
     /// Default: `None` (only the agent's timeout).
@@ -153,6 +165,11 @@ pub trait PreparedCall: Send + Sync {
     fn scheduling(&self) -> Scheduling;
     /// The summary shown in a confirmation request.
     async fn confirm_summary(&self, ctx: &ToolCtx) -> Option<String>;
+    /// The command line it runs, if it runs one (see
+    /// [`Tool::command_line`]).
+    fn command_line(&self, _ctx: &ToolCtx) -> Option<CommandLine> {
+        None
+    }
     /// Runs the call.
     async fn call(self: Box<Self>, ctx: ToolCtx) -> Result<ToolOutput, ToolError>;
 }
@@ -274,6 +291,10 @@ impl<T: Tool> PreparedCall for TypedCall<T> {
 
     async fn confirm_summary(&self, ctx: &ToolCtx) -> Option<String> {
         self.tool.confirm_summary(&self.args, ctx).await
+    }
+
+    fn command_line(&self, ctx: &ToolCtx) -> Option<CommandLine> {
+        self.tool.command_line(&self.args, ctx)
     }
 
     async fn call(self: Box<Self>, ctx: ToolCtx) -> Result<ToolOutput, ToolError> {

@@ -104,6 +104,8 @@ pub struct CheckedCommand {
     pub call_id: String,
     /// The line.
     pub line: String,
+    /// Where it runs.
+    pub context: Context,
     /// Its plan.
     pub planned: Planned,
 }
@@ -375,6 +377,17 @@ pub fn quote(word: &str) -> String {
     } else {
         format!("'{}'", word.replace('\'', r"'\''"))
     }
+}
+
+/// Whether two paths name the same file: equal once `.` and `..` are
+/// folded, or once their links are resolved.
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    let (a, b) = (resolve::normalize(a), resolve::normalize(b));
+    a == b
+        || matches!(
+            (std::fs::canonicalize(&a), std::fs::canonicalize(&b)),
+            (Ok(x), Ok(y)) if x == y
+        )
 }
 
 /// Whether `path` lies beneath `dir` (lexically).

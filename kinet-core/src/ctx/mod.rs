@@ -171,6 +171,13 @@ impl ToolCtx {
         self
     }
 
+    /// Adds one extension to this context's (a call's own value, such as
+    /// its checked command line).
+    pub(crate) fn with_extension_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
+        self.shared_mut().extensions.insert_arc(value);
+        self
+    }
+
     /// Sets the host extensions.
     pub fn with_extensions(mut self, extensions: Extensions) -> Self {
         self.shared_mut().extensions = extensions;

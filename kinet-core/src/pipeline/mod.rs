@@ -293,7 +293,10 @@ impl Pipeline {
             Err(error) => (Err(error), None),
             Ok(mut prepared) => {
                 let mut approvals = BTreeSet::new();
-                let gate = match self.approve(&call, &prepared, base, &mut approvals).await {
+                let gate = match self
+                    .approve(&call, &mut prepared, base, &mut approvals)
+                    .await
+                {
                     Gate::Run => {
                         self.before_tool(tools, &mut call, &mut prepared, base)
                             .await

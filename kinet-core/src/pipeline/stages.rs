@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::Pipeline;
+use crate::command::CheckedCommand;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
 use crate::data::deferred::Resolution;
@@ -36,6 +37,9 @@ pub(crate) struct Prepared {
     call: Box<dyn PreparedCall>,
     pub(crate) mutating: bool,
     pub(crate) scheduling: Scheduling,
+    /// The call's command line, planned at approval: what the rules
+    /// checked and the tool runs.
+    pub(crate) command: Option<Arc<CheckedCommand>>,
 }
 
 /// Whether a call goes on to the next stage.
@@ -94,6 +98,7 @@ impl Pipeline {
                 mutating,
                 scheduling,
                 entry,
+                command: None,
             })
         }))
         .unwrap_or_else(|payload| {
@@ -120,10 +125,21 @@ impl Pipeline {
     pub(crate) async fn approve(
         &self,
         call: &ToolCall,
-        prepared: &Prepared,
+        prepared: &mut Prepared,
         base: &ToolCtx,
         approvals: &mut BTreeSet<String>,
     ) -> Gate {
+        if prepared.command.is_none()
+            && let Some(line) = prepared.call.command_line(base)
+        {
+            prepared.command = Some(Arc::new(CheckedCommand {
+                call_id: call.id.clone(),
+                planned: crate::command::plan(&line.line, &line.context),
+                line: line.line,
+                context: line.context,
+            }));
+        }
+        let prepared = &*prepared;
         let approved = approvals.contains(&call.name);
         let policy_asks = match self.policy().verdict_at(
             &call.name,
@@ -131,6 +147,7 @@ impl Pipeline {
             prepared.mutating,
             approved,
             (base.cwd(), base.roots()),
+            prepared.command.as_deref(),
         ) {
             Verdict::Run => false,
             Verdict::Ask => true,
@@ -264,8 +281,13 @@ impl Pipeline {
             arguments,
             call,
             scheduling,
+            command,
             ..
         } = prepared;
+        let ctx = match command {
+            Some(command) => ctx.with_extension_arc(command),
+            None => ctx,
+        };
         let lock = match &scheduling {
             Scheduling::Keyed(key) => Some(self.inner.keys.lock_for(key)),
             _ => None,
@@ -413,7 +435,10 @@ impl Pipeline {
         prepared: &Prepared,
         concern: Option<String>,
     ) -> Result<(ConfirmDecision, ConfirmRequest), Gate> {
-        let ctx = base.for_call(&call.id, &call.name);
+        let mut ctx = base.for_call(&call.id, &call.name);
+        if let Some(command) = &prepared.command {
+            ctx = ctx.with_extension_arc(Arc::clone(command));
+        }
         let request = request(&ctx, call, &*prepared.call, concern).await;
         if self.policy().defers() {
             return Err(Gate::Defer(request));

@@ -44,28 +44,56 @@
 //! ```
 //!
 //! When several rules match, `forbid` wins over `ask`, and `ask` over
-//! `allow`. A command line is parsed first ([`shell::parse`]): it is
-//! allowed only when every simple command in it is allowed (and writes no
-//! file through a redirection), forbidden when any is, and asks when the
-//! parser cannot prove what runs (`$(...)`, `$VAR`, subshells, here
-//! documents, ...). Path rules look at a call's `path` and `file_path`
-//! arguments, as written and with their symlinks resolved: `ask` and
-//! `forbid` apply when either form matches, `allow` only when both do.
+//! `allow`.
+//!
+//! **Command lines** are [planned](crate::command) where they run, at
+//! check time, and the rules judge the plan, which is then what runs
+//! (the shell tool starts each program itself, never through a shell): a
+//! line is allowed only when every program it runs is allowed, and then
+//! still asks when it sets a variable no `[[variable]]` rule allows,
+//! writes a file through a redirection, redirects a file outside the
+//! workspace roots, or gives an allowed program a dangerous argument (a
+//! built-in catalogue — `git -c`, `git diff --output`, `find -exec`,
+//! `sed -i`, `rg --pre`, `sort -o`, ... — that `[[dangerous]]` entries
+//! extend). It is forbidden when any part is, and asks when the line
+//! cannot be planned (`$(...)`, `$VAR`, `cd`, subshells, `&>`, ...). A
+//! rule's `program` matches by resolution: a name only a program of that
+//! name found in a system directory (never `./ls` or a program in the
+//! workspace), a path only that file.
+//!
+//! ```toml
+//! [[variable]]
+//! name = "RUST_LOG"               # `RUST_LOG=debug cargo test` may run
+//! decision = "allow"
+//!
+//! [[dangerous]]                   # more arguments that make `allow` ask
+//! programs = ["mytool"]
+//! options = ["--exec"]
+//! why = "runs a program"
+//! ```
+//!
+//! Path rules look at a call's `path` and `file_path` arguments, as
+//! written and with their symlinks resolved: `ask` and `forbid` apply when
+//! either form matches, `allow` only when both do.
 //! Host rules do not decide calls:
 //! [`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules)
 //! turns them into a sandbox's network allowlist. A file whose example does not behave as
 //! written does not load, and the error names the rule and the example.
 
+mod catalogue;
 pub(crate) mod hosts;
-pub mod shell;
 mod targets;
+
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+pub use catalogue::DangerousRule;
 pub use hosts::HostPattern;
 pub use targets::{HostRule, PathRule, ToolNameRule, wildcard_matches};
 
-use shell::{Parsed, SimpleCommand};
+use crate::command::{Command, Context, Invocation, Plan, Planned, Target, plan};
+use crate::sandbox::PROGRAM_VARIABLES;
 
 /// What a rule says about what it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -84,8 +112,11 @@ pub enum Decision {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommandRule {
-    /// The program, by name (`git`) or path (`/usr/bin/git`, matched by
-    /// its last component too).
+    /// The program: a name (`git`), which matches a program of that name
+    /// found in a system directory (see [`crate::command`]), whether the
+    /// line names it bare or by its absolute path; or a path (`/opt/x`,
+    /// `./scripts/check.sh`, relative to a workspace root), which matches
+    /// that file alone.
     pub program: String,
     /// The arguments the command must start with. Default: none (any).
     #[serde(default)]
@@ -103,6 +134,23 @@ pub struct CommandRule {
     pub justification: Option<String>,
 }
 
+/// A rule for variables a command line sets (`NAME=value cmd`,
+/// `env NAME=value cmd`). A line that sets a variable no rule allows asks.
+/// The variables that choose or redirect programs
+/// ([`PROGRAM_VARIABLES`]: `PATH`, `LD_*`, `GIT_*`, `PAGER`, ...) are
+/// allowed only by a rule that names them exactly.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariableRule {
+    /// The variable, or a prefix ending in `*`.
+    pub name: String,
+    /// What the rule says.
+    pub decision: Decision,
+    /// Why, for messages.
+    #[serde(default)]
+    pub justification: Option<String>,
+}
+
 /// A loaded, checked rules file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +158,12 @@ pub struct Rules {
     /// The command rules, in file order.
     #[serde(default, rename = "command")]
     pub commands: Vec<CommandRule>,
+    /// The variable rules, in file order.
+    #[serde(default, rename = "variable")]
+    pub variables: Vec<VariableRule>,
+    /// Dangerous arguments besides the built-in catalogue.
+    #[serde(default)]
+    pub dangerous: Vec<DangerousRule>,
     /// The tool rules, in file order.
     #[serde(default, rename = "tool")]
     pub tools: Vec<ToolNameRule>,
@@ -142,8 +196,9 @@ pub enum RulesError {
         /// What went wrong, naming the example.
         problem: String,
     },
-    /// A tool, path or host rule is wrong: a failing example, a bad glob
-    /// or host pattern, an `allow` for paths that names no tools.
+    /// A tool, path, host or dangerous-argument rule is wrong: a failing
+    /// example, a bad glob or host pattern, an `allow` for paths that
+    /// names no tools.
     #[error("{rule}: {problem}")]
     Invalid {
         /// The rule: its kind, position from 1 and pattern.
@@ -163,27 +218,42 @@ pub struct CommandVerdict {
 }
 
 impl CommandRule {
-    /// Whether the rule matches one simple command.
-    pub fn matches_command(&self, command: &SimpleCommand) -> bool {
-        let Some(program) = command.argv.first() else {
-            return false;
+    /// Whether the rule matches the program a command runs (its
+    /// [`Target`]), with `roots` for a rule that names a relative path.
+    pub fn matches_target(&self, target: &Target, roots: &[PathBuf]) -> bool {
+        let named = if self.program.contains('/') {
+            let Some(path) = &target.path else {
+                return false;
+            };
+            let rule = Path::new(&self.program);
+            if rule.is_absolute() {
+                crate::command::same_file(rule, path)
+            } else {
+                roots
+                    .iter()
+                    .any(|root| crate::command::same_file(&root.join(rule), path))
+            }
+        } else {
+            target.system && target.name() == self.program
         };
-        let base = program.rsplit('/').next().unwrap_or(program);
-        let named =
-            program == &self.program || (!self.program.contains('/') && base == self.program);
         named
-            && command.argv.len() > self.args.len()
-            && command.argv[1..=self.args.len()] == self.args[..]
+            && target.args.len() >= self.args.len()
+            && target.args[..self.args.len()] == self.args[..]
     }
 
-    /// Whether the rule matches `line` as a whole: one simple command.
+    /// Whether the rule matches `line` as a whole: one program, checked
+    /// as the examples are ([`Context::examples`]).
     fn matches_line(&self, line: &str) -> Result<bool, String> {
-        match shell::parse(line) {
-            Parsed::Simple(commands) if commands.len() == 1 => {
-                Ok(self.matches_command(&commands[0]))
+        let context = Context::examples();
+        match plan(line, &context) {
+            Planned::Plan(plan) => {
+                let all: Vec<&Invocation> = plan.invocations().collect();
+                match all[..] {
+                    [one] => Ok(self.matches_target(&one.target, context.workspace_roots())),
+                    _ => Err(format!("runs {} commands, not one", all.len())),
+                }
             }
-            Parsed::Simple(commands) => Err(format!("runs {} commands, not one", commands.len())),
-            Parsed::Unsure(why) => Err(why),
+            Planned::Unsure(why) => Err(why),
         }
     }
 
@@ -219,35 +289,107 @@ impl Rules {
                 problem,
             })?;
         }
+        for (index, rule) in rules.dangerous.iter().enumerate() {
+            rule.check().map_err(|problem| RulesError::Invalid {
+                rule: format!(
+                    "dangerous rule {} (`{}`)",
+                    index + 1,
+                    rule.programs.join(", ")
+                ),
+                problem,
+            })?;
+        }
         rules.check_targets()?;
         Ok(rules)
     }
 
-    /// The strictest decision of the command rules matching one simple
-    /// command, with the rule; `None` when none matches.
-    fn decide_one(&self, command: &SimpleCommand) -> Option<(Decision, &CommandRule)> {
+    /// The strictest decision of the command rules matching a target,
+    /// with the rule; `None` when none matches.
+    fn decide_one(&self, target: &Target, roots: &[PathBuf]) -> Option<(Decision, &CommandRule)> {
         let candidates: Box<dyn Iterator<Item = &CommandRule>> = if self.by_program.is_empty() {
             Box::new(self.commands.iter())
         } else {
-            let program = command.argv.first()?;
-            let name = program.rsplit('/').next().unwrap_or(program);
-            let indexes = self.by_program.get(name)?;
+            let indexes = self.by_program.get(target.name())?;
             Box::new(indexes.iter().filter_map(|&i| self.commands.get(i)))
         };
         candidates
-            .filter(|rule| rule.matches_command(command))
+            .filter(|rule| rule.matches_target(target, roots))
             .max_by_key(|rule| rule.decision)
             .map(|rule| (rule.decision, rule))
     }
 
-    /// What the rules say of a command line; `None` when no rule speaks
-    /// to it at all (the host's other policy decides). A compound line is
-    /// allowed only when every part is; any forbidden part forbids it; a
-    /// line the parser cannot prove simple asks.
-    pub fn check_command(&self, line: &str) -> Option<CommandVerdict> {
-        let commands = match shell::parse(line) {
-            Parsed::Simple(commands) => commands,
-            Parsed::Unsure(why) => {
+    /// What the variable rules say of setting `name`; `None`: no rule.
+    fn decide_variable(&self, name: &str) -> Option<(Decision, &VariableRule)> {
+        let program_variable = PROGRAM_VARIABLES
+            .iter()
+            .any(|pattern| pattern_matches(pattern, name));
+        self.variables
+            .iter()
+            .filter(|rule| {
+                if program_variable {
+                    rule.name == name
+                } else {
+                    pattern_matches(&rule.name, name)
+                }
+            })
+            .max_by_key(|rule| rule.decision)
+            .map(|rule| (rule.decision, rule))
+    }
+
+    /// Why an allowed program still asks: a variable no rule allows (or
+    /// one a rule forbids), a file written or read outside the roots
+    /// through a redirection, a dangerous argument, arguments added at
+    /// run time to a program with dangerous ones.
+    fn second_look(&self, invocation: &Invocation) -> Option<(Decision, String)> {
+        let target = &invocation.target;
+        for (name, _) in &target.env {
+            match self.decide_variable(name) {
+                Some((Decision::Allow, _)) => {}
+                Some((decision, rule)) => {
+                    let what = format!("variable rule `{}` for `{name}`", rule.name);
+                    return Some((decision, because(what, &rule.justification)));
+                }
+                None => {
+                    return Some((
+                        Decision::Ask,
+                        format!("the command sets `{name}`, which no rule allows"),
+                    ));
+                }
+            }
+        }
+        if let Some(why) = redirect_problem(&invocation.redirects) {
+            return Some((Decision::Ask, why));
+        }
+        let mut catalogue = catalogue::builtin().iter().chain(self.dangerous.iter());
+        if target.open_args
+            && catalogue
+                .clone()
+                .any(|rule| rule.programs.iter().any(|p| p == target.name()))
+        {
+            return Some((
+                Decision::Ask,
+                format!(
+                    "`{}` is given arguments read at run time, and some of its arguments are dangerous",
+                    target.name()
+                ),
+            ));
+        }
+        catalogue
+            .find_map(|rule| rule.flags(target))
+            .map(|why| (Decision::Ask, why))
+    }
+
+    /// What the rules say of a planned command line (see
+    /// [`crate::command`]); `None` when no rule speaks to it at all (the
+    /// host's other policy decides). A line is allowed only when every
+    /// program it runs is allowed (and sets no variable no rule allows,
+    /// writes no file through a redirection, reads none outside `roots`,
+    /// gives no dangerous argument); forbidden when any is; a line that
+    /// could not be planned asks.
+    pub fn check_plan(&self, planned: &Planned, roots: &[PathBuf]) -> Option<CommandVerdict> {
+        let plan = match planned {
+            Planned::Plan(plan) => plan,
+            Planned::Unsure(why) => {
                 return Some(CommandVerdict {
                     decision: Decision::Ask,
                     reason: format!("the command cannot be checked against the rules: {why}"),
@@ -256,30 +398,34 @@ impl Rules {
         };
         let mut verdict: Option<CommandVerdict> = None;
         let mut unmatched = None;
-        for command in &commands {
-            let (decision, reason) = match self.decide_one(command) {
-                Some((Decision::Allow, rule))
-                    if command.redirects.iter().any(|r| r.writes_file()) =>
-                {
-                    (
-                        Decision::Ask,
-                        format!(
-                            "`{}` is allowed, but this one writes a file through a redirection",
-                            rule.describe()
-                        ),
-                    )
-                }
-                Some((decision, rule)) => (
+        let mut consider = |decision: Decision, reason: String| {
+            if verdict.as_ref().is_none_or(|v| decision > v.decision) {
+                verdict = Some(CommandVerdict { decision, reason });
+            }
+        };
+        if let Some(why) = nested_redirects(plan) {
+            consider(Decision::Ask, why);
+        }
+        for invocation in plan.invocations() {
+            let target = &invocation.target;
+            match self.decide_one(target, roots) {
+                Some((Decision::Allow, rule)) => match self.second_look(invocation) {
+                    Some((decision, why)) => consider(
+                        decision,
+                        format!("`{}` is allowed, but {why}", rule.describe()),
+                    ),
+                    None => consider(
+                        Decision::Allow,
+                        because(format!("rule `{}`", rule.describe()), &rule.justification),
+                    ),
+                },
+                Some((decision, rule)) => consider(
                     decision,
                     because(format!("rule `{}`", rule.describe()), &rule.justification),
                 ),
                 None => {
-                    unmatched.get_or_insert_with(|| command.argv.join(" "));
-                    continue;
+                    unmatched.get_or_insert_with(|| unmatched_text(target));
                 }
-            };
-            if verdict.as_ref().is_none_or(|v| decision > v.decision) {
-                verdict = Some(CommandVerdict { decision, reason });
             }
         }
         match (verdict, unmatched) {
@@ -287,11 +433,70 @@ impl Rules {
             // An allowed part does not carry an unmatched one.
             (Some(v), Some(part)) if v.decision == Decision::Allow => Some(CommandVerdict {
                 decision: Decision::Ask,
-                reason: format!("no rule allows `{part}`"),
+                reason: part,
             }),
             (verdict, _) => verdict,
         }
     }
+
+    /// What the rules say of `line`, planned as the examples are
+    /// ([`Context::examples`]: nothing looked up on this machine, a name
+    /// taken for a system program). For a line another program will run
+    /// (a tool kinet does not run itself), and for tests; the shell tool's
+    /// lines are checked as planned where they run ([`check_plan`](Self::check_plan)).
+    pub fn check_command(&self, line: &str) -> Option<CommandVerdict> {
+        let context = Context::examples();
+        self.check_plan(&plan(line, &context), context.workspace_roots())
+    }
+}
+
+/// What to say of a program no rule matches.
+fn unmatched_text(target: &Target) -> String {
+    let line = std::iter::once(target.written.as_str())
+        .chain(target.args.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(" ");
+    match (&target.path, target.system) {
+        (Some(path), false) if !target.written_as_path() => format!(
+            "no rule allows `{line}` (`{}` is found in `{}`, not a system directory)",
+            target.written,
+            path.parent().unwrap_or(path).display()
+        ),
+        _ => format!("no rule allows `{line}`"),
+    }
+}
+
+/// Why redirections make an allowed command ask.
+fn redirect_problem(redirects: &[crate::command::Redirect]) -> Option<String> {
+    for redirect in redirects {
+        if let Some(path) = redirect.writes() {
+            return Some(format!("it writes `{path}` through a redirection"));
+        }
+        if let Some(file) = redirect.file()
+            && file.outside_roots
+        {
+            return Some(format!(
+                "it redirects `{}`, outside the workspace roots",
+                file.path
+            ));
+        }
+    }
+    None
+}
+
+/// The redirections of nested shells (`sh -c '...' > out`).
+fn nested_redirects(plan: &Plan) -> Option<String> {
+    plan.items.iter().find_map(|item| {
+        std::iter::once(&item.first)
+            .chain(item.rest.iter().map(|(_, p)| p))
+            .flat_map(|p| p.commands.iter())
+            .find_map(|command| match command {
+                Command::Shell(nested) => redirect_problem(&nested.redirects)
+                    .map(|why| format!("`{} -c` {why}", nested.shell))
+                    .or_else(|| nested_redirects(&nested.plan)),
+                _ => None,
+            })
+    })
 }
 
 /// Checks a rule's examples: each of `matches` must match and none of

@@ -125,8 +125,13 @@ const PARTS: &[(&str, bool)] = &[
     ("'ls' src", true),
     ("l\\s", true),
     ("\"cat\" README.md", true),
-    ("env X=1 ls", true),
-    ("X=1 echo hi", true),
+    ("env K=1 ls", true),
+    ("K=1 echo hi", true),
+    ("env X=1 ls", false),
+    ("X=1 echo hi", false),
+    ("PATH=. ls", false),
+    ("./ls", false),
+    ("git diff --output=x", false),
     ("sh -c 'ls && echo ok'", true),
     ("command ls", true),
     ("echo hi 2>&1", true),
@@ -160,6 +165,8 @@ const PARTS: &[(&str, bool)] = &[
 ];
 
 const JOINS: &[&str] = &[" && ", "; ", " | ", " || ", "\n", " & ", " |& "];
+/// Joins whose two shells disagree (bash's alone): never allowed.
+const BASH_ONLY: &str = " |& ";
 
 #[test]
 fn no_compound_command_is_allowed_unless_every_part_is() {
@@ -173,6 +180,13 @@ program = "cat"
 decision = "allow"
 [[command]]
 program = "echo"
+decision = "allow"
+[[command]]
+program = "git"
+args = ["diff"]
+decision = "allow"
+[[variable]]
+name = "K"
 decision = "allow"
 "#,
     )
@@ -191,7 +205,11 @@ decision = "allow"
             }
             text.push_str(PARTS[*part].0);
         }
-        let all_allowed = parts.iter().all(|(part, _)| PARTS[*part].1);
+        let all_allowed = parts.iter().all(|(part, _)| PARTS[*part].1)
+            && !parts
+                .iter()
+                .skip(1)
+                .any(|(_, join)| JOINS[*join] == BASH_ONLY);
         let decided = rules.check_command(&text).map(|v| v.decision);
         prop_assert_eq!(
             decided == Some(Decision::Allow),

@@ -36,6 +36,66 @@ pub const CORE_VARIABLES: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
+/// Variables that choose which program runs, make a program run another
+/// one, or load code or configuration into it (patterns: a name, or a
+/// prefix ending in `*`). A command line that sets one needs a rule that
+/// names it exactly ([`crate::rules::VariableRule`]); the shell tool
+/// passes on the host's only when its [`EnvPolicy`] names them exactly
+/// ([`EnvPolicy::without_program_variables`]).
+pub const PROGRAM_VARIABLES: &[&str] = &[
+    "PATH",
+    "HOME",
+    "SHELL",
+    "ENV",
+    "BASH_ENV",
+    "BASH_FUNC_*",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "IFS",
+    "PS4",
+    "CDPATH",
+    "GLOBIGNORE",
+    "PROMPT_COMMAND",
+    "LD_*",
+    "GCONV_PATH",
+    "GIT_*",
+    "XDG_*",
+    "PAGER",
+    "MANPAGER",
+    "EDITOR",
+    "VISUAL",
+    "BROWSER",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "RIPGREP_CONFIG_PATH",
+    "TAR_OPTIONS",
+    "PYTHON*",
+    "PERL5*",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "CARGO_*",
+    "RUSTC*",
+    "RUSTDOC*",
+    "RUSTFLAGS",
+    "CC",
+    "CXX",
+    "MAKEFLAGS",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+];
+
+/// Whether `name` is one of the [`PROGRAM_VARIABLES`].
+pub fn is_program_variable(name: &str) -> bool {
+    PROGRAM_VARIABLES
+        .iter()
+        .any(|pattern| crate::rules::pattern_matches(pattern, name))
+}
+
 /// Which of the host's environment variables a command started through
 /// [`Launch`](super::Launch) inherits. Variables the caller sets on the
 /// command itself (`Command::env`) always apply.
@@ -48,6 +108,8 @@ pub const CORE_VARIABLES: &[&str] = &[
 pub struct EnvPolicy {
     all: bool,
     allowed: Vec<String>,
+    #[serde(default)]
+    strip_program: bool,
 }
 
 impl Default for EnvPolicy {
@@ -63,6 +125,7 @@ impl EnvPolicy {
         Self {
             all: false,
             allowed: CORE_VARIABLES.iter().map(|&v| v.to_owned()).collect(),
+            strip_program: false,
         }
     }
 
@@ -71,6 +134,7 @@ impl EnvPolicy {
         Self {
             all: false,
             allowed: Vec::new(),
+            strip_program: false,
         }
     }
 
@@ -79,6 +143,7 @@ impl EnvPolicy {
         Self {
             all: true,
             allowed: Vec::new(),
+            strip_program: false,
         }
     }
 
@@ -89,19 +154,51 @@ impl EnvPolicy {
         self
     }
 
+    /// Also keeps out the [`PROGRAM_VARIABLES`] this policy does not name
+    /// exactly (by `allow("GIT_DIR")`, or in [`CORE_VARIABLES`]), however
+    /// wide it is otherwise; `PATH` and `HOME` pass whenever allowed. The
+    /// shell tool applies it to its commands.
+    pub fn without_program_variables(mut self) -> Self {
+        self.strip_program = true;
+        self
+    }
+
     /// Whether the host's variable `name` is passed on.
     pub fn allows(&self, name: &str) -> bool {
-        self.all
+        let allowed = self.all
             || self
                 .allowed
                 .iter()
-                .any(|rule| crate::rules::pattern_matches(rule, name))
+                .any(|rule| crate::rules::pattern_matches(rule, name));
+        allowed
+            && !(self.strip_program
+                && is_program_variable(name)
+                && name != "PATH"
+                && name != "HOME"
+                && !self.allowed.iter().any(|rule| rule == name))
+    }
+
+    /// The environment a command started with this policy gets: the
+    /// host's variables it allows, then `set` (`None` removes).
+    pub fn environment(
+        &self,
+        set: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .filter(|(name, _)| self.allows(name) && !set.contains_key(name))
+            .collect();
+        env.extend(
+            set.iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.clone()?))),
+        );
+        env
     }
 
     /// Gives `command` the host's allowed variables, then what the caller
     /// set or removed on it.
     pub(super) fn apply(&self, command: &mut std::process::Command) {
-        if self.all {
+        if self.all && !self.strip_program {
             return;
         }
         let explicit: Vec<(OsString, Option<OsString>)> = command
@@ -148,6 +245,23 @@ mod tests {
         assert!(!wider.allows("CIRCLE_TOKEN"));
         assert!(EnvPolicy::inherit_all().allows("OPENAI_API_KEY"));
         assert!(!EnvPolicy::empty().allows("PATH"));
+        let strict = EnvPolicy::inherit_all().without_program_variables();
+        assert!(strict.allows("PATH") && strict.allows("OPENAI_API_KEY"));
+        for name in [
+            "LD_PRELOAD",
+            "GIT_DIR",
+            "BASH_ENV",
+            "PAGER",
+            "RIPGREP_CONFIG_PATH",
+        ] {
+            assert!(!strict.allows(name), "{name}");
+        }
+        let named = EnvPolicy::core()
+            .allow("GIT_DIR")
+            .without_program_variables();
+        assert!(
+            named.allows("GIT_DIR") && named.allows("CARGO_HOME") && !named.allows("GIT_PAGER")
+        );
     }
 
     #[test]

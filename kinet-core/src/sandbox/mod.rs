@@ -72,7 +72,7 @@ mod linux;
 use std::path::PathBuf;
 
 pub use crate::rules::HostPattern;
-pub use env::{CORE_VARIABLES, EnvPolicy};
+pub use env::{CORE_VARIABLES, EnvPolicy, PROGRAM_VARIABLES, is_program_variable};
 
 /// The allowlist proxy's port, written once for both constants below.
 macro_rules! proxy_port {
