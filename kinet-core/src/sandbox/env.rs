@@ -197,8 +197,14 @@ impl EnvPolicy {
 
     /// Gives `command` the host's allowed variables, then what the caller
     /// set or removed on it.
+    /// Whether a command keeps the host's whole environment (nothing to
+    /// filter).
+    pub(super) fn passes_everything(&self) -> bool {
+        self.all && !self.strip_program
+    }
+
     pub(super) fn apply(&self, command: &mut std::process::Command) {
-        if self.all && !self.strip_program {
+        if self.passes_everything() {
             return;
         }
         let explicit: Vec<(OsString, Option<OsString>)> = command

@@ -458,6 +458,7 @@ pub struct Launch {
     sandbox: Option<(SandboxPolicy, Vec<PathBuf>)>,
     contain: bool,
     env: Option<EnvPolicy>,
+    plan: Option<crate::command::Plan>,
     #[cfg(target_os = "linux")]
     fds: Vec<(std::os::fd::OwnedFd, i32)>,
 }
@@ -470,6 +471,7 @@ impl Launch {
             sandbox: None,
             contain: true,
             env: None,
+            plan: None,
             #[cfg(target_os = "linux")]
             fds: Vec::new(),
         }
@@ -538,6 +540,19 @@ impl Launch {
         self.sandbox.is_some()
     }
 
+    /// Runs `plan` instead of the command's program (default: none): the
+    /// command's first process starts each of the plan's programs with
+    /// `execve` of its resolved path, wires its pipes, lists and
+    /// redirections itself, and exits with the plan's status (a program's,
+    /// or 128 + the signal that ended it); nothing is read by a shell. The
+    /// command's environment (after [`env`](Self::env) and what was set on
+    /// it) is each program's, with its assignments on top. Linux only:
+    /// elsewhere [`prepare`](Self::prepare) fails.
+    pub fn plan(mut self, plan: crate::command::Plan) -> Self {
+        self.plan = Some(plan);
+        self
+    }
+
     /// Turns containment off (default: on): the command may leave daemons.
     pub fn contain(mut self, contain: bool) -> Self {
         self.contain = contain;
@@ -557,6 +572,11 @@ impl Launch {
         }
         #[cfg(not(target_os = "linux"))]
         {
+            if self.plan.is_some() {
+                return Err(SandboxError::Unavailable(
+                    "kinet runs a planned command line itself on Linux only".into(),
+                ));
+            }
             if let Some((policy, _)) = &self.sandbox {
                 return Err(SandboxError::Unavailable(
                     support()

@@ -13,6 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+mod interp;
 mod landlock;
 mod proxy;
 
@@ -48,6 +49,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         proc_writes: 0,
         proxy: None,
+        plan: None,
     };
     // SAFETY: see `Setup::run`.
     unsafe { command.pre_exec(move || setup.run()) };
@@ -271,6 +273,9 @@ struct Setup {
     /// The network allowlist's listener, made in the new network
     /// namespace and sent to the host's proxy.
     proxy: Option<ProxyListener>,
+    /// A plan the first process runs itself instead of returning to
+    /// `exec` the command's program.
+    plan: Option<interp::Compiled>,
 }
 
 /// What the sandbox's first process needs to give the host's proxy a
@@ -488,6 +493,9 @@ impl Setup {
             // SAFETY: plain system call on descriptors we own.
             check(unsafe { libc::dup2(fd.as_raw_fd(), *target) })?;
         }
+        if let Some(plan) = &self.plan {
+            interp::run(plan);
+        }
         Ok(())
     }
 }
@@ -604,9 +612,20 @@ pub(super) fn prepare(
         }
         None => (0, Vec::new(), None),
     };
+    let proxied = matches!(&launch.sandbox, Some((policy, _)) if policy.proxied());
+    if proxied {
+        proxy_env(command);
+    }
+    let plan = match &launch.plan {
+        Some(plan) => Some(
+            interp::compile(plan, &environment(command, launch.env.as_ref()))
+                .map_err(SandboxError::Setup)?,
+        ),
+        None => None,
+    };
     // Last: nothing above can fail once the proxy's thread is started.
     let proxy = match &launch.sandbox {
-        Some((policy, _)) if policy.proxied() => Some(start_proxy(policy, command)?),
+        Some((policy, _)) if proxied => Some(start_proxy(policy)?),
         _ => None,
     };
     let setup = Setup {
@@ -620,6 +639,7 @@ pub(super) fn prepare(
         proxy,
         ruleset,
         host: std::process::id(),
+        plan,
     };
     // SAFETY: `Setup::run` makes system calls only (no allocation, no
     // locks), as code between fork and exec must.
@@ -631,23 +651,46 @@ pub(super) fn prepare(
     })
 }
 
-/// Starts the host's side of the allowlist's proxy and points the
-/// command's environment at it; returns what the sandbox's first process
-/// needs to give the proxy its listener.
-fn start_proxy(
-    policy: &SandboxPolicy,
-    command: &mut std::process::Command,
-) -> Result<ProxyListener, SandboxError> {
+/// Starts the host's side of the allowlist's proxy; returns what the
+/// sandbox's first process needs to give the proxy its listener.
+fn start_proxy(policy: &SandboxPolicy) -> Result<ProxyListener, SandboxError> {
     let allowlist = crate::rules::hosts::Allowlist::parse(&policy.hosts, &policy.forbidden_hosts)
         .map_err(SandboxError::Policy)?;
     let (host_end, sandbox_end) = std::os::unix::net::UnixStream::pair()?;
     proxy::start(OwnedFd::from(host_end), allowlist)?;
+    Ok(ProxyListener::new(OwnedFd::from(sandbox_end)))
+}
+
+/// Points the command's environment at the allowlist's proxy.
+fn proxy_env(command: &mut std::process::Command) {
     for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
         command.env(name, super::PROXY_URL);
         command.env(name.to_ascii_lowercase(), super::PROXY_URL);
     }
     command.env_remove("NO_PROXY").env_remove("no_proxy");
-    Ok(ProxyListener::new(OwnedFd::from(sandbox_end)))
+}
+
+/// The environment `command` would start with: the host's (when the
+/// policy passes it all on), then what was set or removed on it.
+fn environment(
+    command: &std::process::Command,
+    policy: Option<&super::EnvPolicy>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = if policy.is_none_or(super::EnvPolicy::passes_everything) {
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (name, value) in command.get_envs() {
+        let Some(name) = name.to_str() else { continue };
+        env.retain(|(n, _)| n != name);
+        if let Some(value) = value.and_then(|v| v.to_str()) {
+            env.push((name.to_owned(), value.to_owned()));
+        }
+    }
+    env
 }
 
 /// Marks this process non-dumpable (see `protect_process`).
