@@ -261,9 +261,22 @@ async fn shell_refuses_a_cwd_outside_the_workspace_and_asks_with_the_command() {
         )
         .await
         .unwrap();
-    assert_eq!(
-        summary,
-        format!("$ rm -rf build\n(in {})", ws.root.display())
+    // The summary names what runs: the resolved program, or the shell.
+    let head = format!("$ rm -rf build\n(in {})\nkinet runs: /", ws.root.display());
+    assert!(
+        summary.starts_with(&head) && summary.ends_with("/rm -rf build"),
+        "{summary}"
+    );
+    let summary = ShellTool::default()
+        .confirm_summary(
+            &serde_json::from_value(json!({"command": "cd build && make"})).unwrap(),
+            &ws.ctx,
+        )
+        .await
+        .unwrap();
+    assert!(
+        summary.contains("\nrun by /") && summary.contains("`cd` is a shell builtin"),
+        "{summary}"
     );
 }
 

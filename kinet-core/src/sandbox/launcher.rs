@@ -43,7 +43,8 @@ pub const REFUSED: i32 = 126;
 /// One command for a launcher: what to run, where, and how confined.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LaunchSpec {
-    /// The program (found on `PATH` when it has no `/`).
+    /// The program (found on `PATH` when it has no `/`); with a
+    /// [`plan`](Self::plan), its first program, never started itself.
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
@@ -63,6 +64,9 @@ pub struct LaunchSpec {
     /// terminal is the editor's child, so the agent's own death would not
     /// reach it otherwise.
     pub watch: Option<u32>,
+    /// A planned line run instead of `program` (see [`Launch::plan`]).
+    #[serde(default)]
+    pub plan: Option<crate::command::Plan>,
 }
 
 impl LaunchSpec {
@@ -71,10 +75,13 @@ impl LaunchSpec {
     /// roots, as the spec says. The same for the launcher and for a
     /// program that starts the spec itself.
     pub fn launch(&self, dir: std::fs::File) -> Launch {
-        let launch = Launch::new()
+        let mut launch = Launch::new()
             .cwd(dir, &self.cwd)
             .contain(self.contain)
             .env(self.env.clone());
+        if let Some(plan) = &self.plan {
+            launch = launch.plan(plan.clone());
+        }
         match &self.sandbox {
             Some(policy) => launch.sandbox(policy.clone(), self.roots.clone()),
             None => launch,
@@ -330,6 +337,7 @@ mod tests {
                 set_env: BTreeMap::from([(name, value)]),
                 sandbox: None,
                 watch: None,
+                plan: None,
             };
             let launcher = Launcher { program: "/bin/x".into() };
             let args = launcher.args(&spec).unwrap();
@@ -369,6 +377,13 @@ mod tests {
             set_env: BTreeMap::from([("A".into(), Some("1".into())), ("B".into(), None)]),
             sandbox: Some(SandboxPolicy::workspace_write().allow_hosts(["example.org"])),
             watch: Some(1),
+            plan: match crate::command::plan(
+                "ls -l 'a b' 2>/dev/null | wc -l && sh -c 'cat x' &",
+                &crate::command::Context::examples(),
+            ) {
+                crate::command::Planned::Plan(plan) => Some(plan),
+                crate::command::Planned::Unsure(why) => panic!("{why}"),
+            },
         };
         let launcher = Launcher {
             program: "/bin/x".into(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kinet_core::command::{CheckedCommand, CommandLine, Context, Planned, named_shell};
 use kinet_core::sandbox::launcher::LaunchSpec;
 use kinet_core::sandbox::{Containment, EnvPolicy, SandboxPolicy};
 
@@ -21,7 +22,7 @@ use serde::Deserialize;
 /// Arguments of `shell`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShellArgs {
-    /// The command line. Runs with `sh -c` (on Windows `cmd.exe /c`).
+    /// The command line: programs joined by `|`, `&&`, `||`, `;` and redirections. Anything else (`$VAR`, `$(...)`, `cd`, loops) runs with bash once the user approves it.
     pub command: String,
     /// Time limit in milliseconds (default 120000, at most 600000).
     #[serde(default)]
@@ -99,9 +100,26 @@ pub struct ShellReport {
 
 type AfterCommand = Arc<dyn Fn(&ShellReport) + Send + Sync>;
 
-/// Runs a command line: `sh -c` with stdin closed, stdout and stderr merged
-/// in arrival order, output streamed to the host as progress events and
+/// Runs a command line with stdin closed, stdout and stderr merged in
+/// arrival order, output streamed to the host as progress events and
 /// capped in memory (head and tail kept), the exit code appended.
+///
+/// **What runs is what was checked.** The line is
+/// [planned](kinet_core::command) where it runs, once, when the call is
+/// approved ([`Tool::command_line`]): parsed as dash and bash both read
+/// it, globs expanded beneath the workspace roots, each program resolved
+/// through the `PATH` the command gets. The rules file judges that plan,
+/// and the same plan runs: kinet starts each program itself (`execve` of
+/// its resolved path) and wires the pipes, lists and redirections; no
+/// shell reads the line. A line kinet cannot plan (`$VAR`, `$(...)`,
+/// `cd`, `if`, `&>`, ...) is asked about under an asking policy and runs
+/// with one named shell, bash where the `PATH` finds it in a system
+/// directory (else sh), which the approval text names.
+///
+/// **Environment.** Commands inherit what [`ShellConfig::inherit_env`]
+/// allows, without the variables that choose or redirect programs
+/// ([`kinet_core::sandbox::PROGRAM_VARIABLES`]: `LD_*`, `GIT_*`, `PAGER`,
+/// `BASH_ENV`, ...) unless the policy names them exactly.
 ///
 /// **Containment.** On Linux the command is PID 1 of its own PID namespace:
 /// when it exits, times out or is cancelled, the kernel ends every process
@@ -178,6 +196,63 @@ impl ShellTool {
         }
     }
 
+    /// What commands inherit: the configured policy without the
+    /// variables that choose programs (unless it names them).
+    fn inherit_env(&self) -> EnvPolicy {
+        self.config.inherit_env.clone().without_program_variables()
+    }
+
+    /// The call's checked line: the pipeline's plan of this very call, or
+    /// (for a call the pipeline did not plan) one made now.
+    fn checked(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<Arc<CheckedCommand>> {
+        if let Some(checked) = ctx.extension::<CheckedCommand>()
+            && checked.call_id == ctx.call_id()
+            && checked.line == args.command
+        {
+            return Some(checked);
+        }
+        let line = self.command_line(args, ctx)?;
+        Some(Arc::new(CheckedCommand {
+            call_id: ctx.call_id().to_owned(),
+            planned: kinet_core::command::plan(&line.line, &line.context),
+            line: line.line,
+            context: line.context,
+        }))
+    }
+
+    /// The program, its arguments and the plan that run the call: the
+    /// checked plan itself, or the named shell for a line kinet cannot
+    /// plan (on Windows, `cmd.exe /c`).
+    fn how_to_run(
+        &self,
+        args: &ShellArgs,
+        ctx: &ToolCtx,
+    ) -> (String, Vec<String>, Option<kinet_core::command::Plan>) {
+        match self.checked(args, ctx).as_deref() {
+            Some(CheckedCommand {
+                planned: Planned::Plan(plan),
+                ..
+            }) => {
+                let first = plan
+                    .invocations()
+                    .next()
+                    .map(|i| i.path.display().to_string())
+                    .unwrap_or_else(|| "true".into());
+                (first, Vec::new(), Some(plan.clone()))
+            }
+            Some(CheckedCommand { context, .. }) => (
+                named_shell(context).display().to_string(),
+                vec!["-c".into(), args.command.clone()],
+                None,
+            ),
+            None => (
+                SHELL.0.into(),
+                vec![SHELL.1.into(), args.command.clone()],
+                None,
+            ),
+        }
+    }
+
     /// Calls `callback` after every command (e.g. to give focus back to the
     /// host's window).
     pub fn after_command(
@@ -192,8 +267,10 @@ impl ShellTool {
 const DESCRIPTION: &str = "\
 Runs a shell command and returns its output (stdout and stderr together, in order) \
 followed by the exit code.
-- Runs with `sh -c` in the working directory unless cwd is given; stdin is closed, so \
-interactive programs fail: pass flags such as `-y` or `--no-pager`.
+- Runs in the working directory unless cwd is given (use cwd instead of `cd`); stdin is \
+closed, so interactive programs fail: pass flags such as `-y` or `--no-pager`.
+- Programs joined by |, &&, ||, ; and redirections run directly; lines that need a shell \
+(variables, $(...), cd, loops) run with bash once the user approves them.
 - Default time limit 120 s (timeout_ms, at most 600000). On timeout the command and all \
 its child processes are killed.
 - Every process the command starts (background `cmd &`, daemons) is stopped when it ends.
@@ -217,14 +294,50 @@ impl Tool for ShellTool {
         !matches!(self.sandbox_for(args), Ok(Some(_)))
     }
 
+    fn command_line(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<CommandLine> {
+        #[cfg(unix)]
+        {
+            let place = ctx.workspace_path_or_cwd(args.cwd.as_deref()).ok()?;
+            let roots = roots_of(ctx);
+            let writable = match self.sandbox_for(args) {
+                Ok(Some(policy)) => policy.writable_dirs(&roots),
+                _ => Vec::new(),
+            };
+            let context = Context::new(place.path())
+                .roots(roots)
+                .env(self.inherit_env().environment(&self.config.env))
+                .writable(writable);
+            Some(CommandLine {
+                line: args.command.clone(),
+                context,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (args, ctx);
+            None
+        }
+    }
+
     async fn confirm_summary(&self, args: &ShellArgs, ctx: &ToolCtx) -> Option<String> {
         let dir = ctx.workspace_path_or_cwd(args.cwd.as_deref()).ok()?;
         let note = match self.sandbox_for(args) {
             Err(why) => format!("\n(not sandboxed: {why})"),
             Ok(_) => String::new(),
         };
+        let how = match self.checked(args, ctx).as_deref() {
+            Some(checked) => match &checked.planned {
+                Planned::Plan(plan) => format!("\nkinet runs: {}", plan.display()),
+                Planned::Unsure(why) => format!(
+                    "\nrun by {} (kinet cannot run it itself: {why})",
+                    named_shell(&checked.context).display()
+                ),
+                _ => String::new(),
+            },
+            None => String::new(),
+        };
         Some(format!(
-            "$ {}\n(in {}){note}",
+            "$ {}\n(in {}){how}{note}",
             args.command,
             dir.path().display()
         ))
@@ -254,11 +367,7 @@ impl Tool for ShellTool {
             }
             _ => place.error("run a command in", e),
         })?;
-        let roots: Vec<std::path::PathBuf> = if ctx.roots().is_empty() {
-            vec![ctx.cwd().to_path_buf()]
-        } else {
-            ctx.roots().iter().map(|r| ctx.cwd().join(r)).collect()
-        };
+        let roots = roots_of(ctx);
         let (sandbox, unsandboxed_note) = match self.sandbox_for(&args) {
             Ok(policy) => (policy.cloned(), None),
             Err(why) => (None, Some(why)),
@@ -274,16 +383,18 @@ impl Tool for ShellTool {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(Duration::from_millis(300)));
         }
+        let (program, shell_args, plan) = self.how_to_run(&args, ctx);
         let spec = LaunchSpec {
-            program: SHELL.0.into(),
-            args: vec![SHELL.1.into(), args.command.clone()],
+            program,
+            args: shell_args,
             cwd: place.path().to_path_buf(),
             roots,
             contain: self.config.contain,
-            env: self.config.inherit_env.clone(),
+            env: self.inherit_env(),
             set_env: self.config.env.clone(),
             sandbox,
             watch: Some(std::process::id()),
+            plan,
         };
         let run = match terminal::usable(ctx, &spec) {
             // Inside an editor that offers terminals: the command runs in
@@ -393,7 +504,16 @@ impl Finished {
     }
 }
 
-/// The shell and its flag that runs a command line.
+/// The workspace roots of a call (its directory when it has none).
+fn roots_of(ctx: &ToolCtx) -> Vec<std::path::PathBuf> {
+    if ctx.roots().is_empty() {
+        vec![ctx.cwd().to_path_buf()]
+    } else {
+        ctx.roots().iter().map(|r| ctx.cwd().join(r)).collect()
+    }
+}
+
+/// The shell and its flag that runs a command line where kinet plans none.
 #[cfg(unix)]
 const SHELL: (&str, &str) = ("sh", "-c");
 #[cfg(windows)]

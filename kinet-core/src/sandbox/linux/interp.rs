@@ -458,19 +458,22 @@ fn say(parts: &[&[u8]]) {
     }
 }
 
-/// A short reason for an error number, without the C library's
-/// locale-dependent text.
+/// The C library's text for an error number (fixed here: the library's
+/// own may depend on the locale, which nothing after a fork may load).
 fn reason(error: libc::c_int) -> &'static [u8] {
     match error {
-        libc::ENOENT => b"no such file or directory",
-        libc::EACCES => b"permission denied",
-        libc::ENOEXEC => b"not an executable (a script needs a #! line)",
-        libc::EISDIR => b"is a directory",
-        libc::ENOTDIR => b"not a directory",
-        libc::E2BIG => b"the arguments are too long",
-        libc::ELOOP => b"too many symbolic links",
-        libc::EROFS => b"read-only file system",
-        libc::ETXTBSY => b"text file busy",
-        _ => b"the system refused",
+        libc::ENOENT => b"No such file or directory",
+        libc::EACCES => b"Permission denied",
+        libc::EPERM => b"Operation not permitted",
+        libc::ENOEXEC => b"Exec format error (a script needs a #! line)",
+        libc::EISDIR => b"Is a directory",
+        libc::ENOTDIR => b"Not a directory",
+        libc::E2BIG => b"Argument list too long",
+        libc::ELOOP => b"Too many levels of symbolic links",
+        libc::EROFS => b"Read-only file system",
+        libc::ETXTBSY => b"Text file busy",
+        libc::ENOSPC => b"No space left on device",
+        libc::EXDEV => b"Invalid cross-device link",
+        _ => b"Input/output error or another failure",
     }
 }
