@@ -104,6 +104,7 @@ mod agent;
 mod backend;
 mod batch;
 pub mod command;
+mod confine;
 pub mod confirm;
 pub mod context;
 mod ctx;

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 
 use super::lex::Char;
 use super::resolve::Context;
-use crate::ctx::{EntryKind, WorkspaceDir};
+use crate::confine::{EntryKind, WorkspaceDir};
 
 /// Most names listed for one word, and most words it may expand to.
 const MAX_LISTED: usize = 20_000;
@@ -73,7 +73,7 @@ pub(crate) fn expand(chars: &[Char], context: &Context) -> Result<Option<Vec<Str
     } else {
         written_prefix.clone()
     };
-    let place = crate::ctx::place(context.cwd(), context.workspace_roots(), &dir_text)
+    let place = crate::confine::place(context.cwd(), context.workspace_roots(), &dir_text)
         .map_err(|_| format!("the glob `{shown}` looks outside the workspace roots"))?;
     let dir = match place.open_walk() {
         Ok(dir) => dir,

@@ -66,6 +66,7 @@ mod grammar;
 mod lex;
 mod planner;
 mod resolve;
+mod variables;
 mod wrappers;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,7 @@ use serde::{Deserialize, Serialize};
 
 pub use planner::plan;
 pub use resolve::{Context, named_shell};
+pub use variables::{PROGRAM_VARIABLES, is_program_variable};
 
 /// How a line was planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

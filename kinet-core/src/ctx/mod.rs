@@ -1,16 +1,10 @@
 //! `ToolCtx`: what a running tool can see and use.
 
-#[cfg(target_os = "linux")]
-mod beneath;
-mod checked;
-mod dir;
 mod editor;
 mod events;
 mod extensions;
 mod nested;
-mod paths;
 mod spawn;
-mod workspace;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,7 +21,11 @@ use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::provenance::Provenance;
 
-pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
+pub use crate::confine::{
+    Confinement, DirEntry, EntryKind, EntryMetadata, PendingWrite, WorkspaceDir, WorkspacePath,
+    confinement,
+};
+use crate::confine::{paths, workspace};
 pub use editor::{
     Editor, EditorFiles, EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit, Terminals,
 };
@@ -35,8 +33,6 @@ pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;
 pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
-pub(crate) use workspace::place;
-pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 
 #[derive(Clone)]
 struct Shared {

@@ -93,7 +93,6 @@ pub use hosts::HostPattern;
 pub use targets::{HostRule, PathRule, ToolNameRule, wildcard_matches};
 
 use crate::command::{Command, Context, Invocation, Plan, Planned, Target, plan};
-use crate::sandbox::PROGRAM_VARIABLES;
 
 /// What a rule says about what it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -137,7 +136,7 @@ pub struct CommandRule {
 /// A rule for variables a command line sets (`NAME=value cmd`,
 /// `env NAME=value cmd`). A line that sets a variable no rule allows asks.
 /// The variables that choose or redirect programs
-/// ([`PROGRAM_VARIABLES`]: `PATH`, `LD_*`, `GIT_*`, `PAGER`, ...) are
+/// ([`PROGRAM_VARIABLES`](crate::command::PROGRAM_VARIABLES): `PATH`, `LD_*`, `GIT_*`, `PAGER`, ...) are
 /// allowed only by a rule that names them exactly.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -320,9 +319,7 @@ impl Rules {
 
     /// What the variable rules say of setting `name`; `None`: no rule.
     fn decide_variable(&self, name: &str) -> Option<(Decision, &VariableRule)> {
-        let program_variable = PROGRAM_VARIABLES
-            .iter()
-            .any(|pattern| pattern_matches(pattern, name));
+        let program_variable = crate::command::is_program_variable(name);
         self.variables
             .iter()
             .filter(|rule| {

@@ -71,8 +71,9 @@ mod linux;
 
 use std::path::PathBuf;
 
+pub use crate::command::{PROGRAM_VARIABLES, is_program_variable};
 pub use crate::rules::HostPattern;
-pub use env::{CORE_VARIABLES, EnvPolicy, PROGRAM_VARIABLES, is_program_variable};
+pub use env::{CORE_VARIABLES, EnvPolicy};
 
 /// The allowlist proxy's port, written once for both constants below.
 macro_rules! proxy_port {
@@ -372,22 +373,7 @@ pub fn protect_process() -> std::io::Result<bool> {
     }
 }
 
-/// The path of an opened file or directory, its symlinks resolved, as the
-/// kernel knows it (`/proc/self/fd`): for handing a checked file to
-/// another process (an editor, a launcher's check) by a name that leads to
-/// that file. Linux only; elsewhere `Unsupported`.
-#[cfg(target_os = "linux")]
-pub fn opened_path(file: impl std::os::fd::AsFd) -> std::io::Result<PathBuf> {
-    use std::os::fd::AsRawFd;
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_fd().as_raw_fd()))
-}
-
-/// The path of an opened file: not known on this system.
-#[cfg(not(target_os = "linux"))]
-pub fn opened_path(file: &std::fs::File) -> std::io::Result<PathBuf> {
-    let _ = file;
-    Err(std::io::ErrorKind::Unsupported.into())
-}
+pub use crate::confine::opened_path;
 
 /// Whether this process runs as root (effective user id 0). A contained
 /// command of root keeps root's power over files; Chrome's own sandbox

@@ -192,7 +192,7 @@ impl WorkspacePath {
     }
 
     /// The same path with these protected names (see
-    /// [`ToolCtx::with_protected_names`](super::ToolCtx::with_protected_names)).
+    /// [`ToolCtx::with_protected_names`](crate::ToolCtx::with_protected_names)).
     pub(crate) fn with_protected(mut self, protected: std::sync::Arc<[String]>) -> Self {
         self.protected = protected;
         self

@@ -56,7 +56,7 @@ pub(super) fn escape(root: &Path, looped: bool) -> io::Error {
 }
 
 /// Whether `error` is an escape refused by the confinement.
-pub(super) fn is_escape(error: &io::Error) -> bool {
+pub(crate) fn is_escape(error: &io::Error) -> bool {
     error
         .get_ref()
         .is_some_and(|e| e.downcast_ref::<Escape>().is_some())

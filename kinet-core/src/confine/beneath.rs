@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
 
-use crate::sandbox::opened_path;
+use super::opened_path;
 
 use super::paths::{MAX_SYMLINK_HOPS, escape, normalize, temp_name};
 

@@ -107,7 +107,7 @@ mod imp {
     }
 
     impl WorkspaceDir {
-        pub(in crate::ctx) fn from_file(dir: File) -> Self {
+        pub(in crate::confine) fn from_file(dir: File) -> Self {
             Self { fd: dir.into() }
         }
 
@@ -117,7 +117,7 @@ mod imp {
             let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY;
             let mut attempts = 0;
             loop {
-                let opened = if crate::ctx::beneath::available() {
+                let opened = if crate::confine::beneath::available() {
                     rustix::fs::openat2(
                         &self.fd,
                         name,
@@ -234,7 +234,7 @@ mod imp {
     }
 
     impl WorkspaceDir {
-        pub(in crate::ctx) fn from_path(path: std::path::PathBuf) -> Self {
+        pub(in crate::confine) fn from_path(path: std::path::PathBuf) -> Self {
             Self { path }
         }
 
