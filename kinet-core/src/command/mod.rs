@@ -3,13 +3,14 @@
 //!
 //! A line is [planned](plan) in three steps, at check time:
 //!
-//! 1. **Parsed** into lists (`;`, `&`, newlines), and-or lists (`&&`,
-//!    `||`), pipelines (`|`) and simple commands (assignments, words,
+//! 1. **Parsed** into lists (`;`, newlines), and-or lists (`&&`, `||`),
+//!    pipelines (`|`) and simple commands (assignments, words,
 //!    redirections), by the grammar dash and bash share. Whatever the two
 //!    shells read differently (`&>`, `|&`, brace expansion, the `time`
-//!    keyword), or compute at run time (`$...`, backquotes, here-documents,
-//!    process substitution), or keep as shell state (`cd`, `export`,
-//!    `set`, subshells, `if`/`for`/...), makes the line [`Planned::Unsure`].
+//!    keyword, a background job's input), or compute at run time (`$...`,
+//!    backquotes, here-documents, process substitution), or keep as shell
+//!    state (`cd`, `export`, `set`, subshells, `if`/`for`/...), makes the
+//!    line [`Planned::Unsure`].
 //! 2. **Expanded**: quotes removed, `~` replaced by `HOME`, glob words
 //!    matched against the directory the command runs in (beneath the
 //!    workspace roots only, and only in the line's first pipeline, which
@@ -115,19 +116,17 @@ pub struct CheckedCommand {
 /// A planned command line: its items in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
-    /// The items, separated by `;`, `&` or newlines.
+    /// The items, separated by `;` or newlines.
     pub items: Vec<Item>,
 }
 
-/// An and-or list (`a && b || c`), maybe in the background (`&`).
+/// An and-or list (`a && b || c`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     /// The first pipeline.
     pub first: Pipeline,
     /// The pipelines after it, each run or not by its connector.
     pub rest: Vec<(Connector, Pipeline)>,
-    /// Run without waiting for it (`&`).
-    pub background: bool,
 }
 
 /// `&&` or `||`.
@@ -316,9 +315,6 @@ impl Plan {
                     Connector::Or => " || ",
                 });
                 display_pipeline(pipeline, &mut text);
-            }
-            if item.background {
-                text.push_str(" &");
             }
         }
         text

@@ -94,28 +94,36 @@ fn plan_at(line: &str, context: &Context, depth: usize, globs: bool) -> Result<P
     let script = grammar::parse(line)?;
     let mut items = Vec::with_capacity(script.items.len());
     for (n, item) in script.items.iter().enumerate() {
+        if item.background {
+            return Err(
+                "a background job (`&`): dash and bash give it different input, and it would end with the line"
+                    .into(),
+            );
+        }
         let first_globs = globs && n == 0 && !writes(&item.first);
         let first = pipeline(&item.first, context, depth, first_globs)?;
         let mut rest = Vec::with_capacity(item.rest.len());
         for (connector, commands) in &item.rest {
             rest.push((*connector, pipeline(commands, context, depth, false)?));
         }
-        items.push(Item {
-            first,
-            rest,
-            background: item.background,
-        });
+        items.push(Item { first, rest });
     }
     Ok(Plan { items })
 }
 
-/// Whether a pipeline writes a file through a redirection (which a glob
-/// beside it could see or not, by timing).
+/// Whether a pipeline may write a file through a redirection (which a
+/// glob beside it could see or not, by timing): its own, or a nested
+/// shell's.
 fn writes(commands: &[Simple]) -> bool {
     commands.iter().any(|simple| {
-        simple.redirects.iter().any(|(op, word)| {
-            matches!(op.kind, OpKind::Write | OpKind::Append) && word.text() != "/dev/null"
-        })
+        let nested = simple
+            .words
+            .first()
+            .is_some_and(|w| SHELLS.contains(&program_name(&w.text())));
+        nested
+            || simple.redirects.iter().any(|(op, word)| {
+                matches!(op.kind, OpKind::Write | OpKind::Append) && word.text() != "/dev/null"
+            })
     })
 }
 
@@ -146,7 +154,7 @@ fn command(
 ) -> Result<Command, String> {
     let mut env = Vec::with_capacity(simple.assignments.len());
     for (name, value) in &simple.assignments {
-        env.push((name.clone(), assignment_value(name, value, context)?));
+        set_var(&mut env, name, assignment_value(name, value, context)?);
     }
     let mut words = Vec::with_capacity(simple.words.len());
     for word in &simple.words {
@@ -158,6 +166,12 @@ fn command(
         .map(|(op, word)| redirect(*op, word, context))
         .collect::<Result<Vec<_>, _>>()?;
     let (start, exec) = prefixes(&words)?;
+    if exec && redirects.iter().any(|r| r.file().is_some()) {
+        return Err(
+            "`exec` with a redirection: when the file cannot be opened, dash stops and bash goes on"
+                .into(),
+        );
+    }
     let words = &words[start..];
     let written: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
     let path_var = lookup(&env, "PATH")
@@ -240,6 +254,11 @@ fn prefixes(words: &[Expanded]) -> Result<(usize, bool), String> {
                 if next.is_some_and(|n| n.text.starts_with('-')) {
                     return Err("`exec` with options (dash and bash read them differently)".into());
                 }
+                if exec || next.is_some_and(|n| n.text == "command" || n.text == "exec") {
+                    return Err(
+                        "`exec` runs a program, and what follows it is a shell builtin".into(),
+                    );
+                }
                 exec = true;
                 start += 1;
             }
@@ -269,6 +288,12 @@ fn prefixes(words: &[Expanded]) -> Result<(usize, bool), String> {
 
 fn program_name(written: &str) -> &str {
     written.rsplit('/').next().unwrap_or(written)
+}
+
+/// Sets `name` in `env`: the last assignment of a name wins, once.
+fn set_var(env: &mut Vec<(String, String)>, name: &str, value: String) {
+    env.retain(|(n, _)| n != name);
+    env.push((name.to_owned(), value));
 }
 
 fn lookup<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
@@ -315,7 +340,9 @@ fn unwrap(
             set.retain(|(n, _)| n != variable);
             unset.push(variable.clone());
         }
-        set.extend(wrapped.set.iter().cloned());
+        for (variable, value) in &wrapped.set {
+            set_var(&mut set, variable, value.clone());
+        }
         invocation.wrappers.push(name.clone());
         let (inner_at, inner_word) = match wrapped.command {
             Some(c) => (at + c, invocation.argv[at + c].clone()),

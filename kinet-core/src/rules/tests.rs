@@ -165,8 +165,9 @@ const PARTS: &[(&str, bool)] = &[
 ];
 
 const JOINS: &[&str] = &[" && ", "; ", " | ", " || ", "\n", " & ", " |& "];
-/// Joins whose two shells disagree (bash's alone): never allowed.
-const BASH_ONLY: &str = " |& ";
+/// Joins that need a real shell (bash's `|&`, a background job): never
+/// allowed.
+const NEED_A_SHELL: &[&str] = &[" |& ", " & "];
 
 #[test]
 fn no_compound_command_is_allowed_unless_every_part_is() {
@@ -209,7 +210,7 @@ decision = "allow"
             && !parts
                 .iter()
                 .skip(1)
-                .any(|(_, join)| JOINS[*join] == BASH_ONLY);
+                .any(|(_, join)| NEED_A_SHELL.contains(&JOINS[*join]));
         let decided = rules.check_command(&text).map(|v| v.decision);
         prop_assert_eq!(
             decided == Some(Decision::Allow),

@@ -378,7 +378,7 @@ mod tests {
             sandbox: Some(SandboxPolicy::workspace_write().allow_hosts(["example.org"])),
             watch: Some(1),
             plan: match crate::command::plan(
-                "ls -l 'a b' 2>/dev/null | wc -l && sh -c 'cat x' &",
+                "ls -l 'a b' 2>/dev/null | wc -l && sh -c 'cat x'",
                 &crate::command::Context::examples(),
             ) {
                 crate::command::Planned::Plan(plan) => Some(plan),

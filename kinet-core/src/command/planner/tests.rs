@@ -156,6 +156,9 @@ fn what_only_a_shell_knows_is_unsure() {
         "X=a:~/b ls",
         "'' x",
         "builtin echo",
+        "exec command ls",
+        "exec exec ls",
+        "exec ls < in.txt",
     ] {
         unsure(line);
     }
@@ -167,13 +170,15 @@ fn what_only_a_shell_knows_is_unsure() {
 fn globs_only_where_nothing_ran_before() {
     assert!(unsure("ls; ls *").contains("comes after"));
     assert!(unsure("ls > out | cat *").contains("comes after"));
+    assert!(unsure("ls * | sh -c 'ls > x'").contains("comes after"));
+    assert!(unsure("sleep 1 & ls").contains("background"));
     assert_eq!(targets("git diff *")[0].1, strings(&["diff", "*"]));
 }
 
 #[test]
 fn display_names_programs_by_their_paths() {
     assert_eq!(
-        planned("ls 'a b' | wc -l && nice cat x 2>/dev/null &").display(),
-        "/usr/bin/ls 'a b' | /usr/bin/wc -l && /usr/bin/nice /usr/bin/cat x 2>/dev/null &"
+        planned("ls 'a b' | wc -l && nice cat x 2>/dev/null").display(),
+        "/usr/bin/ls 'a b' | /usr/bin/wc -l && /usr/bin/nice /usr/bin/cat x 2>/dev/null"
     );
 }

@@ -36,7 +36,6 @@ pub(super) struct Compiled {
 struct CItem {
     first: CPipeline,
     rest: Vec<(Connector, CPipeline)>,
-    background: bool,
 }
 
 struct CPipeline {
@@ -113,7 +112,6 @@ fn compile_items(
                     .iter()
                     .map(|(c, p)| Ok((*c, pipeline(p)?)))
                     .collect::<io::Result<_>>()?,
-                background: item.background,
             })
         })
         .collect()
@@ -237,30 +235,7 @@ pub(super) fn run(plan: &Compiled) -> ! {
 fn run_items(items: &[CItem]) -> libc::c_int {
     let mut status = 0;
     for item in items {
-        if item.background {
-            match fork() {
-                0 => {
-                    // Without job control, a background list reads nothing.
-                    // SAFETY: a static path and a plain system call.
-                    unsafe {
-                        let null =
-                            libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-                        if null >= 0 {
-                            libc::dup2(null, 0);
-                            libc::close(null);
-                        }
-                        libc::_exit(run_and_or(item))
-                    }
-                }
-                pid if pid > 0 => status = 0,
-                _ => {
-                    say(&[b"kinet: cannot start a process\n"]);
-                    status = 1;
-                }
-            }
-        } else {
-            status = run_and_or(item);
-        }
+        status = run_and_or(item);
     }
     status
 }
