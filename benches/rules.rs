@@ -1,10 +1,14 @@
 //! Rule evaluation per shell command: a rules file of 1,000 command rules
 //! (500 programs, each with an allow rule on an argument prefix and an ask
-//! or forbid rule), a compound command of five parts, parsed and checked
-//! per call as the approval stage does. Then the network allowlist's cost:
-//! a sandboxed `true` started and awaited with the proxy (an allowlist of
-//! one host) and without (no network), alternating, and a sandboxed
-//! `curl` through the proxy to a loopback server.
+//! or forbid rule), a command line of five parts planned where it runs
+//! (parsed, globs expanded, every program resolved through the real
+//! `PATH`, the dangerous-argument catalogue consulted) and checked, per
+//! call, as the approval stage does. Then a rules-allowed `ls` through
+//! kinet's executor beside `sh -c ls`, both contained as the shell tool
+//! starts them. Then the network allowlist's cost: a sandboxed `true`
+//! started and awaited with the proxy (an allowlist of one host) and
+//! without (no network), alternating, and a sandboxed `curl` through the
+//! proxy to a loopback server.
 //!
 //! ```text
 //! cargo bench --bench rules
@@ -13,51 +17,135 @@
     missing_docs,
     clippy::print_stdout,
     clippy::unwrap_used,
-    clippy::expect_used
+    clippy::expect_used,
+    clippy::panic
 )]
 
 use std::time::{Duration, Instant};
 
+use kinet::core::command::{Context, Planned, plan};
 use kinet::core::rules::{Decision, Rules};
 use kinet::core::sandbox::{Launch, SandboxPolicy, support};
 
 fn main() {
     let mut file = String::new();
+    // 498 made-up programs, and ls and git among the 500.
     for n in 0..500 {
+        let program = match n {
+            7 => "ls".to_owned(),
+            250 => "git".to_owned(),
+            _ => format!("tool{n}"),
+        };
+        let (allowed, strict) = if program == "ls" {
+            ("-la", "-R")
+        } else {
+            ("status", "push")
+        };
         file.push_str(&format!(
-            "[[command]]\nprogram = \"tool{n}\"\nargs = [\"status\"]\ndecision = \"allow\"\nmatch = [\"tool{n} status -v\"]\nnot_match = [\"tool{n} push\"]\n\n"
+            "[[command]]\nprogram = \"{program}\"\nargs = [\"{allowed}\"]\ndecision = \"allow\"\nmatch = [\"{program} {allowed} -v\"]\nnot_match = [\"{program} {strict}\"]\n\n"
         ));
-        let strict = if n % 2 == 0 { "ask" } else { "forbid" };
+        let decision = if n % 2 == 0 { "ask" } else { "forbid" };
         file.push_str(&format!(
-            "[[command]]\nprogram = \"tool{n}\"\nargs = [\"push\"]\ndecision = \"{strict}\"\n\n"
+            "[[command]]\nprogram = \"{program}\"\nargs = [\"{strict}\"]\ndecision = \"{decision}\"\n\n"
         ));
     }
+    for program in ["cat", "grep", "wc"] {
+        file.push_str(&format!(
+            "[[command]]\nprogram = \"{program}\"\ndecision = \"allow\"\n\n"
+        ));
+    }
+    file.push_str("[[variable]]\nname = \"X\"\ndecision = \"allow\"\n");
     let started = Instant::now();
     let rules = Rules::from_toml(&file).unwrap();
     let load = started.elapsed();
-    assert_eq!(rules.commands.len(), 1_000);
-    let line = "tool1 status -v && env X=1 tool250 status 'a b' | sh -c 'tool499 status' ; tool7 status > /dev/null || tool3 status --short";
+    assert_eq!(rules.commands.len(), 1_003);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "x").unwrap();
+    let context = Context::new(dir.path()).env(vec![
+        (
+            "PATH".into(),
+            std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into()),
+        ),
+        ("HOME".into(), dir.path().display().to_string()),
+    ]);
+    let line = "ls -la *.md && env X=1 git status 'a b' | sh -c 'cat README.md' ; grep -n x README.md > /dev/null || wc -l README.md";
+    let check = |line: &str| {
+        let planned = plan(line, &context);
+        rules.check_plan(&planned, context.workspace_roots())
+    };
     assert_eq!(
-        rules.check_command(line).map(|v| v.decision),
-        Some(Decision::Allow)
+        check(line).map(|v| v.decision),
+        Some(Decision::Allow),
+        "{:?}",
+        check(line)
     );
     let mut samples: Vec<Duration> = (0..20_001)
         .map(|_| {
             let t = Instant::now();
-            std::hint::black_box(rules.check_command(std::hint::black_box(line)));
+            std::hint::black_box(check(std::hint::black_box(line)));
             t.elapsed()
         })
         .collect();
     samples.sort();
     let median = samples[samples.len() / 2];
     let p99 = samples[samples.len() * 99 / 100];
-    println!("rules file of 1,000 command rules: loaded and every example checked in {load:.1?}");
+    println!("rules file of 1,003 command rules: loaded and every example checked in {load:.1?}");
     println!(
-        "check of a 5-part compound command: median {:.1} µs, p99 {:.1} µs (target < 50 µs)",
+        "plan (parse, glob, resolve through PATH) + check (rules, variables, catalogue) of a 5-part line: median {:.1} µs, p99 {:.1} µs (target < 50 µs)",
         median.as_secs_f64() * 1e6,
         p99.as_secs_f64() * 1e6
     );
+    executor();
     proxy();
+}
+
+/// Median time of `ls` run by kinet's executor and by `sh -c ls`, both
+/// contained (a PID namespace) as the shell tool runs them.
+fn executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let context = Context::new(dir.path()).env(vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let Planned::Plan(planned) = plan("ls", &context) else {
+        panic!("ls is not plannable")
+    };
+    let run = |kinet: bool| {
+        let mut command = if kinet {
+            std::process::Command::new("/bin/true")
+        } else {
+            let mut command = std::process::Command::new("/bin/sh");
+            command.args(["-c", "ls"]);
+            command
+        };
+        command.current_dir(dir.path()).env("PATH", "/usr/bin:/bin");
+        let launch = if kinet {
+            Launch::new().plan(planned.clone())
+        } else {
+            Launch::new()
+        };
+        let containment = launch.prepare(&mut command).unwrap();
+        let t = Instant::now();
+        let output = command.output().unwrap();
+        assert!(output.status.success());
+        (t.elapsed(), containment)
+    };
+    let (mut kinet, mut shell) = (Vec::new(), Vec::new());
+    let mut containment = None;
+    for _ in 0..300 {
+        let (took, how) = run(true);
+        kinet.push(took);
+        containment = Some(how);
+        shell.push(run(false).0);
+    }
+    let median = |samples: &mut Vec<Duration>| {
+        samples.sort();
+        samples[samples.len() / 2]
+    };
+    let (kinet, shell) = (median(&mut kinet), median(&mut shell));
+    println!(
+        "rules-allowed `ls` ({containment:?}): kinet's executor {:.2} ms, `sh -c ls` {:.2} ms ({:.2}x)",
+        kinet.as_secs_f64() * 1e3,
+        shell.as_secs_f64() * 1e3,
+        kinet.as_secs_f64() / shell.as_secs_f64()
+    );
 }
 
 /// Median time of a sandboxed command with and without the proxy.

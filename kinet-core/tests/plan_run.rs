@@ -1,6 +1,6 @@
 //! Plans run by kinet itself: the same output and status as dash.
 #![cfg(target_os = "linux")]
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kinet_core::command::{Context, Planned, plan};
 use kinet_core::sandbox::Launch;

@@ -20,7 +20,8 @@
     missing_docs,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::print_stderr
+    clippy::print_stderr,
+    clippy::panic
 )]
 
 use std::collections::BTreeMap;

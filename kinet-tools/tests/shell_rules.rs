@@ -5,7 +5,7 @@
 //! denies and records what it is asked). What ran decides: every attack
 //! would leave a file behind if anything but the allowed program ran.
 #![cfg(target_os = "linux")]
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 

@@ -51,7 +51,7 @@ pub(crate) fn expand(chars: &[Char], context: &Context) -> Result<Option<Vec<Str
             // A `[` whose set would span a `/`.
             if chars
                 .iter()
-                .skip_while(|c| !(c.c == '[' && !c.quoted))
+                .skip_while(|c| c.c != '[' || c.quoted)
                 .any(|c| c.c == '/')
             {
                 return refuse("has a `[` set across a `/`");

@@ -65,6 +65,7 @@
 mod glob;
 mod grammar;
 mod lex;
+mod pathcache;
 mod planner;
 mod resolve;
 mod variables;
@@ -388,7 +389,13 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
         )
 }
 
-/// Whether `path` lies beneath `dir` (lexically).
+/// Whether `path` lies beneath `dir` (or is it), both absolute and
+/// normalized: compared as bytes, at component boundaries.
 fn beneath(path: &Path, dir: &Path) -> bool {
+    let (path, dir) = (
+        path.as_os_str().as_encoded_bytes(),
+        dir.as_os_str().as_encoded_bytes(),
+    );
     path.starts_with(dir)
+        && (path.len() == dir.len() || dir.ends_with(b"/") || path[dir.len()] == b'/')
 }

@@ -4,6 +4,7 @@
 use super::glob;
 use super::grammar::{self, Simple};
 use super::lex::{Char, OpKind, RedirectOp, Word};
+use super::pathcache::Lookups;
 use super::resolve::{Context, DEFAULT_PATH};
 use super::wrappers::{self, is_wrapper};
 use super::{
@@ -79,15 +80,32 @@ const SHELLS: &[&str] = &["sh", "bash", "dash"];
 
 /// Plans `line` for running in `context` (see the [module docs](super)).
 pub fn plan(line: &str, context: &Context) -> Planned {
-    match plan_at(line, context, 0, true) {
+    let cx = Cx {
+        context,
+        lookups: std::cell::RefCell::new(Lookups::default()),
+    };
+    match plan_at(line, &cx, 0, true) {
         Ok(plan) => Planned::Plan(plan),
         Err(why) => Planned::Unsure(why),
     }
 }
 
+/// Where a line is planned, and the directories already looked in.
+struct Cx<'a> {
+    context: &'a Context,
+    lookups: std::cell::RefCell<Lookups>,
+}
+
+impl Cx<'_> {
+    fn find(&self, word: &str, path: &str) -> super::resolve::Found {
+        self.context
+            .find(word, path, &mut self.lookups.borrow_mut())
+    }
+}
+
 /// `globs`: whether the line's first pipeline may expand globs (no
 /// command ran before it).
-fn plan_at(line: &str, context: &Context, depth: usize, globs: bool) -> Result<Plan, String> {
+fn plan_at(line: &str, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Plan, String> {
     if depth > MAX_DEPTH {
         return Err("shells nested too deep".into());
     }
@@ -101,10 +119,10 @@ fn plan_at(line: &str, context: &Context, depth: usize, globs: bool) -> Result<P
             );
         }
         let first_globs = globs && n == 0 && !writes(&item.first);
-        let first = pipeline(&item.first, context, depth, first_globs)?;
+        let first = pipeline(&item.first, cx, depth, first_globs)?;
         let mut rest = Vec::with_capacity(item.rest.len());
         for (connector, commands) in &item.rest {
-            rest.push((*connector, pipeline(commands, context, depth, false)?));
+            rest.push((*connector, pipeline(commands, cx, depth, false)?));
         }
         items.push(Item { first, rest });
     }
@@ -129,13 +147,13 @@ fn writes(commands: &[Simple]) -> bool {
 
 fn pipeline(
     commands: &[Simple],
-    context: &Context,
+    cx: &Cx<'_>,
     depth: usize,
     globs: bool,
 ) -> Result<Pipeline, String> {
     let commands = commands
         .iter()
-        .map(|simple| command(simple, context, depth, globs))
+        .map(|simple| command(simple, cx, depth, globs))
         .collect::<Result<_, _>>()?;
     Ok(Pipeline { commands })
 }
@@ -146,12 +164,8 @@ struct Expanded {
     from_glob: bool,
 }
 
-fn command(
-    simple: &Simple,
-    context: &Context,
-    depth: usize,
-    globs: bool,
-) -> Result<Command, String> {
+fn command(simple: &Simple, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Command, String> {
+    let context = cx.context;
     let mut env = Vec::with_capacity(simple.assignments.len());
     for (name, value) in &simple.assignments {
         set_var(&mut env, name, assignment_value(name, value, context)?);
@@ -178,7 +192,7 @@ fn command(
         .or_else(|| context.var("PATH"))
         .unwrap_or(SHELL_DEFAULT_PATH)
         .to_owned();
-    let found = context.find(&written[0], &path_var);
+    let found = cx.find(&written[0], &path_var);
     let name = program_name(&written[0]);
     if found.system && SHELLS.contains(&name) {
         if !env.is_empty() || exec {
@@ -187,7 +201,7 @@ fn command(
                 written[0]
             ));
         }
-        return nested(words, redirects, context, depth, globs);
+        return nested(words, redirects, cx, depth, globs);
     }
     let Some(path) = found.path.clone() else {
         // Not found: it fails to start, as in a shell.
@@ -224,7 +238,7 @@ fn command(
         },
         wrappers: Vec::new(),
     };
-    let at = unwrap(&mut invocation, words, &env, &path_var, context)?;
+    let at = unwrap(&mut invocation, words, &env, &path_var, cx)?;
     invocation.target.args = invocation.argv[at + 1..].to_vec();
     Ok(Command::Program(invocation))
 }
@@ -311,7 +325,7 @@ fn unwrap(
     words: &[Expanded],
     env: &[(String, String)],
     path_var: &str,
-    context: &Context,
+    cx: &Cx<'_>,
 ) -> Result<usize, String> {
     let mut at = 0;
     // The environment the program at `at` gets, as far as kinet models
@@ -375,7 +389,7 @@ fn unwrap(
             .or(inherited)
             .unwrap_or(DEFAULT_PATH)
             .to_owned();
-        let found = context.find(&inner_word, &inner_path);
+        let found = cx.find(&inner_word, &inner_path);
         if found.system && SHELLS.contains(&program_name(&inner_word)) {
             return Err(format!(
                 "`{name}` runs a shell, which reads its script itself"
@@ -404,7 +418,7 @@ fn unwrap(
 fn nested(
     words: &[Expanded],
     redirects: Vec<Redirect>,
-    context: &Context,
+    cx: &Cx<'_>,
     depth: usize,
     globs: bool,
 ) -> Result<Command, String> {
@@ -420,7 +434,7 @@ fn nested(
     let Some(script) = words.get(2).filter(|s| !s.from_glob) else {
         return Err(format!("`{shell} -c` without a script"));
     };
-    let plan = plan_at(&script.text, context, depth + 1, globs)?;
+    let plan = plan_at(&script.text, cx, depth + 1, globs)?;
     Ok(Command::Shell(Nested {
         shell: shell.clone(),
         plan,

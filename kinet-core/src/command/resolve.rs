@@ -3,6 +3,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::beneath;
+use super::pathcache::Lookups;
 
 /// Where a command line runs: its directory, the workspace roots, the
 /// environment its commands get, and the other directories they may
@@ -14,6 +15,15 @@ pub struct Context {
     env: Vec<(String, String)>,
     writable: Vec<PathBuf>,
     examples: bool,
+    /// The writable directories as written and with their links resolved,
+    /// and the roots' resolved forms: found once, when first needed.
+    resolved: std::sync::OnceLock<Resolved>,
+}
+
+#[derive(Debug, Clone)]
+struct Resolved {
+    writable: Vec<PathBuf>,
+    real_roots: Vec<PathBuf>,
 }
 
 /// Where examples are placed: a root that exists nowhere.
@@ -33,6 +43,7 @@ impl Context {
             env: Vec::new(),
             writable: Vec::new(),
             examples: false,
+            resolved: std::sync::OnceLock::new(),
         }
     }
 
@@ -42,6 +53,7 @@ impl Context {
         if !roots.is_empty() {
             self.roots = roots.iter().map(|r| normalize(&self.cwd.join(r))).collect();
         }
+        self.resolved = std::sync::OnceLock::new();
         self
     }
 
@@ -49,6 +61,7 @@ impl Context {
     /// programs, `HOME` expands `~`.
     pub fn env(mut self, env: Vec<(String, String)>) -> Self {
         self.env = env;
+        self.resolved = std::sync::OnceLock::new();
         self
     }
 
@@ -56,6 +69,7 @@ impl Context {
     /// roots and the temp directories, which are never system directories.
     pub fn writable(mut self, dirs: Vec<PathBuf>) -> Self {
         self.writable = dirs;
+        self.resolved = std::sync::OnceLock::new();
         self
     }
 
@@ -73,6 +87,7 @@ impl Context {
             ],
             writable: Vec::new(),
             examples: true,
+            resolved: std::sync::OnceLock::new(),
         }
     }
 
@@ -104,11 +119,13 @@ impl Context {
         self.examples
     }
 
-    /// Finds `word` as a shell would, through `path` (a `PATH` value).
-    pub(crate) fn find(&self, word: &str, path: &str) -> Found {
+    /// Finds `word` as a shell would, through `path` (a `PATH` value);
+    /// `lookups` holds the directories already checked for this line.
+    pub(crate) fn find(&self, word: &str, path: &str, lookups: &mut Lookups) -> Found {
         if word.contains('/') {
             let absolute = normalize(&self.cwd.join(word));
-            let system = word.starts_with('/') && self.is_system(&absolute);
+            let system = word.starts_with('/')
+                && self.is_system(&absolute, std::fs::canonicalize(&absolute).ok(), lookups);
             return Found {
                 path: Some(absolute),
                 system,
@@ -120,17 +137,15 @@ impl Context {
                 system: true,
             };
         }
-        for entry in path.split(':') {
-            let dir = if entry.is_empty() {
-                self.cwd.clone()
-            } else {
-                self.cwd.join(entry)
-            };
-            let candidate = dir.join(word);
-            if executable(&candidate) {
-                let system = entry.starts_with('/') && self.is_system(&candidate);
+        let dirs = lookups.dirs(path, &self.cwd);
+        for (dir, absolute) in dirs.iter() {
+            if let Some(hit) = lookups.find(dir, word) {
+                let candidate = dir.join(word);
+                let system = *absolute
+                    && !hit.world_writable
+                    && self.is_system(&candidate, hit.real, lookups);
                 return Found {
-                    path: Some(normalize(&candidate)),
+                    path: Some(candidate),
                     system,
                 };
             }
@@ -142,43 +157,53 @@ impl Context {
     }
 
     /// Outside every directory the commands may write, by its path and by
-    /// where its links lead, in a directory that is not world-writable.
-    fn is_system(&self, file: &Path) -> bool {
+    /// where its links lead (`real`), in directories that are not
+    /// world-writable.
+    fn is_system(&self, file: &Path, real: Option<PathBuf>, lookups: &mut Lookups) -> bool {
         let written = normalize(file);
         if self.examples {
             return !beneath(&written, Path::new(EXAMPLE_ROOT));
         }
-        let writable = self.writable_dirs();
+        let writable = &self.resolved().writable;
         let outside = |path: &Path| !writable.iter().any(|dir| beneath(path, dir));
-        if !outside(&written) {
-            return false;
-        }
-        let Ok(real) = std::fs::canonicalize(&written) else {
+        let Some(real) = real else {
             return false;
         };
-        if !outside(&real) {
-            return false;
-        }
-        written.parent().is_some_and(|dir| !world_writable(dir))
-            && real.parent().is_some_and(|dir| !world_writable(dir))
+        outside(&written)
+            && outside(&real)
+            && written
+                .parent()
+                .is_some_and(|dir| !lookups.world_writable(dir))
+            && real
+                .parent()
+                .is_some_and(|dir| !lookups.world_writable(dir))
     }
 
-    /// The roots, the other writable directories and the temp directories,
-    /// as written and with their links resolved.
-    fn writable_dirs(&self) -> Vec<PathBuf> {
-        let mut dirs: Vec<PathBuf> = self.roots.clone();
-        dirs.extend(self.writable.iter().map(|d| normalize(&self.cwd.join(d))));
-        dirs.extend(["/tmp", "/var/tmp", "/dev/shm"].map(PathBuf::from));
-        dirs.push(std::env::temp_dir());
-        if let Some(tmp) = self.var("TMPDIR").filter(|t| t.starts_with('/')) {
-            dirs.push(PathBuf::from(tmp));
-        }
-        let real: Vec<PathBuf> = dirs
-            .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .collect();
-        dirs.extend(real);
-        dirs
+    /// The roots, the other writable directories and the temp
+    /// directories, as written and with their links resolved; the roots'
+    /// resolved forms.
+    fn resolved(&self) -> &Resolved {
+        self.resolved.get_or_init(|| {
+            let mut writable: Vec<PathBuf> = self.roots.clone();
+            writable.extend(self.writable.iter().map(|d| normalize(&self.cwd.join(d))));
+            if let Some(tmp) = self.var("TMPDIR").filter(|t| t.starts_with('/')) {
+                writable.push(PathBuf::from(tmp));
+            }
+            let mut real: Vec<PathBuf> = writable
+                .iter()
+                .filter_map(|d| std::fs::canonicalize(d).ok())
+                .collect();
+            writable.append(&mut real);
+            writable.extend(temp_dirs().iter().cloned());
+            Resolved {
+                writable,
+                real_roots: self
+                    .roots
+                    .iter()
+                    .filter_map(|r| std::fs::canonicalize(r).ok())
+                    .collect(),
+            }
+        })
     }
 
     /// Whether `path` (as written, relative to the directory) lies outside
@@ -195,14 +220,33 @@ impl Context {
         if self.examples {
             return false;
         }
-        let real_roots: Vec<PathBuf> = self
-            .roots
-            .iter()
-            .filter_map(|r| std::fs::canonicalize(r).ok())
-            .collect();
         let real = resolve_existing(&written);
-        !(inside(&real) || real_roots.iter().any(|root| beneath(&real, root)))
+        !(inside(&real)
+            || self
+                .resolved()
+                .real_roots
+                .iter()
+                .any(|root| beneath(&real, root)))
     }
+}
+
+/// The temp directories, as written and with their links resolved (found
+/// once per process).
+fn temp_dirs() -> &'static [PathBuf] {
+    static TEMP: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    TEMP.get_or_init(|| {
+        let mut dirs: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
+            .into_iter()
+            .map(PathBuf::from)
+            .collect();
+        dirs.push(std::env::temp_dir());
+        let real: Vec<PathBuf> = dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect();
+        dirs.extend(real);
+        dirs
+    })
 }
 
 /// Where a program was found.
@@ -217,38 +261,14 @@ pub(crate) struct Found {
 /// (likewise), else `/bin/sh`.
 pub fn named_shell(context: &Context) -> PathBuf {
     let path = context.var("PATH").unwrap_or(DEFAULT_PATH);
+    let mut lookups = Lookups::default();
     for name in ["bash", "sh"] {
-        let found = context.find(name, path);
+        let found = context.find(name, path, &mut lookups);
         if let (Some(path), true) = (found.path, found.system) {
             return path;
         }
     }
     PathBuf::from("/bin/sh")
-}
-
-fn executable(path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::metadata(path).is_ok_and(|m| m.is_file())
-    }
-}
-
-fn world_writable(dir: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(dir).map_or(true, |m| m.permissions().mode() & 0o002 != 0)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = dir;
-        false
-    }
 }
 
 /// Folds `.` and `..` without touching the file system.
@@ -309,22 +329,26 @@ mod tests {
         }
         let context = Context::new(&root);
         let path = format!("{}:/usr/bin:/bin", bin.display());
-        let found = context.find("ls", &path);
+        let found = context.find("ls", &path, &mut Lookups::default());
         assert_eq!(found.path.as_deref(), Some(tool.as_path()));
         assert!(!found.system, "a program in the workspace");
-        let found = context.find("ls", "/usr/bin:/bin");
+        let found = context.find("ls", "/usr/bin:/bin", &mut Lookups::default());
         assert!(found.system, "{:?}", found.path);
         // Written as a path: never a system program when relative.
-        assert!(!context.find("./bin/ls", "").system);
+        assert!(!context.find("./bin/ls", "", &mut Lookups::default()).system);
         assert!(
             !context
                 .find("../../../../../../usr/bin/ls", "/usr/bin")
                 .system
         );
-        assert!(context.find("/usr/bin/env", "").system);
+        assert!(
+            context
+                .find("/usr/bin/env", "", &mut Lookups::default())
+                .system
+        );
         // Relative PATH entries are never system directories.
         let inside = Context::new("/usr");
-        assert!(!inside.find("ls", "bin").system);
+        assert!(!inside.find("ls", "bin", &mut Lookups::default()).system);
         assert!(
             context
                 .find("no-such-program-here", "/usr/bin")
