@@ -338,7 +338,11 @@ mod tests {
         assert!(!context.find("./bin/ls", "", &mut Lookups::default()).system);
         assert!(
             !context
-                .find("../../../../../../usr/bin/ls", "/usr/bin")
+                .find(
+                    "../../../../../../usr/bin/ls",
+                    "/usr/bin",
+                    &mut Lookups::default()
+                )
                 .system
         );
         assert!(
@@ -351,7 +355,7 @@ mod tests {
         assert!(!inside.find("ls", "bin", &mut Lookups::default()).system);
         assert!(
             context
-                .find("no-such-program-here", "/usr/bin")
+                .find("no-such-program-here", "/usr/bin", &mut Lookups::default())
                 .path
                 .is_none()
         );
