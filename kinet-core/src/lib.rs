@@ -6,9 +6,14 @@
 //!   deadline, events, sub-agents, host extensions).
 //! - [`ConfirmHandler`] + [`ApprovalPolicy`]: the host's approval UI and the
 //!   rules for when to use it, in code or as data: a [`rules`] file
-//!   (allow / ask / forbid for command lines, parsed first, for tools by
-//!   name and arguments, for paths, and the sandbox's network allowlist),
-//!   checked against its own examples when it loads. A question can also
+//!   (allow / ask / forbid for command lines, for tools by name and
+//!   arguments, for paths, and the sandbox's network allowlist), checked
+//!   against its own examples when it loads. A command line is
+//!   [planned](command) once, at approval (parsed as dash and bash both
+//!   read it, globs expanded, programs resolved through the `PATH` it
+//!   gets); the rules judge the plan and the same plan runs, each program
+//!   started by kinet ([`sandbox::Launch::plan`]), never re-read by a
+//!   shell. A question can also
 //!   be answered later, in another process: the run stops, its turn kept
 //!   in the conversation, and [`Agent::resume`] finishes it ([`deferred`]).
 //! - [`Provider`]: a streaming model backend ([`provider`] has the shipped
@@ -54,7 +59,7 @@
 //!   `opentelemetry` feature exports over OTLP).
 //!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`]
-//! (and its injection defence), [`provenance`], [`confirm`], [`deferred`], [`rules`], [`sandbox`], [`session`], [`context`], [`telemetry`],
+//! (and its injection defence), [`provenance`], [`confirm`], [`deferred`], [`rules`], [`command`], [`sandbox`], [`session`], [`context`], [`telemetry`],
 //! [`provider`], [`message`], [`event`], [`testing`]. Modules
 //! import one way: plain data at the bottom (messages, outputs, specs,
 //! events), then the context, tools, layers, hooks, the pipeline, the
