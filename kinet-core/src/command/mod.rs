@@ -381,12 +381,28 @@ pub fn quote(word: &str) -> String {
 /// Whether two paths name the same file: equal once `.` and `..` are
 /// folded, or once their links are resolved.
 pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
-    let (a, b) = (resolve::normalize(a), resolve::normalize(b));
+    let (a, b) = (normalize(a), normalize(b));
     a == b
         || matches!(
             (std::fs::canonicalize(&a), std::fs::canonicalize(&b)),
             (Ok(x), Ok(y)) if x == y
         )
+}
+
+/// Folds `.` and `..` without touching the file system.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Whether `path` lies beneath `dir` (or is it), both absolute and

@@ -149,7 +149,7 @@ impl Lookups {
                 let dir = if entry.is_empty() {
                     cwd.to_path_buf()
                 } else {
-                    super::resolve::normalize(&cwd.join(entry))
+                    super::normalize(&cwd.join(entry))
                 };
                 (dir, entry.starts_with('/'))
             })

@@ -1,9 +1,9 @@
 //! Where a line runs, and finding its programs as a shell would.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
-use super::beneath;
 use super::pathcache::Lookups;
+use super::{beneath, normalize};
 
 /// Where a command line runs: its directory, the workspace roots, the
 /// environment its commands get, and the other directories they may
@@ -269,21 +269,6 @@ pub fn named_shell(context: &Context) -> PathBuf {
         }
     }
     PathBuf::from("/bin/sh")
-}
-
-/// Folds `.` and `..` without touching the file system.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 /// `path` with the links of its longest existing ancestor resolved.
