@@ -76,6 +76,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use planner::plan;
+pub(crate) use resolve::resolve_existing;
 pub use resolve::{Context, named_shell};
 pub use variables::{PROGRAM_VARIABLES, is_program_variable};
 

@@ -124,8 +124,12 @@ fn executable(path: &Path) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Lookups {
     checked: HashMap<PathBuf, Option<Arc<Listing>>>,
-    paths: Vec<(String, Arc<[(PathBuf, bool)]>)>,
+    paths: Vec<(String, SearchPath)>,
 }
+
+/// A `PATH` value's directories, absolute, each with whether it was
+/// written absolute.
+pub(crate) type SearchPath = Arc<[(PathBuf, bool)]>;
 
 /// A program found in a directory.
 pub(crate) struct Hit {
@@ -139,11 +143,11 @@ impl Lookups {
     /// The directories of a `PATH` value, made absolute from `cwd`
     /// (empty entries are `cwd`), each with whether it was written
     /// absolute.
-    pub(crate) fn dirs(&mut self, path: &str, cwd: &Path) -> Arc<[(PathBuf, bool)]> {
+    pub(crate) fn dirs(&mut self, path: &str, cwd: &Path) -> SearchPath {
         if let Some((_, dirs)) = self.paths.iter().find(|(p, _)| p == path) {
             return Arc::clone(dirs);
         }
-        let dirs: Arc<[(PathBuf, bool)]> = path
+        let dirs: SearchPath = path
             .split(':')
             .map(|entry| {
                 let dir = if entry.is_empty() {

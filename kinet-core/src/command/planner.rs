@@ -203,27 +203,13 @@ fn command(simple: &Simple, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Co
         }
         return nested(words, redirects, cx, depth, globs);
     }
-    let Some(path) = found.path.clone() else {
-        // Not found: it fails to start, as in a shell.
-        return Ok(Command::Program(Invocation {
-            path: written[0].clone().into(),
-            argv: written.clone(),
-            env: env.clone(),
-            redirects,
-            exec,
-            target: Target {
-                written: written[0].clone(),
-                path: None,
-                system: false,
-                args: written[1..].to_vec(),
-                open_args: false,
-                env,
-            },
-            wrappers: Vec::new(),
-        }));
-    };
+    let not_found = found.path.is_none();
     let mut invocation = Invocation {
-        path,
+        // Not found: it fails to start, as in a shell.
+        path: found
+            .path
+            .clone()
+            .unwrap_or_else(|| written[0].clone().into()),
         argv: written.clone(),
         env: env.clone(),
         redirects,
@@ -232,12 +218,15 @@ fn command(simple: &Simple, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Co
             written: written[0].clone(),
             path: found.path,
             system: found.system,
-            args: Vec::new(),
+            args: written[1..].to_vec(),
             open_args: false,
             env: env.clone(),
         },
         wrappers: Vec::new(),
     };
+    if not_found {
+        return Ok(Command::Program(invocation));
+    }
     let at = unwrap(&mut invocation, words, &env, &path_var, cx)?;
     invocation.target.args = invocation.argv[at + 1..].to_vec();
     Ok(Command::Program(invocation))

@@ -272,7 +272,7 @@ pub fn named_shell(context: &Context) -> PathBuf {
 }
 
 /// `path` with the links of its longest existing ancestor resolved.
-fn resolve_existing(path: &Path) -> PathBuf {
+pub(crate) fn resolve_existing(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
     loop {

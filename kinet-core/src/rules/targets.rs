@@ -3,7 +3,9 @@
 //! may reach.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::command::{normalize, resolve_existing};
 
 use serde::Deserialize;
 
@@ -184,7 +186,7 @@ struct PathForm {
 fn forms(path: &str, cwd: &Path, roots: &[PathBuf], links: bool) -> Vec<PathForm> {
     let written = normalize(&cwd.join(path));
     let resolved = if links {
-        resolve(&written)
+        normalize(&resolve_existing(&written))
     } else {
         written.clone()
     };
@@ -206,46 +208,6 @@ fn forms(path: &str, cwd: &Path, roots: &[PathBuf], links: bool) -> Vec<PathForm
         all.push(form(resolved));
     }
     all
-}
-
-/// Folds `.` and `..` without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Resolves the symlinks of the longest existing ancestor of `path`.
-fn resolve(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(&existing) {
-            let mut full = real;
-            for part in rest.iter().rev() {
-                full.push(part);
-            }
-            return normalize(&full);
-        }
-        match (
-            existing.file_name().map(ToOwned::to_owned),
-            existing.parent(),
-        ) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// A rule for the hosts a sandboxed command may reach through the

@@ -9,6 +9,7 @@
 use std::ffi::{CString, c_char};
 use std::io;
 
+use super::fork;
 use crate::command::{Command, Connector, Plan, RedirectKind};
 
 /// The most commands one pipeline may hold.
@@ -380,21 +381,6 @@ fn redirect(redirects: &[CRedirect]) -> bool {
         }
     }
     true
-}
-
-/// A fork-like `clone` (no shared memory), as the supervisor makes.
-fn fork() -> libc::pid_t {
-    // SAFETY: a fork-like clone with no shared memory or stack.
-    unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            libc::SIGCHLD as libc::c_ulong,
-            0 as libc::c_long,
-            0 as libc::c_long,
-            0 as libc::c_long,
-            0 as libc::c_long,
-        ) as libc::pid_t
-    }
 }
 
 /// Waits for `pid`: its exit status, or 128 + the signal that ended it.

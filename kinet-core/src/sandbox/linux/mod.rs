@@ -362,6 +362,23 @@ impl ProxyListener {
     }
 }
 
+/// A fork-like `clone` (no shared memory or stack): unlike `fork`, it
+/// takes none of the C library's locks, which another thread of the host
+/// may hold. System calls only.
+fn fork() -> libc::pid_t {
+    // SAFETY: a fork-like clone with no shared memory or stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0 as libc::c_long,
+            0 as libc::c_long,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        ) as libc::pid_t
+    }
+}
+
 fn check(result: libc::c_int) -> io::Result<()> {
     if result < 0 {
         Err(io::Error::last_os_error())
@@ -433,17 +450,7 @@ impl Setup {
                     libc::_exit(137);
                 }
             }
-            // SAFETY: a fork-like clone with no shared memory or stack.
-            let pid = unsafe {
-                libc::syscall(
-                    libc::SYS_clone,
-                    libc::SIGCHLD as libc::c_ulong,
-                    0 as libc::c_long,
-                    0 as libc::c_long,
-                    0 as libc::c_long,
-                    0 as libc::c_long,
-                )
-            };
+            let pid = fork();
             if pid < 0 {
                 return Err(io::Error::last_os_error());
             }
