@@ -47,9 +47,15 @@ pub fn find_bin() -> Option<PathBuf> {
     if has(&wheel) {
         return Some(wheel);
     }
-    let output = Command::new("pg_config").arg("--bindir").output().ok()?;
-    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    has(&dir).then_some(dir)
+    // The system's PostgreSQL, when it has pgvector (Debian's own
+    // packages do not).
+    let ask = |what: &str| {
+        let output = Command::new("pg_config").arg(what).output().ok()?;
+        Some(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+    };
+    let dir = ask("--bindir")?;
+    let vector = ask("--sharedir")?.join("extension/vector.control");
+    (has(&dir) && vector.is_file()).then_some(dir)
 }
 
 /// The process-wide server, started on first use; `None` (said loudly)
@@ -76,7 +82,7 @@ pub fn server() -> Option<&'static PgServer> {
 }
 
 fn start() -> Result<PgServer, String> {
-    let bin = find_bin().ok_or("no PostgreSQL binaries found")?;
+    let bin = find_bin().ok_or("no PostgreSQL binaries with pgvector found")?;
     start_with(bin, &[], "")
 }
 
