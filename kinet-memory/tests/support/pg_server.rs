@@ -51,7 +51,9 @@ pub fn find_bin() -> Option<PathBuf> {
     // packages do not).
     let ask = |what: &str| {
         let output = Command::new("pg_config").arg(what).output().ok()?;
-        Some(PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+        Some(PathBuf::from(
+            String::from_utf8_lossy(&output.stdout).trim(),
+        ))
     };
     let dir = ask("--bindir")?;
     let vector = ask("--sharedir")?.join("extension/vector.control");

@@ -165,11 +165,6 @@ fn compile_command(
             compile_items(&nested.plan, env, base)?,
             compile_redirects(&nested.redirects)?,
         )),
-        #[allow(unreachable_patterns)]
-        _ => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "a command kind kinet cannot run",
-        )),
     }
 }
 
@@ -191,13 +186,6 @@ fn compile_redirects(redirects: &[crate::command::Redirect]) -> io::Result<Vec<C
                         fd,
                         from: libc::c_int::from(*from),
                     });
-                }
-                #[allow(unreachable_patterns)]
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "a redirection kinet cannot wire",
-                    ));
                 }
             };
             Ok(CRedirect::Open {
