@@ -80,6 +80,11 @@ pub(crate) use resolve::resolve_existing;
 pub use resolve::{Context, named_shell};
 pub use variables::{PROGRAM_VARIABLES, is_program_variable};
 
+/// Whether kinet runs planned lines itself on this system
+/// ([`Launch::plan`](crate::sandbox::Launch::plan): Linux). Elsewhere a
+/// tool runs the line with a shell, so the rules' `allow` asks.
+pub const RUNS_PLANS: bool = cfg!(target_os = "linux");
+
 /// How a line was planned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -232,7 +232,7 @@ impl ShellTool {
             Some(CheckedCommand {
                 planned: Planned::Plan(plan),
                 ..
-            }) => {
+            }) if kinet_core::command::RUNS_PLANS => {
                 let first = plan
                     .invocations()
                     .next()
@@ -327,7 +327,10 @@ impl Tool for ShellTool {
         };
         let how = match self.checked(args, ctx).as_deref() {
             Some(checked) => match &checked.planned {
-                Planned::Plan(plan) => format!("\nkinet runs: {}", plan.display()),
+                Planned::Plan(plan) if kinet_core::command::RUNS_PLANS => {
+                    format!("\nkinet runs: {}", plan.display())
+                }
+                Planned::Plan(_) => format!("\nrun by {}", named_shell(&checked.context).display()),
                 Planned::Unsure(why) => format!(
                     "\nrun by {} (kinet cannot run it itself: {why})",
                     named_shell(&checked.context).display()
