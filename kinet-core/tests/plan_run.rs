@@ -45,6 +45,11 @@ fn run_sh(line: &str, dir: &std::path::Path) -> (String, Option<i32>) {
 fn plans_run_as_dash_runs_them() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
+    // A script with no `#!` line runs with sh, as in a shell.
+    let script = root.join("plain-script");
+    std::fs::write(&script, "printf 'script ran: %s\\n' \"$1\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     for line in [
         "printf 'a\\nb\\n' | sort -r | head -n 1",
         "true && printf yes || printf no",
@@ -59,6 +64,7 @@ fn plans_run_as_dash_runs_them() {
         "Y=2 printenv Y",
         "nice -n 1 printf nice",
         "false | true",
+        "./plain-script arg",
         "true | false",
     ] {
         for contain in [false, true] {

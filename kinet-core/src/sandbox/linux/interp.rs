@@ -12,6 +12,9 @@ use std::io;
 use super::fork;
 use crate::command::{Command, Connector, Plan, RedirectKind};
 
+/// The shell that runs a script without a `#!` line, as shells do.
+const SH: &std::ffi::CStr = c"/bin/sh";
+
 /// The most commands one pipeline may hold.
 const MAX_PIPELINE: usize = 64;
 
@@ -52,6 +55,9 @@ struct CExec {
     path: CString,
     _strings: Vec<CString>,
     argv: Pointers,
+    /// `/bin/sh path args...`: what a shell does with a file that is not
+    /// a binary and has no `#!` line (`ENOEXEC`).
+    script_argv: Pointers,
     envp: Pointers,
     redirects: Vec<CRedirect>,
     exec: bool,
@@ -136,6 +142,16 @@ fn compile_command(
             }
             let mut argv: Vec<*const c_char> = strings[..argc].iter().map(|s| s.as_ptr()).collect();
             argv.push(std::ptr::null());
+            let path = invocation.path.to_str().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a program path that is not UTF-8",
+                )
+            })?;
+            let path = cstring(path)?;
+            let mut script_argv: Vec<*const c_char> = vec![SH.as_ptr(), path.as_ptr()];
+            script_argv.extend(strings[1..argc].iter().map(|s| s.as_ptr()));
+            script_argv.push(std::ptr::null());
             // The base environment without what the assignments replace,
             // then the assignments.
             let mut envp: Vec<*const c_char> = env
@@ -146,16 +162,11 @@ fn compile_command(
                 .collect();
             envp.extend(strings[argc..].iter().map(|s| s.as_ptr()));
             envp.push(std::ptr::null());
-            let path = invocation.path.to_str().ok_or_else(|| {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a program path that is not UTF-8",
-                )
-            })?;
             Ok(CCommand::Exec(CExec {
-                path: cstring(path)?,
+                path,
                 _strings: strings,
                 argv: Pointers { ptrs: argv },
+                script_argv: Pointers { ptrs: script_argv },
                 envp: Pointers { ptrs: envp },
                 redirects: compile_redirects(&invocation.redirects)?,
                 exec: invocation.exec,
@@ -320,7 +331,15 @@ fn spawn(
                     exec.argv.ptrs.as_ptr(),
                     exec.envp.ptrs.as_ptr(),
                 );
-                let error = *libc::__errno_location();
+                let mut error = *libc::__errno_location();
+                if error == libc::ENOEXEC {
+                    libc::execve(
+                        SH.as_ptr(),
+                        exec.script_argv.ptrs.as_ptr(),
+                        exec.envp.ptrs.as_ptr(),
+                    );
+                    error = *libc::__errno_location();
+                }
                 say(&[
                     b"kinet: cannot run ",
                     exec.path.as_bytes(),
@@ -414,7 +433,7 @@ fn reason(error: libc::c_int) -> &'static [u8] {
         libc::ENOENT => b"No such file or directory",
         libc::EACCES => b"Permission denied",
         libc::EPERM => b"Operation not permitted",
-        libc::ENOEXEC => b"Exec format error (a script needs a #! line)",
+        libc::ENOEXEC => b"Exec format error",
         libc::EISDIR => b"Is a directory",
         libc::ENOTDIR => b"Not a directory",
         libc::E2BIG => b"Argument list too long",
