@@ -127,6 +127,11 @@ const result = await acp
     stops.push((await prompt(sessionId, "Now say farewell.")).stopReason);
     cancelOn = "w1";
     stops.push((await prompt(sessionId, "Wait a while.")).stopReason);
+    // The cancelled call's terminal is killed and released by the agent
+    // after the prompt ends: wait for that (up to 5 s).
+    for (let waited = 0; terminals.size > 0 && waited < 5000; waited += 50) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
 
     const updatesOf = (id) => seen.updates.filter((u) => u.toolCallId === id);
     const read = updatesOf("r1").find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");

@@ -172,6 +172,12 @@ async def main():
             ]
             client.cancel_on = "w1"
             stops.append(await prompt(session_id, "Wait a while."))
+            # The cancelled call's terminal is killed and released by the
+            # agent after the prompt ends: wait for that (up to 5 s).
+            for _ in range(100):
+                if not client.open_terminals:
+                    break
+                await asyncio.sleep(0.05)
 
             def updates_of(call):
                 return [u for u in client.updates if u.get("toolCallId") == call]
