@@ -76,3 +76,40 @@ fn plans_run_as_dash_runs_them() {
         }
     }
 }
+
+#[test]
+fn a_planned_line_in_the_sandbox_gets_the_proxy_and_the_policys_environment() {
+    use kinet_core::sandbox::{EnvPolicy, PROXY_URL, SandboxPolicy, support};
+    let support = support();
+    if support.landlock_abi.is_none() || !support.isolation {
+        kinet_core::testing::skipped("this machine cannot sandbox (Landlock and namespaces)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let context = Context::new(&root).env(vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let Planned::Plan(planned) = plan("printenv HTTP_PROXY KINET_SET KINET_GONE", &context) else {
+        panic!("unsure")
+    };
+    let mut command = std::process::Command::new("/bin/true");
+    command
+        .current_dir(&root)
+        .env("KINET_SET", "set")
+        .env_remove("KINET_GONE");
+    Launch::new()
+        .env(EnvPolicy::core())
+        .sandbox(
+            SandboxPolicy::workspace_write().allow_hosts(["localhost"]),
+            vec![root.clone()],
+        )
+        .plan(planned)
+        .prepare(&mut command)
+        .unwrap();
+    let output = command.output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("{PROXY_URL}\nset\n"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

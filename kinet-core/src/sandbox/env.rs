@@ -2,6 +2,8 @@
 
 use std::ffi::OsString;
 
+use crate::command::is_program_variable;
+
 /// The variables [`EnvPolicy::core`] passes on: what shells, build tools,
 /// compilers and package managers need to find themselves and behave, and
 /// nothing that commonly holds a secret (API keys, tokens, proxy URLs with
@@ -35,8 +37,6 @@ pub const CORE_VARIABLES: &[&str] = &[
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 ];
-
-use crate::command::is_program_variable;
 
 /// Which of the host's environment variables a command started through
 /// [`Launch`](super::Launch) inherits. Variables the caller sets on the
@@ -137,14 +137,14 @@ impl EnvPolicy {
         env
     }
 
-    /// Gives `command` the host's allowed variables, then what the caller
-    /// set or removed on it.
     /// Whether a command keeps the host's whole environment (nothing to
     /// filter).
-    pub(super) fn passes_everything(&self) -> bool {
+    fn passes_everything(&self) -> bool {
         self.all && !self.strip_program
     }
 
+    /// Gives `command` the host's allowed variables, then what the caller
+    /// set or removed on it.
     pub(super) fn apply(&self, command: &mut std::process::Command) {
         if self.passes_everything() {
             return;

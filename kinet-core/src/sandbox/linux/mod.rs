@@ -677,27 +677,24 @@ fn proxy_env(command: &mut std::process::Command) {
     command.env_remove("NO_PROXY").env_remove("no_proxy");
 }
 
-/// The environment `command` would start with: the host's (when the
-/// policy passes it all on), then what was set or removed on it.
+/// The environment `command` would start with: what the policy passes on
+/// of the host's, then what was set or removed on it (a value that is
+/// not UTF-8 counts as removed).
 fn environment(
     command: &std::process::Command,
     policy: Option<&super::EnvPolicy>,
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = if policy.is_none_or(super::EnvPolicy::passes_everything) {
-        std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for (name, value) in command.get_envs() {
-        let Some(name) = name.to_str() else { continue };
-        env.retain(|(n, _)| n != name);
-        if let Some(value) = value.and_then(|v| v.to_str()) {
-            env.push((name.to_owned(), value.to_owned()));
-        }
+    let explicit: std::collections::BTreeMap<String, Option<String>> = command
+        .get_envs()
+        .filter_map(|(name, value)| {
+            let value = value.and_then(|v| v.to_str()).map(str::to_owned);
+            Some((name.to_str()?.to_owned(), value))
+        })
+        .collect();
+    match policy {
+        Some(policy) => policy.environment(&explicit),
+        None => super::EnvPolicy::inherit_all().environment(&explicit),
     }
-    env
 }
 
 /// Marks this process non-dumpable (see `protect_process`).
