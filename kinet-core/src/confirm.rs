@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::command::CheckedCommand;
-use crate::rules::{CommandVerdict, Decision, Rules, pattern_matches};
+use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
 pub use crate::data::deferred::ConfirmRequest;
@@ -402,33 +402,31 @@ impl ApprovalPolicy {
             {
                 consider(rule, Some(reason));
             }
-            // An allow stands only for a line kinet runs as checked.
-            let runs_as_checked = |mut verdict: CommandVerdict, why: &str| {
-                if verdict.decision == Decision::Allow && !why.is_empty() {
+            // An allow stands only for a line kinet runs as checked: `why`
+            // says why this one is not.
+            let (verdict, why) = match command {
+                Some(checked) => (
+                    data.check_plan(&checked.planned, checked.context.workspace_roots()),
+                    (!crate::command::RUNS_PLANS)
+                        .then(|| "kinet runs command lines itself on Linux only".to_owned()),
+                ),
+                None => match self.command_line(tool, arguments) {
+                    Some(line) => (
+                        data.check_command(&line),
+                        Some(format!(
+                            "`{tool}` runs its command line itself, so kinet cannot run what the rules checked"
+                        )),
+                    ),
+                    None => (None, None),
+                },
+            };
+            let verdict = verdict.map(|mut verdict| {
+                if let Some(why) = why.filter(|_| verdict.decision == Decision::Allow) {
                     verdict.decision = Decision::Ask;
                     verdict.reason = format!("{}; {why}", verdict.reason);
                 }
                 verdict
-            };
-            let verdict = match command {
-                Some(checked) => data
-                    .check_plan(&checked.planned, checked.context.workspace_roots())
-                    .map(|verdict| {
-                        let why = if crate::command::RUNS_PLANS {
-                            ""
-                        } else {
-                            "kinet runs command lines itself on Linux only"
-                        };
-                        runs_as_checked(verdict, why)
-                    }),
-                None => self.command_line(tool, arguments).and_then(|line| {
-                    let why = format!(
-                        "`{tool}` runs its command line itself, so kinet cannot run what the rules checked"
-                    );
-                    data.check_command(&line)
-                        .map(|verdict| runs_as_checked(verdict, &why))
-                }),
-            };
+            });
             if let Some(verdict) = verdict
                 && let Some(rule) = self.as_rule(verdict.decision)
             {

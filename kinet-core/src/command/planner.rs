@@ -203,7 +203,6 @@ fn command(simple: &Simple, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Co
         }
         return nested(words, redirects, cx, depth, globs);
     }
-    let not_found = found.path.is_none();
     let mut invocation = Invocation {
         // Not found: it fails to start, as in a shell.
         path: found
@@ -218,15 +217,14 @@ fn command(simple: &Simple, cx: &Cx<'_>, depth: usize, globs: bool) -> Result<Co
             written: written[0].clone(),
             path: found.path,
             system: found.system,
-            args: written[1..].to_vec(),
+            args: Vec::new(),
             open_args: false,
             env: env.clone(),
         },
         wrappers: Vec::new(),
     };
-    if not_found {
-        return Ok(Command::Program(invocation));
-    }
+    // A program not found, or not a system program, is no wrapper: the
+    // target is the program itself.
     let at = unwrap(&mut invocation, words, &env, &path_var, cx)?;
     invocation.target.args = invocation.argv[at + 1..].to_vec();
     Ok(Command::Program(invocation))
