@@ -235,11 +235,7 @@ impl Context {
 fn temp_dirs() -> &'static [PathBuf] {
     static TEMP: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
     TEMP.get_or_init(|| {
-        let mut dirs: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
-            .into_iter()
-            .map(PathBuf::from)
-            .collect();
-        dirs.push(std::env::temp_dir());
+        let mut dirs = crate::confine::temp_dirs();
         let real: Vec<PathBuf> = dirs
             .iter()
             .filter_map(|d| std::fs::canonicalize(d).ok())

@@ -15,6 +15,15 @@ pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
 pub(crate) use workspace::place;
 pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 
+/// The temp directories everyone may write: the process's temp directory
+/// (`$TMPDIR`), `/tmp`, `/var/tmp`, `/dev/shm`. A sandbox allows writes
+/// there; a program found there is never a system program.
+pub(crate) fn temp_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::env::temp_dir()];
+    dirs.extend(["/tmp", "/var/tmp", "/dev/shm"].map(std::path::PathBuf::from));
+    dirs
+}
+
 /// The path of an opened file or directory, its symlinks resolved, as the
 /// kernel knows it (`/proc/self/fd`): for handing a checked file to
 /// another process (an editor, a launcher's check) by a name that leads to

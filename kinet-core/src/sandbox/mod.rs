@@ -301,10 +301,7 @@ impl SandboxPolicy {
             dirs.extend(roots.iter().cloned());
         }
         if self.temp {
-            dirs.push(std::env::temp_dir());
-            dirs.push(PathBuf::from("/tmp"));
-            dirs.push(PathBuf::from("/var/tmp"));
-            dirs.push(PathBuf::from("/dev/shm"));
+            dirs.extend(crate::confine::temp_dirs());
         }
         dirs.extend(self.writable.iter().cloned());
         dirs.sort();
