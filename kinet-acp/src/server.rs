@@ -18,8 +18,11 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 use tokio_util::sync::CancellationToken;
 
 use crate::permission::{EditorApproval, EditorBuffers};
-use crate::terminal::terminals;
+use crate::terminal::{Open, terminals};
 use crate::updates::{Coalesced, Updates};
+
+/// How long a prompt's answer waits for its terminals to be released.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Makes the agent of a session from its working directory (the editor's
 /// project): confine it there with `workspace_root`.
@@ -379,8 +382,9 @@ impl Inner {
                 writes: offers.fs.write_text_file,
             })));
         }
+        let open = Open::new();
         if let (true, Some(launcher)) = (offers.terminal, &self.launcher) {
-            agent = agent.with_extension(terminals(&client, &request.session_id, launcher));
+            agent = agent.with_extension(terminals(&client, &request.session_id, launcher, &open));
         }
         let mut run = agent.run_with_cancellation(conversation.clone(), cancel);
         let mut updates = Updates::new(&slot.cwd);
@@ -394,6 +398,9 @@ impl Inner {
             }
         }
         let outcome = run.finish().await;
+        // A cancelled call's terminal is killed and released after the
+        // call was dropped: the answer comes once that is done.
+        open.released(RELEASE_WAIT).await;
         if let Ok(mut running) = slot.running.lock() {
             *running = None;
         }

@@ -1,6 +1,11 @@
 //! The editor's terminals (`terminal/*`) for the shell tool: the command
 //! runs in a terminal the editor shows with the call, started through
 //! kinet's launcher so its confinement holds there too.
+//!
+//! A prompt's answer waits for its terminals ([`Open::released`]): the
+//! protocol has the agent answer a cancelled prompt only once what it
+//! started has stopped, and a terminal is released after its call when
+//! the call was dropped mid-way.
 
 use std::sync::Arc;
 
@@ -18,6 +23,47 @@ use crate::updates::{PACK, Shown};
 pub(crate) struct EditorTerms {
     pub client: ConnectionTo<Client>,
     pub session: acp::SessionId,
+    open: Open,
+}
+
+/// How many of a prompt's terminals are being created or not yet
+/// released.
+#[derive(Clone)]
+pub(crate) struct Open(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Open {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+
+    /// One more terminal, until the token is dropped.
+    fn counted(&self) -> Counted {
+        self.0.send_modify(|n| *n += 1);
+        Counted(self.clone())
+    }
+
+    /// Waits until every terminal is released, for at most `limit`.
+    pub(crate) async fn released(&self, limit: std::time::Duration) {
+        let mut open = self.0.subscribe();
+        if tokio::time::timeout(limit, open.wait_for(|n| *n == 0))
+            .await
+            .is_err()
+        {
+            tracing::warn!("an editor terminal was not released in {limit:?}; answering anyway");
+        }
+    }
+}
+
+/// A terminal counted in [`Open`]: taken before the editor is asked to
+/// create it (a call cancelled meanwhile leaves the creation to finish
+/// and release it), dropped with the terminal's last handle, which is
+/// after its release.
+struct Counted(Open);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// One terminal.
@@ -25,6 +71,7 @@ struct Term {
     client: ConnectionTo<Client>,
     session: acp::SessionId,
     id: acp::TerminalId,
+    _open: Counted,
 }
 
 #[async_trait]
@@ -41,6 +88,7 @@ impl EditorTerminals for EditorTerms {
         .args(command.args)
         .cwd(command.cwd)
         .output_byte_limit(command.output_limit);
+        let open = self.open.counted();
         let created = ask(&self.client, request).await?;
         ctx.emit_pack(
             PACK,
@@ -53,6 +101,7 @@ impl EditorTerminals for EditorTerms {
             client: self.client.clone(),
             session: self.session.clone(),
             id: created.terminal_id,
+            _open: open,
         }))
     }
 }
@@ -87,16 +136,19 @@ impl EditorTerminal for Term {
     }
 }
 
-/// The terminal extension for a session's agent.
+/// The terminal extension for a prompt's agent; `open` counts its
+/// terminals until they are released.
 pub(crate) fn terminals(
     client: &ConnectionTo<Client>,
     session: &acp::SessionId,
     launcher: &kinet_core::sandbox::launcher::Launcher,
+    open: &Open,
 ) -> kinet_core::tool::Terminals {
     kinet_core::tool::Terminals {
         editor: Arc::new(EditorTerms {
             client: client.clone(),
             session: session.clone(),
+            open: open.clone(),
         }),
         launcher: launcher.clone(),
     }

@@ -29,6 +29,11 @@ struct FakeEditor {
     delay: Duration,
     started: Mutex<Vec<TerminalCommand>>,
     log: Arc<Mutex<Vec<&'static str>>>,
+    /// Cancelled just as a terminal is made: the call sees its
+    /// terminal and its cancellation at once.
+    cancel_on_create: Option<CancellationToken>,
+    /// Told just as a terminal is made.
+    made: Arc<tokio::sync::Notify>,
 }
 
 struct FakeTerminal {
@@ -46,6 +51,10 @@ impl EditorTerminals for FakeEditor {
         tokio::time::sleep(self.delay).await;
         self.started.lock().unwrap().push(command);
         self.log.lock().unwrap().push("created");
+        if let Some(cancel) = &self.cancel_on_create {
+            cancel.cancel();
+        }
+        self.made.notify_one();
         Ok(Box::new(FakeTerminal {
             log: Arc::clone(&self.log),
             killed: tokio::sync::watch::Sender::new(false),
@@ -175,6 +184,52 @@ async fn a_terminal_made_after_its_call_was_cancelled_is_killed() {
     assert!(editor.log.lock().unwrap().is_empty());
     // The editor finishes making it: it is killed and released at once.
     tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
+}
+
+#[tokio::test]
+async fn a_terminal_made_as_its_call_is_cancelled_is_killed() {
+    if !namespaces() {
+        return;
+    }
+    let cancel = CancellationToken::new();
+    let editor = Arc::new(FakeEditor {
+        cancel_on_create: Some(cancel.clone()),
+        ..FakeEditor::default()
+    });
+    let (_dir, ctx) = context(&editor);
+    let ctx = ctx.with_cancellation(cancel);
+    let error = shell(&ShellTool::default(), &ctx, json!({"command": "sleep 9"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ToolErrorKind::Cancelled, "{error}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
+}
+
+/// The call is dropped (its run aborted) after its terminal was handed
+/// over and before the call took it: the terminal is still killed and
+/// released. On this single-threaded runtime, tasks run in the order
+/// they are woken: the one that aborts the call (woken as the terminal
+/// is made) runs before the call (woken when it is handed over).
+#[tokio::test]
+async fn a_terminal_handed_to_a_dropped_call_is_killed() {
+    if !namespaces() {
+        return;
+    }
+    let editor = Arc::new(FakeEditor::default());
+    let (_dir, ctx) = context(&editor);
+    let call = tokio::spawn(async move {
+        shell(&ShellTool::default(), &ctx, json!({"command": "sleep 9"})).await
+    });
+    let abort = call.abort_handle();
+    let made = Arc::clone(&editor.made);
+    tokio::spawn(async move {
+        made.notified().await;
+        abort.abort();
+    });
+    assert!(call.await.unwrap_err().is_cancelled());
+    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
 }
 

@@ -66,6 +66,8 @@ const result = await acp
       proc.on("close", (exitCode, signal) => resolve((t.exit = { exitCode, signal }))),
     );
     terminals.set(id, t);
+    // The call to cancel is running once its terminal is made.
+    if (cancelOn) agent.notify(acp.methods.agent.session.cancel, { sessionId: ctx.params.sessionId });
     return { terminalId: id };
   })
   .onRequest(acp.methods.client.terminal.waitForExit, async (ctx) => await terminal(ctx).done)
@@ -88,9 +90,6 @@ const result = await acp
     seen.updates.push(update);
     if (update.sessionUpdate === "agent_message_chunk" && update.content.type === "text") {
       seen.texts += update.content.text;
-    }
-    if (cancelOn && update.sessionUpdate === "tool_call" && update.toolCallId === cancelOn) {
-      agent.notify(acp.methods.agent.session.cancel, { sessionId: ctx.params.sessionId });
     }
   })
   .connectWith(stream, async (ctx) => {
@@ -125,13 +124,11 @@ const result = await acp
     stops.push((await prompt(sessionId, "What do the notes say?")).stopReason);
     stops.push((await prompt(sessionId, "Say goodbye in the notes.")).stopReason);
     stops.push((await prompt(sessionId, "Now say farewell.")).stopReason);
+    // w1's terminal is the next one made: it is cancelled then.
     cancelOn = "w1";
     stops.push((await prompt(sessionId, "Wait a while.")).stopReason);
-    // The cancelled call's terminal is killed and released by the agent
-    // after the prompt ends: wait for that (up to 5 s).
-    for (let waited = 0; terminals.size > 0 && waited < 5000; waited += 50) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    // The agent answers a cancelled prompt once what it started has
+    // stopped: its terminals are released by now.
 
     const updatesOf = (id) => seen.updates.filter((u) => u.toolCallId === id);
     const read = updatesOf("r1").find((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed");

@@ -40,19 +40,41 @@ pub(super) fn usable(ctx: &ToolCtx, spec: &LaunchSpec) -> Option<(Arc<Terminals>
     Some((terminals, args))
 }
 
+/// Kills and releases a terminal in a task of its own.
+fn kill_and_release(terminal: Arc<dyn EditorTerminal>) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            let _ = terminal.kill().await;
+            terminal.release().await;
+        });
+    }
+}
+
 /// Kills and releases the terminal unless the call saw it to its end:
 /// a dropped call (its run aborted) leaves no command running.
 struct Guard(Option<Arc<dyn EditorTerminal>>);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if let Some(terminal) = self.0.take()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move {
-                let _ = terminal.kill().await;
-                terminal.release().await;
-            });
+        if let Some(terminal) = self.0.take() {
+            kill_and_release(terminal);
+        }
+    }
+}
+
+type Created = Result<Arc<dyn EditorTerminal>, String>;
+
+/// The terminal being created. Dropped before it was taken (the call
+/// cancelled or dropped), it closes the channel: a terminal that arrives
+/// later is killed and released by the task that created it, one that
+/// arrived already is killed and released here.
+struct Pending(tokio::sync::oneshot::Receiver<Created>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.close();
+        if let Ok(Ok(orphan)) = self.0.try_recv() {
+            kill_and_release(orphan);
         }
     }
 }
@@ -74,7 +96,7 @@ pub(super) async fn run(
     // Created in a task of its own: if this call is cancelled or dropped
     // while the editor is still starting the terminal, the task kills and
     // releases it once it exists.
-    let (created_tx, created_rx) = tokio::sync::oneshot::channel();
+    let (created_tx, created_rx) = tokio::sync::oneshot::channel::<Created>();
     let editor = Arc::clone(&terminals.editor);
     let task_ctx = ctx.clone();
     tokio::spawn(async move {
@@ -83,16 +105,18 @@ pub(super) async fn run(
             .await
             .map(Arc::<dyn EditorTerminal>::from);
         if let Err(Ok(orphan)) = created_tx.send(created) {
-            let _ = orphan.kill().await;
-            orphan.release().await;
+            kill_and_release(orphan);
         }
     });
+    let mut pending = Pending(created_rx);
     let created = tokio::select! {
-        created = created_rx => created.map_err(|_| ToolError::failed(format!("the editor's terminal for `{line}` was lost")))?,
+        biased;
+        created = &mut pending.0 => created.map_err(|_| ToolError::failed(format!("the editor's terminal for `{line}` was lost")))?,
         _ = ctx.cancellation().cancelled() => {
             return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
         }
     };
+    drop(pending);
     let terminal = created.map_err(|why| {
         ToolError::failed(format!(
             "the editor could not start `{line}` in a terminal: {why}"
