@@ -10,15 +10,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::backend::Provider;
-use crate::batch;
+use crate::conversation::Conversation;
 use crate::ctx::{EventSink, ToolCtx};
 use crate::data::deferred::Decisions;
 use crate::data::error::{AgentError, HookError};
 use crate::data::event::{AgentEvent, RunOutcome, RunStop};
-use crate::data::message::{ContentPart, Conversation, Message, ToolCall};
+use crate::data::message::{ContentPart, Message, ToolCall};
 use crate::data::model::{
     ChatRequest, GenerationParams, ProviderError, StopReason, StreamEvent, Usage,
 };
+use crate::pipeline::batch;
 use crate::pipeline::{Pipeline, guarded};
 use crate::toolset::{ToolSnapshot, Toolset};
 

@@ -107,11 +107,11 @@
 // Internal modules import one way (see the module map above).
 mod agent;
 mod backend;
-mod batch;
 pub mod command;
 mod confine;
 pub mod confirm;
 pub mod context;
+mod conversation;
 mod ctx;
 mod data;
 mod engine;
@@ -142,10 +142,11 @@ pub mod tool;
 pub use agent::{Agent, AgentBuilder, AgentRun};
 pub use backend::Provider;
 pub use confirm::{ApprovalPolicy, ConfirmDecision, ConfirmHandler};
+pub use conversation::Conversation;
 pub use ctx::ToolCtx;
 pub use data::error::AgentError;
 pub use data::event::{AgentEvent, RunOutcome, RunStop};
-pub use data::message::{Conversation, Message};
+pub use data::message::Message;
 pub use data::output::{ToolError, ToolOutput};
 pub use data::spec::ToolAnnotations;
 pub use tooldef::Tool;

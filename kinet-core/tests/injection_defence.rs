@@ -206,12 +206,14 @@ struct MemoryStore(Mutex<HashMap<String, Stored>>);
 impl SessionStore for MemoryStore {
     fn create(&self, session: &Session) -> Result<(), StoreError> {
         let mut entries: Vec<JournalEntry> = session
+            .conversation
             .messages
             .iter()
             .map(|m| JournalEntry::Message { message: m.clone() })
             .collect();
         entries.extend(
             session
+                .conversation
                 .provenance
                 .seen()
                 .iter()
@@ -301,10 +303,16 @@ async fn the_ledger_survives_resume_and_a_fork_before_the_mail_forgets_it() {
     // nothing untrusted was read in that branch.
     let fork = store.fork(&session.id, 1).unwrap();
     let forked = store.load(&fork).unwrap().unwrap();
-    assert!(forked.provenance.untrusted_source(ATTACKER).is_none());
+    assert!(
+        forked
+            .conversation
+            .provenance
+            .untrusted_source(ATTACKER)
+            .is_none()
+    );
     let loaded = store.load(&session.id).unwrap().unwrap();
     assert_eq!(
-        loaded.provenance.untrusted_source(ATTACKER),
+        loaded.conversation.provenance.untrusted_source(ATTACKER),
         Some("read_mail")
     );
 }

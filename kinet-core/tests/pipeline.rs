@@ -406,3 +406,141 @@ async fn a_direct_call_is_confirmed_truncated_and_reported() {
     assert!(events[2].starts_with("ToolCallStarted"), "{events:?}");
     assert!(events[3].starts_with("ToolCallFinished"), "{events:?}");
 }
+
+/// Notes where it runs: `<name>:<call id>` before a call runs (gate half)
+/// and `<name>:after:<call id>` after it ran (execution half).
+struct Noting(&'static str, Arc<Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl Hook for Noting {
+    async fn before_tool_call(&self, call: &ToolCall) -> BeforeTool {
+        self.1
+            .lock()
+            .unwrap()
+            .push(format!("{}:{}", self.0, call.id));
+        BeforeTool::Continue
+    }
+    async fn after_tool_call(&self, call: &ToolCall, _result: &mut Result<ToolOutput, ToolError>) {
+        self.1
+            .lock()
+            .unwrap()
+            .push(format!("{}:after:{}", self.0, call.id));
+    }
+}
+
+/// Notes when the host is asked about a call.
+struct NotingConfirm(Arc<Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl kinet_core::confirm::ConfirmHandler for NotingConfirm {
+    async fn confirm(
+        &self,
+        request: kinet_core::confirm::ConfirmRequest,
+    ) -> Result<kinet_core::ConfirmDecision, kinet_core::confirm::ConfirmError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("confirm:{}", request.call_id));
+        Ok(kinet_core::ConfirmDecision::Approve)
+    }
+}
+
+#[tokio::test]
+async fn a_host_stage_runs_at_its_place_for_a_single_call_and_a_batch() {
+    use kinet_core::pipeline::{Half, Place, StageName};
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let timeline = Timeline::default();
+    let pipeline = Pipeline::new()
+        .with_hook(Arc::new(Noting("hook", log.clone())))
+        .with_stage(
+            Place::Before(StageName::Confirm),
+            "audit",
+            Arc::new(Noting("audit", log.clone())),
+        )
+        .with_stage(
+            Place::Before(StageName::AfterTool),
+            "scan",
+            Arc::new(Noting("scan", log.clone())),
+        );
+    let stages: Vec<(String, Half)> = pipeline
+        .stages()
+        .into_iter()
+        .map(|stage| (stage.name, stage.half))
+        .collect();
+    let names: Vec<&str> = stages.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "parse",
+            "policy",
+            "defence",
+            "audit",
+            "confirm",
+            "before-tool hooks",
+            "layers",
+            "panic guard",
+            "scan",
+            "after-tool hooks",
+            "truncation",
+            "provenance",
+            "record"
+        ]
+    );
+    assert_eq!(stages[3].1, Half::Gate);
+    assert_eq!(stages[8].1, Half::Execution);
+    let expected = |id: &str| {
+        [
+            format!("audit:{id}"),
+            format!("confirm:{id}"),
+            format!("hook:{id}"),
+            format!("scan:after:{id}"),
+            format!("hook:after:{id}"),
+        ]
+    };
+
+    // A single call.
+    let base = ToolCtx::new("/")
+        .with_confirm_handler(Arc::new(NotingConfirm(log.clone())), Duration::from_secs(5));
+    let tools = Toolset::new().with(Sleeper::new("sleep", false, &timeline));
+    let record = pipeline
+        .call(
+            tools.static_tools(),
+            ToolCall {
+                id: "one".into(),
+                name: "sleep".into(),
+                arguments: json!({"label": "s", "ms": 1}).to_string(),
+            },
+            &base,
+        )
+        .await;
+    assert_eq!(record.result.unwrap().text, "s done");
+    assert_eq!(*log.lock().unwrap(), expected("one"));
+    log.lock().unwrap().clear();
+
+    // A batch: the agent's turn of two mutating calls, one at a time.
+    let provider = ScriptedProvider::new([
+        turn(&[sleep("b1", "sleep", "b1", 1), sleep("b2", "sleep", "b2", 1)]),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(provider)
+        .tool(Sleeper::new("sleep", false, &timeline))
+        .hook(Noting("hook", log.clone()))
+        .stage(
+            Place::Before(StageName::Confirm),
+            "audit",
+            Noting("audit", log.clone()),
+        )
+        .stage(
+            Place::Before(StageName::AfterTool),
+            "scan",
+            Noting("scan", log.clone()),
+        )
+        .confirm_handler(NotingConfirm(log.clone()))
+        .build();
+    assert_eq!(agent.pipeline().stages(), pipeline.stages());
+    let outcome = agent.run_to_completion("go").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    let log = log.lock().unwrap();
+    assert_eq!(log[..5], expected("b1"), "{log:?}");
+    assert_eq!(log[5..], expected("b2"), "{log:?}");
+}

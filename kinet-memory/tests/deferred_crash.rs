@@ -315,7 +315,7 @@ async fn a_killed_resume_loses_nothing_and_charges_once() {
         // Nothing lost, nothing charged twice, the same transcript.
         let store = SqliteSessionStore::open(&db).unwrap();
         let session = SessionStore::load(&store, ID).unwrap().unwrap();
-        let transcript = serde_json::to_string(&session.messages).unwrap();
+        let transcript = serde_json::to_string(&session.conversation.messages).unwrap();
         assert_eq!(transcript, reference, "trial {trial} (seed {seed})");
         let ledger = std::fs::read_to_string(&ledger).unwrap();
         let mut charged: Vec<&str> = ledger

@@ -124,7 +124,7 @@ fn round_trip(url: &str) -> Result<(), String> {
     let session = SessionStore::load(&store, &id)
         .map_err(|e| e.to_string())?
         .ok_or("the session is gone")?;
-    assert_eq!(session.messages[0].text(), "over TLS");
+    assert_eq!(session.conversation.messages[0].text(), "over TLS");
     Ok(())
 }
 

@@ -80,7 +80,7 @@ async fn single(dir: &Path, stage: Stage) -> Option<(Node, Service, Client)> {
 async fn transcript(client: &Client, key: &str) -> Vec<serde_json::Value> {
     let session = client.session(key).await.unwrap().unwrap();
     session
-        .messages
+        .conversation.messages
         .iter()
         .map(|m: &Message| serde_json::to_value(m).unwrap())
         .collect()
@@ -253,11 +253,11 @@ async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere(
     assert!(lines(&dir.path().join("attempts.log")).len() == 1);
     assert!(client.pending("ask").await.unwrap().is_none());
     let session = client.session("ask").await.unwrap().unwrap();
-    let denied = session.messages.iter().any(|m| {
+    let denied = session.conversation.messages.iter().any(|m| {
         matches!(m, Message::Tool { tool_call_id, is_error: true, .. } if tool_call_id == "t1c1")
             && m.text().contains("not now")
     });
-    assert!(denied, "{:#?}", session.messages);
+    assert!(denied, "{:#?}", session.conversation.messages);
 }
 
 /// The (start, end) of each call whose key starts with `prefix`.
@@ -307,11 +307,11 @@ async fn one_reply_per_conversation_at_a_time_and_conversations_in_parallel() {
     // The conversation holds both turns, one after the other.
     let session = client.session("a").await.unwrap().unwrap();
     let users = session
-        .messages
+        .conversation.messages
         .iter()
         .filter(|m| matches!(m, Message::User { .. }))
         .count();
-    assert_eq!((users, session.messages.len()), (2, 8));
+    assert_eq!((users, session.conversation.messages.len()), (2, 8));
 
     // The same conversation goes on in plain kinet, from Restate's view
     // of it: the calls keep the conversation's idempotency keys.
@@ -363,7 +363,7 @@ async fn a_cancelled_invocation_ends_as_a_cancelled_run() {
     // Every call the model made has a result in the saved conversation.
     let session = client.session("stop").await.unwrap().unwrap();
     let calls = session
-        .messages
+        .conversation.messages
         .iter()
         .filter_map(|m| match m {
             Message::Assistant { tool_calls, .. } => Some(tool_calls.len()),
@@ -371,11 +371,11 @@ async fn a_cancelled_invocation_ends_as_a_cancelled_run() {
         })
         .sum::<usize>();
     let results = session
-        .messages
+        .conversation.messages
         .iter()
         .filter(|m| matches!(m, Message::Tool { .. }))
         .count();
-    assert_eq!(calls, results, "{:#?}", session.messages);
+    assert_eq!(calls, results, "{:#?}", session.conversation.messages);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

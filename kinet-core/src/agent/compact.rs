@@ -1,8 +1,8 @@
 //! Compaction on the host's command.
 
 use super::Agent;
+use crate::conversation::Conversation;
 use crate::data::error::AgentError;
-use crate::data::message::Conversation;
 
 impl Agent {
     /// Compacts `conversation` now, whatever its size (a host's "compact"

@@ -17,9 +17,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::Provider;
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
+use crate::conversation::Conversation;
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::data::event::RunOutcome;
-use crate::data::message::{Conversation, Message};
+use crate::data::message::Message;
 use crate::data::model::GenerationParams;
 use crate::data::truncate::TruncationPolicy;
 use crate::engine::RunSettings;
@@ -235,6 +236,19 @@ impl AgentBuilder {
     /// Adds a shared hook.
     pub fn hook_arc(self, hook: Arc<dyn Hook>) -> Self {
         self.pipeline(|p| p.with_hook(hook))
+    }
+
+    /// Puts a host's own stage, named `name`, at a place in the call
+    /// pipeline's list of stages (see [`Pipeline::with_stage`]). Default:
+    /// none.
+    pub fn stage(
+        self,
+        place: crate::pipeline::Place,
+        name: impl Into<String>,
+        hook: impl Hook + 'static,
+    ) -> Self {
+        let hook: Arc<dyn Hook> = Arc::new(hook);
+        self.pipeline(|p| p.with_stage(place, name, hook))
     }
 
     /// Adds a [layer](crate::layer) around every tool call, inside the

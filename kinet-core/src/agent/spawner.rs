@@ -7,10 +7,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::{Agent, AgentConfig};
+use crate::conversation::Conversation;
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
 use crate::data::deferred::Suspension;
 use crate::data::event::RunStop;
-use crate::data::message::{Conversation, Message};
+use crate::data::message::Message;
 use crate::data::output::{ToolError, ToolErrorKind};
 
 /// Runs sub-agents with the parent's provider, model, system prompt and

@@ -6,9 +6,10 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::Agent;
+use crate::conversation::Conversation;
 use crate::data::error::AgentError;
 use crate::data::event::{RunOutcome, RunStop};
-use crate::data::message::{Conversation, Message};
+use crate::data::message::Message;
 use crate::data::model::{ChatRequest, GenerationParams, OutputSchema, StreamEvent, Usage};
 
 /// A run's outcome with its answer parsed as `T`.

@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolCtx;
+use crate::conversation::Conversation;
 use crate::data::deferred::Decisions;
 use crate::data::event::RunOutcome;
-use crate::data::message::Conversation;
 use crate::data::model::Usage;
 use crate::data::output::ToolError;
 

@@ -8,9 +8,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::AgentError;
-use super::message::{Conversation, Message};
+use super::message::Message;
 use super::model::{StopReason, Usage};
 use super::output::{ToolError, ToolOutput};
+use crate::conversation::Conversation;
 
 /// Why a run ended.
 #[derive(Debug, Clone)]

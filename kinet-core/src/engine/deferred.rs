@@ -5,11 +5,12 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::RunSettings;
+use crate::conversation::Conversation;
 use crate::ctx::ToolCtx;
 use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
-use crate::data::message::{Conversation, Message, ToolCall};
+use crate::data::message::{Message, ToolCall};
 use crate::data::model::StopReason;
 use crate::session::JournalEntry;
 

@@ -2,43 +2,50 @@
 //! served over MCP, the MCP hub or the host itself — runs through here, and
 //! nothing else builds a call's [`ToolCtx`].
 //!
+//! The stages are one ordered list ([`STAGES`], shown with the host's own
+//! by [`Pipeline::stages`]), in two halves:
+//!
 //! ```text
-//! parse → policy, injection defence and confirmation → before-tool hooks
-//!       → layers → panic guard → after-tool hooks → truncation for the model
-//!       → provenance (what the model reads, with its trust) → events
+//! gate:      parse → policy → defence → confirm → before-tool hooks
+//! execution: layers → panic guard → after-tool hooks → truncation
+//!            → provenance → record
 //! ```
 //!
-//! The policy stage holds the injection defence ([`Defence`]): it checks a
-//! call's arguments against the conversation's
-//! [`Provenance`](crate::provenance::Provenance) ledger, which the engine
-//! passes in the call's [`ToolCtx::provenance`].
+//! The gate decides whether a call runs, one call at a time; the execution
+//! half runs it and records what it returned. A host puts its own stage
+//! (a [`Hook`]) at a named place with [`Pipeline::with_stage`].
 //!
-//! [`Pipeline::call`] runs one call through every stage, top to bottom; the
-//! loop's scheduler runs a turn's calls through the same stages, asking for
-//! confirmations one at a time and running each phase's calls together
-//! (see [`Scheduling`](crate::tool::Scheduling)).
+//! The defence stage ([`Defence`]) checks a call's arguments against the
+//! conversation's [`Provenance`](crate::provenance::Provenance) ledger,
+//! which the engine passes in the call's [`ToolCtx::provenance`].
+//!
+//! One runner drives the list: a turn's calls go through it as a batch
+//! (confirmations one at a time, each phase's calls run together, see
+//! [`Scheduling`](crate::tool::Scheduling)), and [`Pipeline::call`] is a
+//! batch of one.
 
+pub(crate) mod batch;
 mod defence;
 mod keys;
+mod order;
 mod stages;
 
 pub use defence::{Defence, DefenceMode, Finding};
+pub use order::{Half, Place, STAGES, StageInfo, StageName};
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
-use crate::data::deferred::{Resolution, Suspension};
-use crate::data::event::{AgentEvent, RunStop};
+use crate::data::event::RunStop;
 use crate::data::message::{Message, ToolCall};
-use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
+use crate::data::output::{ToolError, ToolOutput};
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;
 use crate::layer::{TimeoutLayer, ToolLayer};
 use crate::toolset::ToolSnapshot;
-use tracing::Instrument as _;
 
 pub(crate) use stages::{Gate, Prepared, guarded, not_run, panic_message};
 
@@ -92,6 +99,8 @@ struct Settings {
     defence: Defence,
     /// Every call of a turn runs alone, in the model's order.
     one_at_a_time: bool,
+    /// The stages, in order: the built-in ones and the host's.
+    steps: Vec<order::Step>,
 }
 
 impl Default for Pipeline {
@@ -128,6 +137,7 @@ impl Pipeline {
                 record_content: false,
                 defence: Defence::new(),
                 one_at_a_time: false,
+                steps: order::builtin(),
             }),
         }
     }
@@ -146,6 +156,31 @@ impl Pipeline {
     pub fn with_hook(mut self, hook: Arc<dyn Hook>) -> Self {
         self.settings().hooks.push(hook);
         self
+    }
+
+    /// Puts a host's own stage, named `name`, at `place` in the list (see
+    /// [`Place`]): in the gate half it runs the hook's
+    /// [`before_tool_call`](Hook::before_tool_call), in the execution half
+    /// its [`after_tool_call`](Hook::after_tool_call). A hook added with
+    /// [`with_hook`](Self::with_hook) instead runs in the before-tool and
+    /// after-tool stages.
+    pub fn with_stage(
+        mut self,
+        place: Place,
+        name: impl Into<String>,
+        hook: Arc<dyn Hook>,
+    ) -> Self {
+        order::insert(&mut self.settings().steps, place, name.into(), hook);
+        self
+    }
+
+    /// The stages a call goes through, in order, the host's included.
+    pub fn stages(&self) -> Vec<StageInfo> {
+        self.inner.steps.iter().map(order::Step::info).collect()
+    }
+
+    pub(crate) fn steps(&self) -> &[order::Step] {
+        &self.inner.steps
     }
 
     /// Adds a layer inside the ones there (the first added is outermost).
@@ -239,10 +274,7 @@ impl Pipeline {
     /// Approvals for the session count for this call only. The host's events
     /// (`ToolCallStarted`, `ToolCallFinished`) go to `base`'s sink.
     pub async fn call(&self, tools: &ToolSnapshot, call: ToolCall, base: &ToolCtx) -> CallRecord {
-        let span = self.tool_span(&call);
-        self.call_in(tools, call, base, &span, false)
-            .instrument(span.clone())
-            .await
+        self.call_in(tools, call, base, false).await
     }
 
     /// The turn's tools through this pipeline, for tools that call tools
@@ -270,98 +302,11 @@ impl Pipeline {
     async fn call_in(
         &self,
         tools: &ToolSnapshot,
-        mut call: ToolCall,
+        call: ToolCall,
         base: &ToolCtx,
-        span: &tracing::Span,
         nested: bool,
     ) -> CallRecord {
-        // On a resume, a decision may have edited the call.
-        if let Some(Resolution::Edit { arguments }) =
-            base.resumption().and_then(|r| r.decisions.get(&call.id))
-        {
-            call.arguments = arguments.to_string();
-        }
-        base.emit(AgentEvent::ToolCallStarted {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        });
-        let started = tokio::time::Instant::now();
-        let mut call = std::borrow::Cow::Owned(call);
-        let mut ran = false;
-        let (mut result, stop) = match self.parse(tools, &call) {
-            Err(error) => (Err(error), None),
-            Ok(mut prepared) => {
-                let mut approvals = BTreeSet::new();
-                let gate = match self
-                    .approve(&call, &mut prepared, base, &mut approvals)
-                    .await
-                {
-                    Gate::Run => {
-                        self.before_tool(tools, &mut call, &mut prepared, base)
-                            .await
-                    }
-                    other => other,
-                };
-                match gate {
-                    Gate::Run => {
-                        let cancel = base.cancellation().child_token();
-                        let ctx = call_ctx(base, &call, cancel);
-                        ran = true;
-                        (self.execute_cancellable(prepared, ctx).await, None)
-                    }
-                    Gate::Refuse(error) => (Err(error), None),
-                    Gate::Stop(stop) => (Err(not_run(&stop)), Some(stop)),
-                    Gate::Defer(request) => (
-                        Err(ToolError::deferred(Suspension::new(vec![request]))),
-                        None,
-                    ),
-                }
-            }
-        };
-        if let Err(error) = &result
-            && error.suspension().is_some()
-        {
-            if nested {
-                // The caller stops and runs this call again on resume.
-                return CallRecord {
-                    message: Message::Tool {
-                        tool_call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: vec![crate::data::message::ContentPart::text(error.message())],
-                        is_error: true,
-                    },
-                    result,
-                    truncated_for_model: false,
-                    stop,
-                    seen: None,
-                };
-            }
-            // A call made outside a run has no run to stop and resume: a
-            // deferral denies it.
-            result = Err(ToolError::new(
-                ToolErrorKind::Denied,
-                format!(
-                    "the approval of this `{}` call was deferred ({}), and a call made outside a run cannot wait for it; it did not run",
-                    call.name,
-                    error.message()
-                ),
-            ));
-        }
-        // The span records what the tool did (before after-tool hooks).
-        crate::telemetry::spans::tool_result(span, &result, self.records_content());
-        let finished = self
-            .finish(tools, &call, result, started.elapsed(), base, true, ran)
-            .await;
-        CallRecord {
-            seen: finished.seen,
-            stop: stop.or(finished.stop),
-            result: finished
-                .result
-                .unwrap_or_else(|| Err(not_run(&RunStop::Cancelled))),
-            message: finished.message,
-            truncated_for_model: finished.truncated,
-        }
+        batch::run_one(self, tools, call, base, nested).await
     }
 }
 
@@ -387,10 +332,8 @@ impl crate::ctx::ToolCaller for TurnTools {
             name: name.to_owned(),
             arguments,
         };
-        let span = self.pipeline.tool_span(&call);
         self.pipeline
-            .call_in(&self.tools, call, &base, &span, true)
-            .instrument(span.clone())
+            .call_in(&self.tools, call, &base, true)
             .await
             .result
     }

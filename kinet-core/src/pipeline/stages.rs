@@ -11,6 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use super::Pipeline;
+use super::order::{Half, StageName, Step};
 use crate::command::CheckedCommand;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
@@ -21,8 +22,8 @@ use crate::data::message::{ContentPart, Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::data::truncate::TruncationPolicy;
-use crate::hook::BeforeTool;
-use crate::layer::{CANCEL_GRACE, Invocation, Next};
+use crate::hook::{BeforeTool, Hook};
+use crate::layer::{Invocation, Next};
 use crate::tooldef::PreparedCall;
 use crate::toolset::{Entry, Layers, ToolSnapshot};
 
@@ -54,6 +55,17 @@ pub(crate) enum Gate {
     Defer(ConfirmRequest),
 }
 
+/// What the gate stages learned about a call on its way.
+#[derive(Default)]
+struct Checks {
+    /// The policy asks.
+    asks: bool,
+    /// The defence's concern: the user is asked, for this call only.
+    concern: Option<String>,
+    /// A decision given later (on a resume) answers the question.
+    decided: bool,
+}
+
 /// What the last stages made of a result.
 pub(crate) struct Finished {
     /// The full result, when asked to keep it (it went to the host's event).
@@ -67,7 +79,7 @@ pub(crate) struct Finished {
 }
 
 impl Pipeline {
-    /// Stage 1, parse: looks the tool up and parses the arguments; a
+    /// The parse stage: looks the tool up and parses the arguments; a
     /// panicking `prepare`, `mutating` or `scheduling` becomes an error.
     pub(crate) fn parse(
         &self,
@@ -113,21 +125,67 @@ impl Pipeline {
         })
     }
 
-    /// Stage 2, policy and confirmation: applies the approval policy and
-    /// the injection defence and, when they say so, asks the user through
-    /// `base`'s handler. A call the defence flags is asked about even when
-    /// the policy or a session approval would run it, and is refused
-    /// without asking when the defence is unattended. On a resume
-    /// (`base`'s resumption), a decision given later for this call answers
-    /// what would be asked, and a call that stopped while running goes on
-    /// (it was approved before it started); the policy's denials still
-    /// hold.
-    pub(crate) async fn approve(
+    /// The gate half, one call at a time: the stages of the pipeline's
+    /// list from the policy up to the layers (the call was parsed), in
+    /// order. The first that does not let the call go on decides.
+    pub(crate) async fn gate(
+        &self,
+        tools: &ToolSnapshot,
+        call: &mut Cow<'_, ToolCall>,
+        prepared: &mut Prepared,
+        base: &ToolCtx,
+        approvals: &mut BTreeSet<String>,
+    ) -> Gate {
+        let mut checks = Checks::default();
+        for step in self.steps() {
+            let gate = match step {
+                Step::Builtin(StageName::Policy) => {
+                    self.policy_stage(call, prepared, base, approvals, &mut checks)
+                }
+                Step::Builtin(StageName::Defence) => {
+                    self.defence_stage(call, prepared, base, &mut checks)
+                }
+                Step::Builtin(StageName::Confirm) => {
+                    self.confirm_stage(call, prepared, base, approvals, &checks)
+                        .await
+                }
+                Step::Builtin(StageName::BeforeTool) => {
+                    let mut gate = Gate::Run;
+                    for hook in self.hooks() {
+                        gate = self.before_tool(hook, tools, call, prepared, base).await;
+                        if !matches!(gate, Gate::Run) {
+                            break;
+                        }
+                    }
+                    gate
+                }
+                Step::Host {
+                    hook,
+                    half: Half::Gate,
+                    ..
+                } => self.before_tool(hook, tools, call, prepared, base).await,
+                Step::Builtin(StageName::Layers) => break,
+                _ => Gate::Run,
+            };
+            if !matches!(gate, Gate::Run) {
+                return gate;
+            }
+        }
+        Gate::Run
+    }
+
+    /// The policy stage: plans the call's command line (once), applies
+    /// the approval policy and the rules. On a resume (`base`'s
+    /// resumption), a decision given later for this call answers what
+    /// would be asked, and a call that stopped while running goes on (it
+    /// was approved before it started); the policy's denials still hold.
+    fn policy_stage(
         &self,
         call: &ToolCall,
         prepared: &mut Prepared,
         base: &ToolCtx,
         approvals: &mut BTreeSet<String>,
+        checks: &mut Checks,
     ) -> Gate {
         if prepared.command.is_none()
             && let Some(line) = prepared.call.command_line(base)
@@ -139,9 +197,8 @@ impl Pipeline {
                 context: line.context,
             }));
         }
-        let prepared = &*prepared;
         let approved = approvals.contains(&call.name);
-        let policy_asks = match self.policy().verdict_at(
+        checks.asks = match self.policy().verdict_at(
             &call.name,
             &prepared.arguments,
             prepared.mutating,
@@ -160,9 +217,11 @@ impl Pipeline {
         };
         let resumption = base.resumption();
         if resumption.is_some_and(|r| r.saved.contains_key(&call.id)) {
+            checks.decided = true;
             return Gate::Run;
         }
         if let Some(resolution) = resumption.and_then(|r| r.decisions.get(&call.id)) {
+            checks.decided = true;
             return match resolution {
                 Resolution::Deny { reason } => Gate::Refuse(denied(&call.name, reason.clone())),
                 Resolution::ApproveForSession => {
@@ -172,53 +231,72 @@ impl Pipeline {
                 _ => Gate::Run,
             };
         }
+        Gate::Run
+    }
+
+    /// The defence stage: a call the defence flags is asked about even
+    /// when the policy or a session approval would run it, and is refused
+    /// without asking when the defence is unattended.
+    fn defence_stage(
+        &self,
+        call: &ToolCall,
+        prepared: &Prepared,
+        base: &ToolCtx,
+        checks: &mut Checks,
+    ) -> Gate {
+        if checks.decided {
+            return Gate::Run;
+        }
         let defence = self.defence();
-        let finding = defence.check(
+        let Some(finding) = defence.check(
             &prepared.arguments,
             prepared.mutating,
             prepared.entry.tool.annotations().open_world,
             base.provenance(),
             &|| prepared.entry.tool.parameters(),
-        );
-        if let Some(finding) = finding {
-            let refused = defence.is_unattended();
-            base.emit(AgentEvent::InjectionSuspected {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                reason: finding.reason(),
-                source: finding.source.clone(),
-                refused,
-            });
-            if refused {
-                return Gate::Refuse(super::Defence::refusal(&call.name, &finding));
-            }
-            let (decision, request) =
-                match self.ask(base, call, prepared, Some(finding.reason())).await {
-                    Ok(answer) => answer,
-                    Err(gate) => return gate,
-                };
-            // An approval covers this call only: the next flagged one asks
-            // again.
-            return match decision {
-                ConfirmDecision::Approve | ConfirmDecision::ApproveForSession => Gate::Run,
-                ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
-                ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
-                    tool: call.name.clone(),
-                }),
-                ConfirmDecision::Defer => Gate::Defer(request),
-            };
+        ) else {
+            return Gate::Run;
+        };
+        let refused = defence.is_unattended();
+        base.emit(AgentEvent::InjectionSuspected {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            reason: finding.reason(),
+            source: finding.source.clone(),
+            refused,
+        });
+        if refused {
+            return Gate::Refuse(super::Defence::refusal(&call.name, &finding));
         }
-        if !policy_asks {
+        checks.concern = Some(finding.reason());
+        Gate::Run
+    }
+
+    /// The confirm stage: asks the user through `base`'s handler when the
+    /// policy or the defence asks. An approval of a call the defence
+    /// flagged covers that call only: the next flagged one asks again.
+    async fn confirm_stage(
+        &self,
+        call: &ToolCall,
+        prepared: &Prepared,
+        base: &ToolCtx,
+        approvals: &mut BTreeSet<String>,
+        checks: &Checks,
+    ) -> Gate {
+        if checks.decided || !(checks.asks || checks.concern.is_some()) {
             return Gate::Run;
         }
-        let (decision, request) = match self.ask(base, call, prepared, None).await {
+        let (decision, request) = match self.ask(base, call, prepared, checks.concern.clone()).await
+        {
             Ok(answer) => answer,
             Err(gate) => return gate,
         };
         match decision {
             ConfirmDecision::Approve => Gate::Run,
             ConfirmDecision::ApproveForSession => {
-                approvals.insert(call.name.clone());
+                if checks.concern.is_none() {
+                    approvals.insert(call.name.clone());
+                }
                 Gate::Run
             }
             ConfirmDecision::Deny { reason } => Gate::Refuse(denied(&call.name, reason)),
@@ -229,49 +307,52 @@ impl Pipeline {
         }
     }
 
-    /// Stage 3, before-tool hooks: each may let the call go on, deny it,
-    /// rewrite its arguments (the call is parsed again) or end the run.
-    pub(crate) async fn before_tool(
+    /// A hook's [`before_tool_call`](crate::hook::Hook::before_tool_call)
+    /// (the before-tool stage, or a host's stage in the gate half): it may
+    /// let the call go on, deny it, rewrite its arguments (the call is
+    /// parsed again) or end the run.
+    async fn before_tool(
         &self,
+        hook: &Arc<dyn Hook>,
         tools: &ToolSnapshot,
         call: &mut Cow<'_, ToolCall>,
         prepared: &mut Prepared,
         base: &ToolCtx,
     ) -> Gate {
-        for hook in self.hooks() {
-            let decision = tokio::select! {
-                biased;
-                _ = base.cancellation().cancelled() => return Gate::Stop(RunStop::Cancelled),
-                decision = guarded(hook.before_tool_call(call)) => decision,
-            };
-            match decision {
-                Ok(BeforeTool::Continue) => {}
-                Ok(BeforeTool::Deny(reason)) => {
-                    return Gate::Refuse(ToolError::new(ToolErrorKind::Denied, reason));
-                }
-                Ok(BeforeTool::EndRun(reason)) => return Gate::Stop(RunStop::Halted { reason }),
-                Ok(BeforeTool::ReplaceArguments(arguments)) => {
-                    call.to_mut().arguments = arguments.to_string();
-                    match self.parse(tools, call) {
-                        Ok(reparsed) => *prepared = reparsed,
-                        Err(error) => return Gate::Refuse(error),
-                    }
-                }
-                Err(panic) => {
-                    return Gate::Refuse(ToolError::failed(format!(
-                        "a before-tool hook panicked, so `{}` did not run: {panic}",
-                        call.name
-                    )));
-                }
-                // `BeforeTool` is non-exhaustive for users, not for us.
-                #[allow(unreachable_patterns)]
-                Ok(_) => {}
+        let decision = tokio::select! {
+            biased;
+            _ = base.cancellation().cancelled() => return Gate::Stop(RunStop::Cancelled),
+            decision = guarded(hook.before_tool_call(call)) => decision,
+        };
+        match decision {
+            Ok(BeforeTool::Continue) => Gate::Run,
+            Ok(BeforeTool::Deny(reason)) => {
+                Gate::Refuse(ToolError::new(ToolErrorKind::Denied, reason))
             }
+            Ok(BeforeTool::EndRun(reason)) => Gate::Stop(RunStop::Halted { reason }),
+            Ok(BeforeTool::ReplaceArguments(arguments)) => {
+                call.to_mut().arguments = arguments.to_string();
+                match self.parse(tools, call) {
+                    Ok(reparsed) => {
+                        // The command line is planned again for the new
+                        // arguments by a later policy stage, if any.
+                        *prepared = reparsed;
+                        Gate::Run
+                    }
+                    Err(error) => Gate::Refuse(error),
+                }
+            }
+            Err(panic) => Gate::Refuse(ToolError::failed(format!(
+                "a before-tool hook panicked, so `{}` did not run: {panic}",
+                call.name
+            ))),
+            // `BeforeTool` is non-exhaustive for users, not for us.
+            #[allow(unreachable_patterns)]
+            Ok(_) => Gate::Run,
         }
-        Gate::Run
     }
 
-    /// Stages 4 and 5, layers and panic guard: holds the call's scheduling
+    /// The layers and the panic guard: holds the call's scheduling
     /// key, runs the layers (the agent's, the toolset's, the tool's, then
     /// the timeout) and the tool, and turns a panic into an error.
     pub(crate) async fn execute(&self, prepared: Prepared, ctx: ToolCtx) -> ToolResult {
@@ -327,24 +408,7 @@ impl Pipeline {
             })
     }
 
-    /// [`execute`](Self::execute) for a call on its own: once its context
-    /// is cancelled, the call gets the grace period to stop, then is
-    /// dropped, so it has no later effect. (The scheduler does the same for
-    /// a turn's calls, which run in tasks of their own.)
-    pub(crate) async fn execute_cancellable(&self, prepared: Prepared, ctx: ToolCtx) -> ToolResult {
-        let cancel = ctx.cancellation().clone();
-        let running = self.execute(prepared, ctx);
-        let mut running = std::pin::pin!(running);
-        tokio::select! {
-            result = &mut running => return result,
-            _ = cancel.cancelled() => {}
-        }
-        tokio::time::timeout(CANCEL_GRACE, &mut running)
-            .await
-            .unwrap_or_else(|_| Err(not_run(&RunStop::Cancelled)))
-    }
-
-    /// Stages 6 to 8: after-tool hooks (skipped once the run is cancelled),
+    /// The execution half after the tool: after-tool hooks (skipped once the run is cancelled),
     /// truncation for the model, what the model reads for the provenance
     /// ledger (when the call `ran`), and the host's `ToolCallFinished`
     /// event with the full result.
@@ -359,17 +423,28 @@ impl Pipeline {
         keep: bool,
         ran: bool,
     ) -> Finished {
-        for hook in self.hooks() {
-            if base.is_cancelled() {
-                break;
-            }
-            let ran = tokio::select! {
-                biased;
-                _ = base.cancellation().cancelled() => Ok(()),
-                ran = guarded(hook.after_tool_call(call, &mut result)) => ran,
+        for step in self.steps() {
+            let hooks = match step {
+                Step::Builtin(StageName::AfterTool) => self.hooks(),
+                Step::Host {
+                    hook,
+                    half: Half::Execution,
+                    ..
+                } => std::slice::from_ref(hook),
+                _ => continue,
             };
-            if let Err(panic) = ran {
-                tracing::warn!(tool = %call.name, %panic, "an after-tool-call hook panicked");
+            for hook in hooks {
+                if base.is_cancelled() {
+                    break;
+                }
+                let ran = tokio::select! {
+                    biased;
+                    _ = base.cancellation().cancelled() => Ok(()),
+                    ran = guarded(hook.after_tool_call(call, &mut result)) => ran,
+                };
+                if let Err(panic) = ran {
+                    tracing::warn!(tool = %call.name, %panic, "an after-tool-call hook panicked");
+                }
             }
         }
         let stop = match &result {

@@ -20,13 +20,13 @@ mod store;
 
 pub use store::{SessionInfo, SessionStore, StoreError, StoreJournal};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::message::{Conversation, Message};
-use crate::data::provenance::Provenance;
+use crate::conversation::Conversation;
+use crate::data::message::Message;
 
 /// The format [`Session::to_json`] writes. Older formats are migrated on
 /// reading: 0 is a bare serialised [`Conversation`].
@@ -111,39 +111,37 @@ pub trait Journal: Send + Sync {
     }
 }
 
-impl Session {
-    /// Applies one journal entry (what a store does when it reads a
-    /// journal back).
+impl Conversation {
+    /// Applies one journal entry about the run state (a tool's
+    /// [`JournalEntry::State`] belongs to a [`Session`] and is ignored).
     pub fn apply(&mut self, entry: JournalEntry) {
         match entry {
             JournalEntry::Message { message } => self.messages.push(message),
             JournalEntry::Approval { tool } => {
-                self.approvals.insert(tool);
+                self.session_approvals.insert(tool);
             }
             JournalEntry::Seen { seen } => self.provenance.record(seen),
-            JournalEntry::State { key, value } => {
-                self.state.insert(key, value);
-            }
             JournalEntry::Deferred { deferred } => self.deferred = deferred,
             JournalEntry::RunKey { key } => self.run_key = Some(key),
+            JournalEntry::State { .. } => {}
         }
     }
 
-    /// The journal entries that make this session again when applied in
-    /// order to an empty one: its messages, approvals, tool state and what
-    /// it has read (a store's `create` writes these).
+    /// The journal entries that make this run state again when applied in
+    /// order to an empty one: messages, the run key, approvals, what was
+    /// read, the deferred turn.
     pub fn journal_entries(&self) -> Vec<JournalEntry> {
         let messages = self.messages.iter().map(|message| JournalEntry::Message {
             message: message.clone(),
         });
+        let key = self
+            .run_key
+            .iter()
+            .map(|key| JournalEntry::RunKey { key: key.clone() });
         let approvals = self
-            .approvals
+            .session_approvals
             .iter()
             .map(|tool| JournalEntry::Approval { tool: tool.clone() });
-        let state = self.state.iter().map(|(key, value)| JournalEntry::State {
-            key: key.clone(),
-            value: value.clone(),
-        });
         let seen = self
             .provenance
             .seen()
@@ -152,17 +150,49 @@ impl Session {
         let deferred = self.deferred.iter().map(|turn| JournalEntry::Deferred {
             deferred: Some(turn.clone()),
         });
-        let key = self
-            .run_key
-            .iter()
-            .map(|key| JournalEntry::RunKey { key: key.clone() });
         messages
             .chain(key)
             .chain(approvals)
-            .chain(state)
             .chain(seen)
             .chain(deferred)
             .collect()
+    }
+}
+
+impl Session {
+    /// Applies one journal entry (what a store does when it reads a
+    /// journal back).
+    pub fn apply(&mut self, entry: JournalEntry) {
+        match entry {
+            JournalEntry::State { key, value } => {
+                self.state.insert(key, value);
+            }
+            entry => self.conversation.apply(entry),
+        }
+    }
+
+    /// The journal entries that make this session again when applied in
+    /// order to an empty one: its conversation's
+    /// ([`Conversation::journal_entries`]) and its tools' state (a store's
+    /// `create` writes these).
+    pub fn journal_entries(&self) -> Vec<JournalEntry> {
+        let state = self.state.iter().map(|(key, value)| JournalEntry::State {
+            key: key.clone(),
+            value: value.clone(),
+        });
+        let mut entries = self.conversation.journal_entries();
+        // Before what was read and the deferred turn, as always written.
+        let at = entries
+            .iter()
+            .position(|entry| {
+                matches!(
+                    entry,
+                    JournalEntry::Seen { .. } | JournalEntry::Deferred { .. }
+                )
+            })
+            .unwrap_or(entries.len());
+        entries.splice(at..at, state);
+        entries
     }
 
     /// An empty session with this id.
@@ -170,13 +200,9 @@ impl Session {
         Self {
             id: id.into(),
             format: SESSION_FORMAT,
-            messages: Vec::new(),
-            approvals: BTreeSet::new(),
+            conversation: Conversation::new(),
             state: BTreeMap::new(),
-            provenance: Provenance::new(),
             forked_from: None,
-            deferred: None,
-            run_key: None,
         }
     }
 }
@@ -197,28 +223,17 @@ pub struct Session {
     pub id: String,
     /// The format this was written in ([`SESSION_FORMAT`]).
     pub format: u32,
-    /// The messages.
-    pub messages: Vec<Message>,
-    /// Tools approved for the rest of the session.
-    #[serde(default)]
-    pub approvals: BTreeSet<String>,
+    /// The run state: messages, session approvals, the provenance ledger,
+    /// a deferred turn and the run key (one type with
+    /// [`Conversation`], so a field added there is saved here too).
+    #[serde(flatten)]
+    pub conversation: Conversation,
     /// Tool state by [`SessionState::key`].
     #[serde(default)]
     pub state: BTreeMap<String, serde_json::Value>,
-    /// What the model has read and who wrote it (the injection defence's
-    /// ledger).
-    #[serde(default, skip_serializing_if = "Provenance::is_empty")]
-    pub provenance: Provenance,
     /// Set on a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkPoint>,
-    /// A turn waiting for approvals given later
-    /// ([`Conversation::deferred`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deferred: Option<crate::deferred::DeferredTurn>,
-    /// The key of the conversation's runs ([`Conversation::run_key`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_key: Option<String>,
 }
 
 /// A session that cannot be read or restored.
@@ -265,27 +280,19 @@ impl Session {
         Self {
             id: new_id(),
             format: SESSION_FORMAT,
-            messages: conversation.messages.clone(),
-            approvals: conversation.session_approvals.clone(),
+            conversation: conversation.clone(),
             state: states
                 .iter()
                 .map(|s| (s.key().to_owned(), s.save()))
                 .collect(),
-            provenance: conversation.provenance.clone(),
             forked_from: None,
-            deferred: conversation.deferred.clone(),
-            run_key: conversation.run_key.clone(),
         }
     }
 
     /// Updates this session from a later point of the same conversation,
     /// keeping its id.
     pub fn update(&mut self, conversation: &Conversation, states: &[Arc<dyn SessionState>]) {
-        self.messages = conversation.messages.clone();
-        self.approvals = conversation.session_approvals.clone();
-        self.provenance = conversation.provenance.clone();
-        self.deferred = conversation.deferred.clone();
-        self.run_key = conversation.run_key.clone();
+        self.conversation = conversation.clone();
         for state in states {
             self.state.insert(state.key().to_owned(), state.save());
         }
@@ -311,12 +318,7 @@ impl Session {
                     })?;
             }
         }
-        let mut conversation = Conversation::from(self.messages.clone());
-        conversation.session_approvals = self.approvals.clone();
-        conversation.provenance = self.provenance.clone();
-        conversation.deferred = self.deferred.clone();
-        conversation.run_key = self.run_key.clone();
-        Ok((conversation, self.clone()))
+        Ok((self.conversation.clone(), self.clone()))
     }
 
     /// A new session sharing the first `at` messages (at most all of them),
@@ -324,22 +326,25 @@ impl Session {
     /// a store's [`fork`](SessionStore::fork) keeps only what was read
     /// before the fork point).
     pub fn fork(&self, at: usize) -> Self {
-        let at = at.min(self.messages.len());
+        let run = &self.conversation;
+        let at = at.min(run.messages.len());
         Self {
             id: new_id(),
             format: SESSION_FORMAT,
-            messages: self.messages[..at].to_vec(),
-            approvals: self.approvals.clone(),
+            conversation: Conversation {
+                messages: run.messages[..at].to_vec(),
+                session_approvals: run.session_approvals.clone(),
+                provenance: run.provenance.clone(),
+                // A fork before the deferred turn's calls does not wait for it.
+                deferred: run.deferred.clone().filter(|_| at == run.messages.len()),
+                // The fork's calls are its own: their keys must differ.
+                run_key: None,
+            },
             state: self.state.clone(),
-            provenance: self.provenance.clone(),
             forked_from: Some(ForkPoint {
                 session: self.id.clone(),
                 at,
             }),
-            // A fork before the deferred turn's calls does not wait for it.
-            deferred: self.deferred.clone().filter(|_| at == self.messages.len()),
-            // The fork's calls are its own: their keys must differ.
-            run_key: None,
         }
     }
 
@@ -414,7 +419,7 @@ mod tests {
         let old = serde_json::to_string(&conversation).unwrap();
         let session = Session::from_json(&old).unwrap();
         assert_eq!(session.format, SESSION_FORMAT);
-        assert_eq!(session.messages, conversation.messages);
+        assert_eq!(session.conversation.messages, conversation.messages);
         let newer = r#"{"format": 99, "id": "x", "messages": []}"#;
         assert!(matches!(
             Session::from_json(newer),
@@ -431,7 +436,10 @@ mod tests {
         let session = Session::capture(&conversation, &[]);
         let fork = session.fork(3);
         assert_ne!(fork.id, session.id);
-        assert_eq!(fork.messages, session.messages[..3]);
+        assert_eq!(
+            fork.conversation.messages,
+            session.conversation.messages[..3]
+        );
         assert_eq!(
             fork.forked_from,
             Some(ForkPoint {

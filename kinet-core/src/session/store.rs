@@ -84,7 +84,9 @@ pub trait SessionStore: Send + Sync {
             .ok_or_else(|| format!("there is no session `{id}`"))?;
         let mut upto = Session::empty(id);
         for entry in entries {
-            if upto.messages.len() == at && matches!(entry, JournalEntry::Message { .. }) {
+            if upto.conversation.messages.len() == at
+                && matches!(entry, JournalEntry::Message { .. })
+            {
                 break;
             }
             upto.apply(entry);

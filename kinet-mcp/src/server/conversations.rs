@@ -311,8 +311,8 @@ impl Conversations {
                 }
                 // A new conversation is created whole, with its owner.
                 let mut session = Session::empty(id);
-                session.messages = conversation.messages.clone();
-                session.provenance = conversation.provenance.clone();
+                session.conversation.messages = conversation.messages.clone();
+                session.conversation.provenance = conversation.provenance.clone();
                 if let Some(owner) = owner {
                     session
                         .state

@@ -528,7 +528,7 @@ pub async fn check(store: &Store, report: &Report, plan: Plan) -> JournalCheck {
         };
         check.conversations += 1;
         let users: Vec<String> = session
-            .messages
+            .conversation.messages
             .iter()
             .filter(|m| matches!(m, Message::User { .. }))
             .map(Message::text)
@@ -550,7 +550,7 @@ pub async fn check(store: &Store, report: &Report, plan: Plan) -> JournalCheck {
         }
         check.turns += users.len().min(done);
         let others = (0..plan.principals).filter(|q| *q != p).map(marker);
-        let text = format!("{:?}", session.messages);
+        let text = format!("{:?}", session.conversation.messages);
         let tag = format!(" of c{conversation} ");
         if users.iter().any(|u| !u.contains(&tag)) {
             check.interleaved += 1;

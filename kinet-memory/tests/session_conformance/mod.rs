@@ -76,7 +76,7 @@ fn message(text: &str) -> JournalEntry {
 }
 
 fn texts(session: &Session) -> Vec<String> {
-    session.messages.iter().map(Message::text).collect()
+    session.conversation.messages.iter().map(Message::text).collect()
 }
 
 pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
@@ -87,10 +87,10 @@ pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
     assert!(error.to_string().contains("nobody"), "{error}");
 
     let mut first = Session::empty("first");
-    first.messages.push(Message::user("hello"));
-    first.approvals.insert("shell".into());
+    first.conversation.messages.push(Message::user("hello"));
+    first.conversation.session_approvals.insert("shell".into());
     first.state.insert("todo".into(), json!({"items": ["a"]}));
-    first.provenance.record(Seen::new(
+    first.conversation.provenance.record(Seen::new(
         Trust::Untrusted,
         "web_fetch",
         "IBAN US1330000001",
@@ -117,9 +117,9 @@ pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
         .unwrap();
     let loaded = store.load("first").unwrap().unwrap();
     assert_eq!(texts(&loaded), ["hello", "hi"]);
-    assert!(loaded.approvals.contains("shell"));
+    assert!(loaded.conversation.session_approvals.contains("shell"));
     assert_eq!(loaded.state["todo"], json!({"items": ["a", "b"]}));
-    assert_eq!(loaded.provenance, first.provenance);
+    assert_eq!(loaded.conversation.provenance, first.conversation.provenance);
     assert_eq!(store.entries("first").unwrap().unwrap().len(), 6);
 
     // Unicode, NUL and quotes survive.
@@ -134,7 +134,7 @@ pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
     assert_eq!(ids, ["second", "first"], "most recently updated first");
     assert_eq!(listed[1].messages, 3);
     assert_eq!(listed[0].messages, 0);
-    assert!(store.load("second").unwrap().unwrap().messages.is_empty());
+    assert!(store.load("second").unwrap().unwrap().conversation.messages.is_empty());
 
     // Another handle sees the same; deleting removes the journal.
     let other = f.open(&f.fresh().await).await;
@@ -191,16 +191,16 @@ pub(crate) async fn a_fork_keeps_what_came_before_its_point(f: &impl SessionFixt
     assert_eq!(texts(&forked), ["m0", "m1", "fork only"]);
     assert_eq!(forked.forked_from.as_ref().unwrap().session, "base");
     assert_eq!(forked.forked_from.as_ref().unwrap().at, 2);
-    assert!(base.approvals.contains("shell"));
-    assert!(forked.approvals.is_empty(), "{:?}", forked.approvals);
+    assert!(base.conversation.session_approvals.contains("shell"));
+    assert!(forked.conversation.session_approvals.is_empty(), "{:?}", forked.conversation.session_approvals);
     let read: Vec<&str> = forked
-        .provenance
+        .conversation.provenance
         .seen()
         .iter()
         .map(|s| s.text.as_str())
         .collect();
     assert_eq!(read, ["read before the fork"]);
-    assert_eq!(base.provenance.seen().len(), 2);
+    assert_eq!(base.conversation.provenance.seen().len(), 2);
     assert!(store.fork("nobody", 1).is_err());
     assert_eq!(store.list().unwrap().len(), 2);
     assert!(store.delete(&fork).unwrap());
@@ -344,7 +344,7 @@ pub(crate) async fn an_agent_run_is_journalled_and_resumes_elsewhere(f: &impl Se
 
     let elsewhere = f.open(&at).await;
     let session = elsewhere.load("run").unwrap().unwrap();
-    assert_eq!(session.messages, outcome.conversation.messages);
+    assert_eq!(session.conversation.messages, outcome.conversation.messages);
     let (mut conversation, _) = session.resume(&[]).unwrap();
     conversation.messages.push(Message::user("Again?"));
     let journal = StoreJournal::new(Arc::clone(&elsewhere), "run", Vec::new());
@@ -355,7 +355,7 @@ pub(crate) async fn an_agent_run_is_journalled_and_resumes_elsewhere(f: &impl Se
     let outcome = agent.run_to_completion(conversation).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
     let session = here.load("run").unwrap().unwrap();
-    assert_eq!(session.messages, outcome.conversation.messages);
+    assert_eq!(session.conversation.messages, outcome.conversation.messages);
     assert_eq!(
         texts(&session).last().map(String::as_str),
         Some("Done again.")
@@ -385,7 +385,7 @@ pub(crate) async fn doomed(store: Arc<dyn SessionStore>) {
 
 fn tool_results(session: &Session) -> Vec<(String, String)> {
     session
-        .messages
+        .conversation.messages
         .iter()
         .filter_map(|m| match m {
             Message::Tool {
@@ -458,12 +458,12 @@ pub(crate) async fn a_process_killed_during_a_slow_tool_resumes_with_what_comple
     // call's answer is not journalled but made again by the repair on
     // every resume, the same each time.
     let session = store.load(ID).unwrap().unwrap();
-    assert_eq!(session.messages.last().unwrap().text(), "Resumed.");
+    assert_eq!(session.conversation.messages.last().unwrap().text(), "Resumed.");
     let completed: Vec<&Message> = outcome
         .conversation
         .messages
         .iter()
         .filter(|m| !matches!(m, Message::Tool { tool_call_id, .. } if tool_call_id == "slow-1"))
         .collect();
-    assert_eq!(session.messages.iter().collect::<Vec<_>>(), completed);
+    assert_eq!(session.conversation.messages.iter().collect::<Vec<_>>(), completed);
 }

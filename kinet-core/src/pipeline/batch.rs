@@ -1,4 +1,5 @@
-//! Scheduling one turn's tool calls through the pipeline.
+//! The runner: a turn's tool calls (or one call, [`run_one`]) through the
+//! pipeline's stages.
 //!
 //! The calls are split into phases at every exclusive call (see
 //! [`Scheduling`]): an exclusive call is a phase of its own, and the calls
@@ -25,14 +26,15 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
+use super::{CallRecord, Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::ctx::ToolCtx;
+use crate::data::deferred::{Resolution, Suspension};
 use crate::data::event::{AgentEvent, RunStop};
 use crate::data::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::provenance::Seen;
 use crate::data::spec::Scheduling;
 use crate::layer::CANCEL_GRACE;
-use crate::pipeline::{Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::toolset::ToolSnapshot;
 
 type ToolResult = Result<ToolOutput, ToolError>;
@@ -54,6 +56,9 @@ struct Batch<'a> {
     seen: Vec<Seen>,
     /// What calls that stopped while running saved, by call id.
     saved: BTreeMap<String, serde_json::Value>,
+    /// Each call's full result and whether the model's copy was cut, kept
+    /// for a call run on its own ([`run_one`]).
+    kept: Option<Vec<Option<(ToolResult, bool)>>>,
 }
 
 /// What a turn's calls came to.
@@ -89,99 +94,8 @@ pub(crate) async fn run(
     base: &ToolCtx,
     journal: Option<&dyn crate::session::Journal>,
 ) -> Ran {
-    let mut slots: Vec<Option<Result<Prepared, ToolError>>> = calls
-        .iter()
-        .map(|call| Some(pipeline.parse(tools, call)))
-        .collect();
-    let exclusive: Vec<bool> = slots
-        .iter()
-        .map(|slot| {
-            pipeline.one_call_at_a_time()
-                || matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive)
-        })
-        .collect();
     let mut batch = Batch::new(pipeline, tools, calls, base, journal);
-
-    let mut start = 0;
-    while start < calls.len() && !batch.deferred() {
-        let end = if exclusive[start] {
-            start + 1
-        } else {
-            (start..calls.len())
-                .find(|&i| exclusive[i])
-                .unwrap_or(calls.len())
-        };
-        let phase = start..end;
-        start = end;
-        if batch.stop.is_none() && base.is_cancelled() {
-            batch.stop = Some(RunStop::Cancelled);
-        }
-        for (index, call) in calls.iter().enumerate().take(phase.end).skip(phase.start) {
-            batch.spans[index] = pipeline.tool_span(call);
-            base.emit(AgentEvent::ToolCallStarted {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            });
-        }
-
-        // Confirmations and before-tool hooks, one call at a time, before
-        // anything in the phase runs.
-        let mut runnable: Vec<(usize, Prepared)> = Vec::new();
-        for index in phase {
-            let mut prepared = match slots[index].take() {
-                _ if batch.stop.is_some() => {
-                    batch.finish_not_run(index).await;
-                    continue;
-                }
-                Some(Ok(prepared)) => prepared,
-                Some(Err(error)) => {
-                    batch.finish(index, Err(error), Duration::ZERO, false).await;
-                    continue;
-                }
-                None => continue,
-            };
-            let call = &mut batch.calls[index];
-            let span = batch.spans[index].clone();
-            let gate = async {
-                match pipeline.approve(call, &mut prepared, base, approvals).await {
-                    Gate::Run => pipeline.before_tool(tools, call, &mut prepared, base).await,
-                    other => other,
-                }
-            }
-            .instrument(span)
-            .await;
-            match gate {
-                Gate::Run => runnable.push((index, prepared)),
-                Gate::Refuse(error) => {
-                    batch.finish(index, Err(error), Duration::ZERO, false).await;
-                }
-                Gate::Stop(stop) => {
-                    batch.stop = Some(stop);
-                    batch.finish_not_run(index).await;
-                }
-                Gate::Defer(request) => {
-                    batch.stop = Some(RunStop::AwaitingApproval {
-                        pending: vec![request],
-                    });
-                    break;
-                }
-            }
-        }
-        if batch.deferred() {
-            break;
-        }
-        if batch.stop.is_some() || base.is_cancelled() {
-            batch.stop.get_or_insert(RunStop::Cancelled);
-            // A stop also stops the calls approved before it in this phase.
-            for (index, _) in runnable {
-                batch.finish_not_run(index).await;
-            }
-            continue;
-        }
-        batch.execute(runnable).await;
-    }
-
+    batch.run(approvals).await;
     let deferred = batch.deferred();
     let Batch {
         results,
@@ -202,8 +116,8 @@ pub(crate) async fn run(
         .into_iter()
         .zip(calls)
         .map(|(message, call)| {
-            // Every slot is filled above; this keeps the history paired even
-            // if that ever changed.
+            // Every slot is filled by `Batch::run`; this keeps the history
+            // paired even if that ever changed.
             message.unwrap_or_else(|| Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -219,6 +133,86 @@ pub(crate) async fn run(
         stop,
         seen,
         saved,
+    }
+}
+
+/// One call on its own, a batch of one: the tool is looked up in `tools`
+/// and runs in a context derived from `base`; approvals for the session
+/// count for this call only. On a resume, a decision may have edited it.
+///
+/// A deferral has no run to stop outside one: for a `nested` call (made
+/// by a run's call) it comes back as a [`ToolError::deferred`] with no
+/// `ToolCallFinished` (the call runs again on resume); otherwise it
+/// denies the call.
+pub(crate) async fn run_one(
+    pipeline: &Pipeline,
+    tools: &ToolSnapshot,
+    mut call: ToolCall,
+    base: &ToolCtx,
+    nested: bool,
+) -> CallRecord {
+    if let Some(Resolution::Edit { arguments }) =
+        base.resumption().and_then(|r| r.decisions.get(&call.id))
+    {
+        call.arguments = arguments.to_string();
+    }
+    let calls = [call];
+    let mut batch = Batch::new(pipeline, tools, &calls, base, None);
+    batch.kept = Some(vec![None]);
+    batch.run(&mut BTreeSet::new()).await;
+    if batch.results[0].is_none()
+        && let Some(RunStop::AwaitingApproval { pending }) = batch.stop.take()
+    {
+        let mut suspension = Suspension::new(pending);
+        suspension.saved = std::mem::take(&mut batch.saved);
+        let error = ToolError::deferred(suspension);
+        if nested {
+            return CallRecord {
+                message: Message::Tool {
+                    tool_call_id: calls[0].id.clone(),
+                    name: calls[0].name.clone(),
+                    content: vec![crate::data::message::ContentPart::text(error.message())],
+                    is_error: true,
+                },
+                result: Err(error),
+                truncated_for_model: false,
+                stop: None,
+                seen: None,
+            };
+        }
+        let denied = ToolError::new(
+            ToolErrorKind::Denied,
+            format!(
+                "the approval of this `{}` call was deferred ({}), and a call made outside a run cannot wait for it; it did not run",
+                calls[0].name,
+                error.message()
+            ),
+        );
+        batch.spans[0] = pipeline.tool_span(&calls[0]);
+        batch.finish(0, Err(denied), Duration::ZERO, false).await;
+    }
+    let (result, truncated) = batch
+        .kept
+        .and_then(|mut kept| kept.pop().flatten())
+        .unwrap_or_else(|| (Err(not_run(&RunStop::Cancelled)), false));
+    let message = batch
+        .results
+        .pop()
+        .flatten()
+        .unwrap_or_else(|| Message::Tool {
+            tool_call_id: calls[0].id.clone(),
+            name: calls[0].name.clone(),
+            content: vec![crate::data::message::ContentPart::text(
+                not_run(&RunStop::Cancelled).message(),
+            )],
+            is_error: true,
+        });
+    CallRecord {
+        result,
+        message,
+        truncated_for_model: truncated,
+        stop: batch.stop,
+        seen: batch.seen.pop(),
     }
 }
 
@@ -247,6 +241,109 @@ pub(crate) async fn refuse_all(
 }
 
 impl<'a> Batch<'a> {
+    /// Runs the calls, phase by phase: each phase's calls pass the gate
+    /// half one at a time, then run together.
+    async fn run(&mut self, approvals: &mut BTreeSet<String>) {
+        let (pipeline, tools) = (self.pipeline, self.tools);
+        let mut slots: Vec<Option<Result<Prepared, ToolError>>> = self
+            .calls
+            .iter()
+            .map(|call| Some(pipeline.parse(tools, call)))
+            .collect();
+        let exclusive: Vec<bool> = slots
+            .iter()
+            .map(|slot| {
+                pipeline.one_call_at_a_time()
+                    || matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive)
+            })
+            .collect();
+        let count = self.calls.len();
+        let mut start = 0;
+        while start < count && !self.deferred() {
+            let end = if exclusive[start] {
+                start + 1
+            } else {
+                (start..count).find(|&i| exclusive[i]).unwrap_or(count)
+            };
+            let phase = start..end;
+            start = end;
+            if self.stop.is_none() && self.base.is_cancelled() {
+                self.stop = Some(RunStop::Cancelled);
+            }
+            for index in phase.clone() {
+                let call = &self.calls[index];
+                self.spans[index] = pipeline.tool_span(call);
+                self.base.emit(AgentEvent::ToolCallStarted {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                });
+            }
+            let runnable = self.gate_phase(phase, &mut slots, approvals).await;
+            if self.deferred() {
+                break;
+            }
+            if self.stop.is_some() || self.base.is_cancelled() {
+                self.stop.get_or_insert(RunStop::Cancelled);
+                // A stop also stops the calls approved before it in this phase.
+                for (index, _) in runnable {
+                    self.finish_not_run(index).await;
+                }
+                continue;
+            }
+            self.execute(runnable).await;
+        }
+    }
+
+    /// The gate half for one phase's calls, one at a time, before anything
+    /// in the phase runs: the calls that may run.
+    async fn gate_phase(
+        &mut self,
+        phase: std::ops::Range<usize>,
+        slots: &mut [Option<Result<Prepared, ToolError>>],
+        approvals: &mut BTreeSet<String>,
+    ) -> Vec<(usize, Prepared)> {
+        let mut runnable: Vec<(usize, Prepared)> = Vec::new();
+        for index in phase {
+            let mut prepared = match slots[index].take() {
+                _ if self.stop.is_some() => {
+                    self.finish_not_run(index).await;
+                    continue;
+                }
+                Some(Ok(prepared)) => prepared,
+                Some(Err(error)) => {
+                    self.finish(index, Err(error), Duration::ZERO, false).await;
+                    continue;
+                }
+                None => continue,
+            };
+            let (pipeline, tools, base) = (self.pipeline, self.tools, self.base);
+            let span = self.spans[index].clone();
+            let call = &mut self.calls[index];
+            let gate = pipeline
+                .gate(tools, call, &mut prepared, base, approvals)
+                .instrument(span)
+                .await;
+            match gate {
+                Gate::Run => runnable.push((index, prepared)),
+                Gate::Refuse(error) => {
+                    self.finish(index, Err(error), Duration::ZERO, false).await;
+                }
+                Gate::Stop(stop) => {
+                    self.stop = Some(stop);
+                    self.finish_not_run(index).await;
+                }
+                Gate::Defer(request) => {
+                    self.stop = Some(RunStop::AwaitingApproval {
+                        pending: vec![request],
+                    });
+                    break;
+                }
+            }
+        }
+        runnable
+    }
+
     /// Whether a deferred approval stopped the batch (the rest of the turn
     /// waits, unanswered).
     fn deferred(&self) -> bool {
@@ -271,6 +368,7 @@ impl<'a> Batch<'a> {
             spans: calls.iter().map(|_| tracing::Span::none()).collect(),
             seen: Vec::new(),
             saved: BTreeMap::new(),
+            kept: None,
         }
     }
 
@@ -401,10 +499,14 @@ impl<'a> Batch<'a> {
         let span = std::mem::replace(&mut self.spans[index], tracing::Span::none());
         crate::telemetry::spans::tool_result(&span, &result, self.pipeline.records_content());
         drop(span);
+        let keep = self.kept.is_some();
         let finished = self
             .pipeline
-            .finish(self.tools, call, result, elapsed, self.base, false, ran)
+            .finish(self.tools, call, result, elapsed, self.base, keep, ran)
             .await;
+        if let (Some(kept), Some(result)) = (&mut self.kept, finished.result) {
+            kept[index] = Some((result, finished.truncated));
+        }
         if let Some(seen) = finished.seen {
             if let Some(journal) = self.journal {
                 journal.record(&crate::session::JournalEntry::Seen { seen: seen.clone() });
