@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::content::normalize_result;
-use crate::supervisor::ServerSlot;
+use crate::supervisor::{Connection, ServerSlot};
 
 /// One MCP tool as a kinet tool.
 pub(crate) struct McpTool {
@@ -51,6 +51,9 @@ pub(crate) fn annotations_of(tool: &rmcp::model::Tool) -> ToolAnnotations {
 }
 
 impl McpTool {
+    /// Calls the tool on its server: sends the call again with the answers
+    /// while the server asks for input (2026-07-28 `input_required`), and
+    /// follows a call the server runs as a task to its end.
     async fn invoke(
         &self,
         arguments: Map<String, Value>,
@@ -64,127 +67,186 @@ impl McpTool {
             )));
         };
         let mut params = CallToolRequestParams::new(self.tool.clone()).with_arguments(arguments);
-        // The server's timeout bounds the silence, not the call: each
-        // progress notification starts it again (a long tool that reports
-        // progress is not cut off). A deadline from the host or the agent
-        // holds as it is.
-        let idle = self.timeout;
-        let hard = ctx.deadline();
-        let limit_from = |now: Instant| {
-            // A huge timeout means none (and must not overflow).
-            let soft = now
-                .checked_add(idle)
-                .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365));
-            hard.map_or(soft, |hard| hard.min(soft))
-        };
-        let started = Instant::now();
-        let limit = limit_from(started).saturating_duration_since(started);
-        let deadline = tokio::time::sleep_until(limit_from(started));
-        let mut deadline = std::pin::pin!(deadline);
+        let mut deadline = Deadline::new(self.timeout, ctx.deadline());
         let _busy = Busy::new(&self.slot.in_flight);
         // A 2026-07-28 server that needs input answers `input_required`:
         // the questions are answered here (the host's elicitation handler)
         // and the call sent again with the answers and the server's state.
         for _ in 0..MAX_INPUT_ROUNDS {
-            // The call's deadline (set by the pipeline from this tool's
-            // timeout) is enforced here, so the server is told to cancel
-            // before the pipeline drops the call; rmcp's own timeout option
-            // would cost a watcher per request.
-            let mut options = PeerRequestOptions::no_options();
-            // The call's trace context, for servers that trace (SEP-414).
-            if let Some(traceparent) = kinet_core::telemetry::traceparent() {
-                let mut meta = rmcp::model::RequestMetaObject::new();
-                meta.set_traceparent(traceparent);
-                options.meta = Some(meta);
-            }
-            let handle = connection
-                .peer
-                .send_request_with_option(
-                    ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
-                    options,
-                )
-                .await
-                .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
-            let id = handle.id.clone();
-            let peer = handle.peer.clone();
-            let mut progress = connection
-                .handler
-                .progress
-                .subscribe(handle.progress_token.clone());
-            let mut response = std::pin::pin!(handle.await_response());
-            let result = loop {
-                tokio::select! {
-                    biased;
-                    result = &mut response => break result,
-                    _ = &mut deadline => {
-                        tell_cancelled(&peer, id, "timed out").await;
-                        break Err(ServiceError::Timeout { timeout: limit });
-                    }
-                    _ = ctx.cancellation().cancelled() => {
-                        tell_cancelled(&peer, id, "cancelled by the client").await;
-                        return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
-                    }
-                    Some(update) = progress.next() => {
-                        report_progress(ctx, update);
-                        deadline.as_mut().reset(limit_from(Instant::now()));
-                    },
-                }
-            };
-            // Progress sent just before the result may still be on its
-            // way: the connection hands notifications to tasks of their
-            // own, queued before the result reached us. Let them run.
-            for _ in 0..4 {
-                tokio::task::yield_now().await;
-                while let Some(update) = progress.try_next() {
-                    report_progress(ctx, update);
-                }
-            }
-            match result {
-                Ok(ServerResult::CallToolResult(result)) => {
+            match self.send(&connection, &params, ctx, &mut deadline).await? {
+                ServerResult::CallToolResult(result) => {
                     return self.checked(normalize_result(server, result)?);
                 }
-                Ok(ServerResult::InputRequiredResult(asked)) => {
-                    let answers = tokio::select! {
-                        answers = connection.handler.answer(asked.input_requests.unwrap_or_default()) => answers,
-                        _ = ctx.cancellation().cancelled() => {
-                            return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
-                        }
-                    };
-                    let answers = answers.map_err(|reason| {
-                        ToolError::failed(format!(
-                            "the MCP tool `{}` on `{server}` asked for {reason}",
-                            self.tool
-                        ))
-                    })?;
+                ServerResult::InputRequiredResult(asked) => {
+                    let requests = asked.input_requests.unwrap_or_default();
+                    let answers = self.answer(&connection, requests, ctx).await?;
                     params.input_responses = (!answers.is_empty()).then_some(answers);
                     params.request_state = asked.request_state;
                 }
-                Ok(ServerResult::CreateTaskResult(created)) => {
+                ServerResult::CreateTaskResult(created) => {
                     let result = self
-                        .follow_task(
-                            &connection,
-                            created.task,
-                            ctx,
-                            deadline.as_mut(),
-                            &limit_from,
-                            limit,
-                        )
+                        .follow_task(&connection, created.task, ctx, &mut deadline)
                         .await?;
                     let output = normalize_result(server, result)?;
                     return self.checked(output);
                 }
-                Ok(_) => {
+                _ => {
                     return Err(ToolError::failed(format!(
                         "the MCP server `{server}` answered tools/call with something else"
                     )));
                 }
-                Err(error) => return Err(call_error(&self.slot, &self.tool, error, limit)),
             }
         }
         Err(ToolError::failed(format!(
             "the MCP tool `{}` on `{server}` still wanted input after {MAX_INPUT_ROUNDS} rounds of answers; giving up",
             self.tool
         )))
+    }
+
+    /// Sends the call once and waits for the server's answer, passing on
+    /// its progress. When the deadline passes, or the call is cancelled,
+    /// the server is told to cancel: the deadline (set by the pipeline from
+    /// this tool's timeout) is enforced here so that it hears before the
+    /// pipeline drops the call; rmcp's own timeout option would cost a
+    /// watcher per request.
+    async fn send(
+        &self,
+        connection: &Connection,
+        params: &CallToolRequestParams,
+        ctx: &ToolCtx,
+        deadline: &mut Deadline,
+    ) -> Result<ServerResult, ToolError> {
+        let mut options = PeerRequestOptions::no_options();
+        // The call's trace context, for servers that trace (SEP-414).
+        if let Some(traceparent) = kinet_core::telemetry::traceparent() {
+            let mut meta = rmcp::model::RequestMetaObject::new();
+            meta.set_traceparent(traceparent);
+            options.meta = Some(meta);
+        }
+        let handle = connection
+            .peer
+            .send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
+                options,
+            )
+            .await
+            .map_err(|e| call_error(&self.slot, &self.tool, e, deadline.limit))?;
+        let id = handle.id.clone();
+        let peer = handle.peer.clone();
+        let mut progress = connection
+            .handler
+            .progress
+            .subscribe(handle.progress_token.clone());
+        let mut response = std::pin::pin!(handle.await_response());
+        let result = loop {
+            tokio::select! {
+                biased;
+                result = &mut response => break result,
+                _ = &mut deadline.sleep => {
+                    tell_cancelled(&peer, id, "timed out").await;
+                    break Err(deadline.timed_out());
+                }
+                _ = ctx.cancellation().cancelled() => {
+                    tell_cancelled(&peer, id, "cancelled by the client").await;
+                    return Err(self.cancelled());
+                }
+                Some(update) = progress.next() => {
+                    report_progress(ctx, update);
+                    deadline.restart();
+                },
+            }
+        };
+        // Progress sent just before the result may still be on its
+        // way: the connection hands notifications to tasks of their
+        // own, queued before the result reached us. Let them run.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+            while let Some(update) = progress.try_next() {
+                report_progress(ctx, update);
+            }
+        }
+        result.map_err(|error| call_error(&self.slot, &self.tool, error, deadline.limit))
+    }
+
+    /// Answers the questions of an `input_required` result through the
+    /// host's form, unless the call is cancelled meanwhile.
+    async fn answer(
+        &self,
+        connection: &Connection,
+        requests: rmcp::model::InputRequests,
+        ctx: &ToolCtx,
+    ) -> Result<rmcp::model::InputResponses, ToolError> {
+        let answers = tokio::select! {
+            answers = connection.handler.answer(requests) => answers,
+            _ = ctx.cancellation().cancelled() => return Err(self.cancelled()),
+        };
+        answers.map_err(|reason| self.asked_for(&reason))
+    }
+
+    /// The error of a call the client cancelled.
+    fn cancelled(&self) -> ToolError {
+        ToolError::new(
+            ToolErrorKind::Cancelled,
+            format!("the call to `{}` was cancelled", self.tool),
+        )
+    }
+
+    /// The error of a call whose server asked for what cannot be given.
+    fn asked_for(&self, reason: &str) -> ToolError {
+        ToolError::failed(format!(
+            "the MCP tool `{}` on `{}` asked for {reason}",
+            self.tool, self.slot.config.name
+        ))
+    }
+}
+
+/// The deadline of one call. The server's timeout bounds the silence, not
+/// the call: each progress notification (or change of its task) starts it
+/// again, so a long tool that reports progress is not cut off. A deadline
+/// from the host or the agent holds as it is.
+struct Deadline {
+    /// The longest silence: the server's (or the hub's) tool timeout.
+    idle: Duration,
+    /// The host's or the agent's deadline for the call.
+    hard: Option<Instant>,
+    /// The limit the call started with, as a timeout's error names it.
+    limit: Duration,
+    /// Fires when the call has run out of time.
+    sleep: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl Deadline {
+    fn new(idle: Duration, hard: Option<Instant>) -> Self {
+        let started = Instant::now();
+        let at = Self::limit_from(idle, hard, started);
+        Self {
+            idle,
+            hard,
+            limit: at.saturating_duration_since(started),
+            sleep: Box::pin(tokio::time::sleep_until(at)),
+        }
+    }
+
+    /// When a call times out if nothing is heard after `now`.
+    fn limit_from(idle: Duration, hard: Option<Instant>, now: Instant) -> Instant {
+        // A huge timeout means none (and must not overflow).
+        let soft = now
+            .checked_add(idle)
+            .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365));
+        hard.map_or(soft, |hard| hard.min(soft))
+    }
+
+    /// The server showed it is at work: the silence starts again.
+    fn restart(&mut self) {
+        let at = Self::limit_from(self.idle, self.hard, Instant::now());
+        self.sleep.as_mut().reset(at);
+    }
+
+    /// What a call that ran out of time failed with.
+    fn timed_out(&self) -> ServiceError {
+        ServiceError::Timeout {
+            timeout: self.limit,
+        }
     }
 }
 
@@ -211,12 +273,10 @@ impl McpTool {
     /// the call's own deadline holds.
     async fn follow_task(
         &self,
-        connection: &crate::supervisor::Connection,
+        connection: &Connection,
         task: rmcp::model::Task,
         ctx: &ToolCtx,
-        mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
-        limit_from: &(dyn Fn(Instant) -> Instant + Sync),
-        limit: Duration,
+        deadline: &mut Deadline,
     ) -> Result<rmcp::model::CallToolResult, ToolError> {
         use rmcp::model::{CancelTaskParams, GetTaskParams, TaskPayload, UpdateTaskParams};
         let server = &self.slot.config.name;
@@ -234,23 +294,23 @@ impl McpTool {
                 biased;
                 _ = ctx.cancellation().cancelled() => {
                     stop("cancelled by the client").await;
-                    return Err(ToolError::new(ToolErrorKind::Cancelled, format!("the call to `{}` was cancelled", self.tool)));
+                    return Err(self.cancelled());
                 }
-                _ = &mut deadline => {
+                _ = &mut deadline.sleep => {
                     stop("timed out").await;
-                    return Err(call_error(&self.slot, &self.tool, ServiceError::Timeout { timeout: limit }, limit));
+                    return Err(call_error(&self.slot, &self.tool, deadline.timed_out(), deadline.limit));
                 }
                 _ = tokio::time::sleep(interval) => {}
             }
             let got = peer
                 .get_task(GetTaskParams::new(id.clone()))
                 .await
-                .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
+                .map_err(|e| call_error(&self.slot, &self.tool, e, deadline.limit))?;
             // The task changed (a status, a question, an answer taken):
             // as good as progress for the idle timeout.
             if got.task.task.last_updated_at != last_update {
                 last_update = got.task.task.last_updated_at.clone();
-                deadline.as_mut().reset(limit_from(Instant::now()));
+                deadline.restart();
             }
             match got.task.payload {
                 TaskPayload::Completed { result } => {
@@ -289,15 +349,14 @@ impl McpTool {
                         continue;
                     }
                     let keys: Vec<String> = new.keys().cloned().collect();
-                    let answers = connection.handler.answer(new).await.map_err(|reason| {
-                        ToolError::failed(format!(
-                            "the MCP tool `{}` on `{server}` asked for {reason}",
-                            self.tool
-                        ))
-                    })?;
+                    let answers = connection
+                        .handler
+                        .answer(new)
+                        .await
+                        .map_err(|reason| self.asked_for(&reason))?;
                     peer.update_task(UpdateTaskParams::new(id.clone(), answers))
                         .await
-                        .map_err(|e| call_error(&self.slot, &self.tool, e, limit))?;
+                        .map_err(|e| call_error(&self.slot, &self.tool, e, deadline.limit))?;
                     answered.extend(keys);
                 }
                 _ => {}

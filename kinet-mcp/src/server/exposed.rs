@@ -14,6 +14,7 @@ use kinet_core::{AgentEvent, Message, ToolCtx};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,
     JsonObject, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ProgressToken,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -45,6 +46,81 @@ async fn settled() {
     }
 }
 
+/// How a call of a served tool asks the client, and for whom it runs.
+struct CallSetup {
+    /// The caller, with OAuth (a task the call becomes is theirs).
+    owner: Option<String>,
+    /// What the answers of earlier rounds are sealed to: the tool and the
+    /// caller.
+    bound: String,
+    /// The rounds of `input_required`, for a 2026-07-28 client.
+    rounds: Option<Arc<Rounds>>,
+    /// Set when the call may become a task.
+    escalation: Option<Arc<Escalation>>,
+    /// The client, as the tool asks it.
+    input: Arc<ClientInput>,
+    /// Cancels the call: with its request, unless it may become a task.
+    cancel: CancellationToken,
+}
+
+/// Passes what a served tool reports while it runs on to the client: as
+/// progress (when it asked for it) and as log messages (when it set a
+/// level).
+struct Reporter<'a> {
+    context: &'a RequestContext<RoleServer>,
+    tool: &'a str,
+    progress_token: Option<ProgressToken>,
+    logs: bool,
+    /// Progress reported so far.
+    step: f64,
+}
+
+impl Reporter<'_> {
+    async fn forward(&mut self, event: AgentEvent) {
+        let AgentEvent::ToolProgress { text, .. } = event else {
+            return;
+        };
+        self.step += 1.0;
+        if self.logs {
+            #[allow(deprecated)]
+            let _ = self
+                .context
+                .peer
+                .notify_logging_message(
+                    LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text))
+                        .with_logger(self.tool.to_owned()),
+                )
+                .await;
+        }
+        if let Some(token) = &self.progress_token {
+            let _ = self
+                .context
+                .peer
+                .notify_progress(
+                    ProgressNotificationParam::new(token.clone(), self.step).with_message(text),
+                )
+                .await;
+        }
+    }
+}
+
+/// Lets a call that raised a question run on until no new one comes, so
+/// that questions asked together (a tool awaiting several at once) go out
+/// in one round.
+async fn gather_questions(rounds: &Rounds, running: &mut Running) {
+    let mut quiet = 0;
+    let mut waiting = rounds.waiting();
+    while quiet < 3 {
+        tokio::task::yield_now().await;
+        if futures::poll!(&mut *running).is_ready() {
+            break;
+        }
+        let now = rounds.waiting();
+        quiet = if now == waiting { quiet + 1 } else { 0 };
+        waiting = now;
+    }
+}
+
 impl Session {
     /// Runs a client's call of a served tool through the pipeline, in the
     /// server's working directory and roots. What the tool asks of the
@@ -60,6 +136,84 @@ impl Session {
     ) -> Result<CallToolResponse, McpError> {
         let shared = &self.shared;
         let name = &*request.name;
+        let CallSetup {
+            owner,
+            bound,
+            rounds,
+            escalation,
+            input,
+            cancel,
+        } = self.set_up(request, context)?;
+        let base = self.tool_ctx(&input, cancel.clone());
+        let call = self.tool_call(name, arguments);
+        // What the tool reports while it runs reaches the client.
+        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let base = base.with_events(EventSink::new(sender));
+        let mut reporter = Reporter {
+            context,
+            tool: name,
+            progress_token: context.meta.get_progress_token(),
+            logs: self.logs_info(context),
+            step: 0.0,
+        };
+        let session = self.clone();
+        let mut running: Running = Box::pin(async move {
+            let shared = &session.shared;
+            shared.pipeline.call(&shared.tools, call, &base).await
+        });
+        let record = loop {
+            tokio::select! {
+                // In this order: a question the tool raised while polled is
+                // seen before the call counts as waiting on other work.
+                biased;
+                record = &mut running => break Some(record),
+                () = raised(rounds.as_deref()) => {
+                    let Some(rounds) = &rounds else { continue };
+                    gather_questions(rounds, &mut running).await;
+                    cancel.cancel();
+                    return Ok(CallToolResponse::InputRequired(
+                        rounds.input_required(&shared.request_state, &bound)?,
+                    ));
+                }
+                () = wanted(escalation.as_deref()) => break None,
+                () = context.ct.cancelled(), if escalation.is_some() && !cancel.is_cancelled() => {
+                    cancel.cancel();
+                }
+                Some(event) = events.recv() => reporter.forward(event).await,
+                // Waiting on something other than the client: a task now.
+                () = settled(), if escalation.is_some() => break None,
+            }
+        };
+        let record = match (record, escalation) {
+            (Some(record), _) => record,
+            (None, Some(escalation)) => {
+                return self.escalate(name, owner, running, &escalation, cancel);
+            }
+            (None, None) => return Err(McpError::internal_error("the call was lost", None)),
+        };
+        while let Ok(event) = events.try_recv() {
+            reporter.forward(event).await;
+        }
+        // A 2026-07-28 client that lacked a capability the tool needed is
+        // told which (it may call again declaring it).
+        if record.result.is_err()
+            && rounds.is_some()
+            && let Some(required) = input.missing()
+        {
+            return Err(McpError::missing_required_client_capability(required));
+        }
+        Ok(self.result_of(name, record).into())
+    }
+
+    /// How a call of a served tool asks the client, and for whom it runs:
+    /// in rounds of `input_required` (2026-07-28) or on the connection, and
+    /// as a task when it may become one.
+    fn set_up(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallSetup, McpError> {
+        let name = &*request.name;
         let as_task = self.may_run_as_task(name, context)?;
         let capabilities = context.client_capabilities().unwrap_or_default();
         // The answers of earlier rounds hold for this tool and this caller.
@@ -67,7 +221,7 @@ impl Session {
         let bound = format!("{name}\n{}", owner.as_deref().unwrap_or_default());
         let rounds = if asks_in_rounds(context) {
             Some(Rounds::open(
-                &shared.request_state,
+                &self.shared.request_state,
                 &bound,
                 request.request_state.as_deref(),
                 request.input_responses.as_ref(),
@@ -91,99 +245,14 @@ impl Session {
         } else {
             context.ct.child_token()
         };
-        let base = self.tool_ctx(&input, cancel.clone());
-        let call = self.tool_call(name, arguments);
-        // What the tool reports while it runs reaches the client as progress
-        // (when it asked for it) and as log messages (when it set a level).
-        let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-        let base = base.with_events(EventSink::new(sender));
-        let progress_token = context.meta.get_progress_token();
-        let logs = self.logs_info(context);
-        let mut step = 0.0;
-        let mut forward = async |event: AgentEvent| {
-            let AgentEvent::ToolProgress { text, .. } = event else {
-                return;
-            };
-            step += 1.0;
-            if logs {
-                #[allow(deprecated)]
-                let _ = context
-                    .peer
-                    .notify_logging_message(
-                        LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text))
-                            .with_logger(name.to_owned()),
-                    )
-                    .await;
-            }
-            if let Some(token) = &progress_token {
-                let _ = context
-                    .peer
-                    .notify_progress(
-                        ProgressNotificationParam::new(token.clone(), step).with_message(text),
-                    )
-                    .await;
-            }
-        };
-        let session = self.clone();
-        let mut running: Running = Box::pin(async move {
-            let shared = &session.shared;
-            shared.pipeline.call(&shared.tools, call, &base).await
-        });
-        let record = loop {
-            tokio::select! {
-                // In this order: a question the tool raised while polled is
-                // seen before the call counts as waiting on other work.
-                biased;
-                record = &mut running => break Some(record),
-                () = raised(rounds.as_deref()) => {
-                    let Some(rounds) = &rounds else { continue };
-                    // Questions asked together (a tool awaiting several at
-                    // once) go out in one round: let the call run until no
-                    // new one comes.
-                    let mut quiet = 0;
-                    let mut waiting = rounds.waiting();
-                    while quiet < 3 {
-                        tokio::task::yield_now().await;
-                        if futures::poll!(&mut running).is_ready() {
-                            break;
-                        }
-                        let now = rounds.waiting();
-                        quiet = if now == waiting { quiet + 1 } else { 0 };
-                        waiting = now;
-                    }
-                    cancel.cancel();
-                    return Ok(CallToolResponse::InputRequired(
-                        rounds.input_required(&shared.request_state, &bound)?,
-                    ));
-                }
-                () = wanted(escalation.as_deref()) => break None,
-                () = context.ct.cancelled(), if escalation.is_some() && !cancel.is_cancelled() => {
-                    cancel.cancel();
-                }
-                Some(event) = events.recv() => forward(event).await,
-                // Waiting on something other than the client: a task now.
-                () = settled(), if escalation.is_some() => break None,
-            }
-        };
-        let record = match (record, escalation) {
-            (Some(record), _) => record,
-            (None, Some(escalation)) => {
-                return self.escalate(name, owner, running, &escalation, cancel);
-            }
-            (None, None) => return Err(McpError::internal_error("the call was lost", None)),
-        };
-        while let Ok(event) = events.try_recv() {
-            forward(event).await;
-        }
-        // A 2026-07-28 client that lacked a capability the tool needed is
-        // told which (it may call again declaring it).
-        if record.result.is_err()
-            && rounds.is_some()
-            && let Some(required) = input.missing()
-        {
-            return Err(McpError::missing_required_client_capability(required));
-        }
-        Ok(self.result_of(name, record).into())
+        Ok(CallSetup {
+            owner,
+            bound,
+            rounds,
+            escalation,
+            input,
+            cancel,
+        })
     }
 
     /// The context a served call runs in: the server's directory, roots

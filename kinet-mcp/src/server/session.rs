@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
-use kinet_core::{AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, RunStop};
+use kinet_core::{
+    Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Message, RunOutcome, RunStop,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, CancelTaskParams, ContentBlock, GetTaskParams,
     GetTaskResult, Implementation, ListToolsResult, LoggingLevel, PaginatedRequestParams,
@@ -20,13 +22,14 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
 use super::Shared;
+use super::conversations::Conversations;
 use super::input::{ClientInput, ElicitAction, Rounds};
 
 /// One client session.
 #[derive(Clone)]
 pub(super) struct Session {
     pub(super) shared: Arc<Shared>,
-    pub(super) conversations: super::conversations::Conversations,
+    pub(super) conversations: Conversations,
     pub(super) counter: Arc<AtomicU64>,
     /// The level a 2025-11-25 client set with `logging/setLevel`.
     pub(super) log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
@@ -109,32 +112,20 @@ impl Session {
         )
     }
 
+    /// Runs the agent for an `agent` call, or for a `reply`
+    /// (`continuing`) to a conversation, and saves the conversation for
+    /// the next reply.
     async fn run_agent(
         &self,
         arguments: &Map<String, Value>,
         continuing: bool,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let text = |key: &str| {
-            arguments
-                .get(key)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
+        let request = match AgentRequest::parse(arguments, continuing) {
+            Ok(request) => request,
+            Err(missing) => return error_result(missing),
         };
-        let Some(prompt) = text("prompt").filter(|p| !p.trim().is_empty()) else {
-            return error_result("`prompt` is required");
-        };
-        let id = text("conversation_id");
-        if continuing && id.is_none() {
-            return error_result("`conversation_id` is required");
-        }
-        // A client without a session (2026-07-28) names conversations the
-        // server keeps across its requests.
-        let conversations = if self.shared.store.is_none() && asks_in_rounds(context) {
-            &self.shared.sessionless
-        } else {
-            &self.conversations
-        };
+        let conversations = self.conversations_for(context);
         let Ok(_permit) = Arc::clone(&self.shared.runs).try_acquire_owned() else {
             return error_result(format!(
                 "busy: {} agent runs are in progress; try again shortly",
@@ -143,7 +134,7 @@ impl Session {
         };
         // A reply holds its conversation until it is saved: another reply
         // to it (here or on another replica) is refused meanwhile.
-        let claim = match id.as_deref() {
+        let claim = match request.conversation_id.as_deref() {
             Some(id) => match conversations.claim(id).await {
                 Ok(claim) => Some(claim),
                 Err(error) => return error_result(error),
@@ -153,81 +144,20 @@ impl Session {
         // Who asked (with OAuth): a conversation is theirs alone.
         let principal = principal(context);
         let owner = principal.as_ref().map(crate::oauth::Principal::owner);
-        let request_id = text("request_id").filter(|r| !r.is_empty());
-        let (id, mut conversation, saved) = match id {
-            Some(id) => match conversations.load(&id, owner.as_deref()) {
-                Ok(Some(loaded)) => {
-                    // The same request again (its answer was lost): the
-                    // answer given, not a second run.
-                    if let (Some(request), Some((last, answer))) =
-                        (&request_id, &loaded.last_request)
-                        && request == last
-                    {
-                        let mut result =
-                            CallToolResult::success(vec![ContentBlock::text(answer.clone())]);
-                        result.structured_content = Some(json!({"conversation_id": id}));
-                        return result;
-                    }
-                    let conversation = loaded.conversation;
-                    let saved = (
-                        conversation.messages.clone(),
-                        conversation.provenance.seen().len(),
-                    );
-                    (id, conversation, Some(saved))
-                }
-                Ok(None) => return error_result(format!("no conversation `{id}` in this session")),
+        let (id, mut conversation, saved) =
+            match self.open(conversations, &request, owner.as_deref()) {
+                Ok(Opened::Run {
+                    id,
+                    conversation,
+                    saved,
+                }) => (id, conversation, saved),
+                Ok(Opened::Repeated { id, answer }) => return answer_in(&id, answer),
                 Err(error) => return error_result(error),
-            },
-            None => (
-                conversations.new_id(self.counter.fetch_add(1, Ordering::Relaxed)),
-                Conversation::new(),
-                None,
-            ),
-        };
-        conversation.push_user(prompt);
-        let served = self.shared.agent(principal.as_ref());
-        let mut agent = match text("cwd") {
-            Some(cwd) => served.with_cwd(PathBuf::from(cwd)),
-            None => served,
-        };
-        // Confirmations go to the client's user when the client can be
-        // asked while the run waits (2025-11-25 and older); otherwise the
-        // agent's own handler and policy decide. (A 2026-07-28 question
-        // would end the call and run it again from the start: a whole
-        // agent run is not repeated for it.)
-        if !asks_in_rounds(context) {
-            let input = ClientInput::direct(
-                context.peer.clone(),
-                context.client_capabilities().unwrap_or_default(),
-            );
-            if input.can_elicit() {
-                agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm { input }));
-            }
-        }
-        let progress_token = context.meta.get_progress_token();
-        let mut run = agent.run_with_cancellation(conversation, context.ct.clone());
-        let mut step = 0.0;
-        while let Some(event) = run.next().await {
-            if let (
-                Some(token),
-                AgentEvent::ToolCallStarted {
-                    name, arguments, ..
-                },
-            ) = (&progress_token, &event)
-            {
-                step += 1.0;
-                let _ = context
-                    .peer
-                    .notify_progress(
-                        ProgressNotificationParam::new(token.clone(), step)
-                            .with_message(format!("calling {name} {arguments}")),
-                    )
-                    .await;
-            }
-        }
-        let outcome = run.finish().await;
+            };
+        conversation.push_user(request.prompt);
+        let agent = self.agent_for(principal.as_ref(), request.cwd, context);
+        let outcome = run_reporting_progress(&agent, conversation, context).await;
         let answer = outcome.final_text().unwrap_or_default();
-        let stop = outcome.stop.clone();
         if claim
             .as_ref()
             .is_some_and(super::conversations::Claim::lost)
@@ -239,7 +169,8 @@ impl Session {
         if let Err(error) = conversations.save(
             &id,
             owner.as_deref(),
-            request_id
+            request
+                .request_id
                 .as_deref()
                 .map(|request| (request, answer.as_str())),
             &outcome.conversation,
@@ -249,16 +180,179 @@ impl Session {
         ) {
             return error_result(error);
         }
-        match stop {
-            RunStop::Completed | RunStop::MaxTurns => {
-                let mut result = CallToolResult::success(vec![ContentBlock::text(answer)]);
-                result.structured_content = Some(json!({"conversation_id": id}));
-                result
-            }
+        match &outcome.stop {
+            RunStop::Completed | RunStop::MaxTurns => answer_in(&id, answer),
             RunStop::Cancelled => error_result("the run was cancelled"),
             other => error_result(format!("the agent's run {other}")),
         }
     }
+
+    /// Where the conversations of a call live: a client without a session
+    /// (2026-07-28) names conversations the server keeps across its
+    /// requests.
+    fn conversations_for(&self, context: &RequestContext<RoleServer>) -> &Conversations {
+        if self.shared.store.is_none() && asks_in_rounds(context) {
+            &self.shared.sessionless
+        } else {
+            &self.conversations
+        }
+    }
+
+    /// Opens the conversation a request continues (the caller's alone,
+    /// with OAuth), or starts a new one.
+    fn open(
+        &self,
+        conversations: &Conversations,
+        request: &AgentRequest,
+        owner: Option<&str>,
+    ) -> Result<Opened, String> {
+        let Some(id) = &request.conversation_id else {
+            return Ok(Opened::Run {
+                id: conversations.new_id(self.counter.fetch_add(1, Ordering::Relaxed)),
+                conversation: Conversation::new(),
+                saved: None,
+            });
+        };
+        let Some(loaded) = conversations.load(id, owner)? else {
+            return Err(format!("no conversation `{id}` in this session"));
+        };
+        if let (Some(request), Some((last, answer))) = (&request.request_id, &loaded.last_request)
+            && request == last
+        {
+            return Ok(Opened::Repeated {
+                id: id.clone(),
+                answer: answer.clone(),
+            });
+        }
+        let conversation = loaded.conversation;
+        let saved = (
+            conversation.messages.clone(),
+            conversation.provenance.seen().len(),
+        );
+        Ok(Opened::Run {
+            id: id.clone(),
+            conversation,
+            saved: Some(saved),
+        })
+    }
+
+    /// The agent a run uses: the caller's, in `cwd` when given.
+    /// Confirmations go to the client's user when the client can be asked
+    /// while the run waits (2025-11-25 and older); otherwise the agent's
+    /// own handler and policy decide. (A 2026-07-28 question would end the
+    /// call and run it again from the start: a whole agent run is not
+    /// repeated for it.)
+    fn agent_for(
+        &self,
+        principal: Option<&crate::oauth::Principal>,
+        cwd: Option<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> Agent {
+        let served = self.shared.agent(principal);
+        let mut agent = match cwd {
+            Some(cwd) => served.with_cwd(PathBuf::from(cwd)),
+            None => served,
+        };
+        if !asks_in_rounds(context) {
+            let input = ClientInput::direct(
+                context.peer.clone(),
+                context.client_capabilities().unwrap_or_default(),
+            );
+            if input.can_elicit() {
+                agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm { input }));
+            }
+        }
+        agent
+    }
+}
+
+/// What an `agent` or `reply` call asks for.
+struct AgentRequest {
+    prompt: String,
+    /// The conversation to continue (required by `reply`).
+    conversation_id: Option<String>,
+    /// The run's working directory.
+    cwd: Option<String>,
+    /// The client's id of the request: sent again, it gets the answer
+    /// already given.
+    request_id: Option<String>,
+}
+
+impl AgentRequest {
+    /// Reads a call's arguments; `Err` says what is missing.
+    fn parse(arguments: &Map<String, Value>, continuing: bool) -> Result<Self, &'static str> {
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let Some(prompt) = text("prompt").filter(|p| !p.trim().is_empty()) else {
+            return Err("`prompt` is required");
+        };
+        let conversation_id = text("conversation_id");
+        if continuing && conversation_id.is_none() {
+            return Err("`conversation_id` is required");
+        }
+        Ok(Self {
+            prompt,
+            conversation_id,
+            cwd: text("cwd"),
+            request_id: text("request_id").filter(|r| !r.is_empty()),
+        })
+    }
+}
+
+/// The conversation a run goes on with.
+enum Opened {
+    /// Run the agent on `conversation`; `saved` is what the store held of
+    /// it (its messages and how many ledger entries), `None` when new.
+    Run {
+        id: String,
+        conversation: Conversation,
+        saved: Option<(Vec<Message>, usize)>,
+    },
+    /// The same request again (its answer was lost): the answer given, not
+    /// a second run.
+    Repeated { id: String, answer: String },
+}
+
+/// The agent's `answer` in conversation `id`, as the call's result.
+fn answer_in(id: &str, answer: String) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(answer)]);
+    result.structured_content = Some(json!({"conversation_id": id}));
+    result
+}
+
+/// Runs `agent` on `conversation` to its end (cancelled with the
+/// request), telling a client that asked for progress of each tool call.
+async fn run_reporting_progress(
+    agent: &Agent,
+    conversation: Conversation,
+    context: &RequestContext<RoleServer>,
+) -> RunOutcome {
+    let progress_token = context.meta.get_progress_token();
+    let mut run = agent.run_with_cancellation(conversation, context.ct.clone());
+    let mut step = 0.0;
+    while let Some(event) = run.next().await {
+        if let (
+            Some(token),
+            AgentEvent::ToolCallStarted {
+                name, arguments, ..
+            },
+        ) = (&progress_token, &event)
+        {
+            step += 1.0;
+            let _ = context
+                .peer
+                .notify_progress(
+                    ProgressNotificationParam::new(token.clone(), step)
+                        .with_message(format!("calling {name} {arguments}")),
+                )
+                .await;
+        }
+    }
+    run.finish().await
 }
 
 /// Who may see a task (its owner, with OAuth): only a client that

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion, Tool,
@@ -11,18 +11,17 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer};
 use rmcp::{ClientHandler, RoleClient};
 use tokio::sync::{Notify, watch};
-use tokio_util::sync::CancellationToken;
 
 mod connect;
 mod listen;
+mod run;
 
 pub(crate) use connect::authorizer_for;
-use connect::connect;
 pub(crate) use listen::sessionless;
+pub(crate) use run::supervise;
 
-use crate::config::{ServerConfig, ServerTransport};
+use crate::config::ServerConfig;
 use crate::errors::service_error;
-use crate::settings::HubSettings;
 
 /// Where a server stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,19 +257,6 @@ const STDERR_LINES: usize = 50;
 /// Longest stderr line kept, in characters.
 const STDERR_LINE_CHARS: usize = 1000;
 
-/// A dropped connection's reason quotes stderr written this shortly
-/// before (its last words, not what earlier failed calls printed).
-const LAST_WORDS: Duration = Duration::from_secs(5);
-
-/// A connection up this long resets the restart budget.
-const STABLE_AFTER: Duration = Duration::from_secs(30);
-
-/// At most this many authorizations of one server within
-/// [`AUTHORIZATION_WINDOW`].
-const MAX_AUTHORIZATIONS: usize = 3;
-
-const AUTHORIZATION_WINDOW: Duration = Duration::from_secs(600);
-
 impl ServerSlot {
     /// The server asked for a (new) OAuth authorization that has not
     /// happened yet.
@@ -362,301 +348,6 @@ impl ServerSlot {
             format!("{reason}; stderr ends with:\n{tail}")
         }
     }
-}
-
-/// Watches one server for the hub's lifetime.
-pub(crate) async fn supervise(
-    slot: Arc<ServerSlot>,
-    settings: HubSettings,
-    changed: watch::Sender<u64>,
-    shutdown: CancellationToken,
-) {
-    // The state and the generation change together, under the watch's
-    // lock: a reader that sees the new state always sees the new
-    // generation, so the hub never serves a tool list cached before it.
-    let set_state = |state: ServerState| {
-        changed.send_modify(|generation| {
-            if let Ok(mut current) = slot.state.lock() {
-                *current = state;
-            }
-            *generation += 1;
-        });
-    };
-    let startup_timeout = slot
-        .config
-        .startup_timeout
-        .unwrap_or(settings.startup_timeout);
-    let mut failures: u32 = 0;
-    let mut was_ready = false;
-    // When the server last sent the user to authorize (a server that keeps
-    // asking is not sent back to the browser forever).
-    let mut authorizations: Vec<Instant> = Vec::new();
-    loop {
-        // The server asked for (new) authorization: at start-up, or while
-        // connected (a revoked grant, a scope step-up).
-        if let Some(auth) = slot.auth.clone()
-            && auth.challenged()
-        {
-            authorizations.retain(|at| at.elapsed() < AUTHORIZATION_WINDOW);
-            if authorizations.len() >= MAX_AUTHORIZATIONS {
-                set_state(ServerState::Failed {
-                    reason: format!(
-                        "{} asked for authorization {MAX_AUTHORIZATIONS} times in {} minutes: check the server's OAuth setup",
-                        slot.config.name,
-                        AUTHORIZATION_WINDOW.as_secs() / 60
-                    ),
-                });
-                return;
-            }
-            authorizations.push(Instant::now());
-            if auth.can_prompt() {
-                set_state(ServerState::Authorizing);
-            }
-            let authorized = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                authorized = auth.authorize() => authorized,
-            };
-            if let Err(reason) = authorized {
-                set_state(ServerState::Failed { reason });
-                return;
-            }
-        }
-        let attempt = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            attempt = tokio::time::timeout(startup_timeout, connect(&slot, &settings)) => attempt,
-        };
-        let (service, handler) = match attempt {
-            Ok(Ok(connected)) => connected,
-            // Authorization comes first, at the top of the loop.
-            Ok(Err(_)) if slot.wants_authorization() => continue,
-            failed => {
-                let reason = match failed {
-                    Ok(Err(reason)) => reason,
-                    _ => format!(
-                        "it did not finish starting within {:.1} s",
-                        startup_timeout.as_secs_f64()
-                    ),
-                };
-                // Let the stderr reader catch the child's last words.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                kill_group(&slot);
-                if !was_ready || failures >= settings.max_restarts {
-                    set_state(ServerState::Failed {
-                        reason: slot.with_stderr(reason),
-                    });
-                    return;
-                }
-                failures += 1;
-                set_state(ServerState::Restarting {
-                    attempt: failures,
-                    reason,
-                });
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep(settings.backoff(failures)) => continue,
-                }
-            }
-        };
-        let peer = service.peer().clone();
-        let connection = Connection {
-            peer: peer.clone(),
-            handler: handler.clone(),
-        };
-        let listed = match tokio::time::timeout(startup_timeout, list_tools(&peer)).await {
-            Ok(listed) => listed,
-            Err(_) => Err(format!(
-                "it did not answer tools/list within {:.1} s",
-                startup_timeout.as_secs_f64()
-            )),
-        };
-        match listed {
-            Ok(tools) => {
-                if let Ok(mut slot_tools) = slot.tools.lock() {
-                    *slot_tools = tools;
-                }
-            }
-            // A server that let the connection start without a token and
-            // wants one for its tools: authorize, then connect again.
-            Err(_) if slot.wants_authorization() => {
-                let _ = service.cancel().await;
-                kill_group(&slot);
-                continue;
-            }
-            Err(reason) => {
-                let _ = service.cancel().await;
-                kill_group(&slot);
-                set_state(ServerState::Failed {
-                    reason: slot.with_stderr(format!("tools/list failed: {reason}")),
-                });
-                return;
-            }
-        }
-        if let Ok(mut current) = slot.connection.lock() {
-            *current = Some(connection);
-        }
-        was_ready = true;
-        let connected_at = tokio::time::Instant::now();
-        set_state(ServerState::Ready);
-        // Renew the host's resource subscriptions on the new connection:
-        // with `resources/subscribe` on revisions with `initialize`, on a
-        // listen stream (with the lists that change) on 2026-07-28.
-        let sessionless = listen::sessionless(&peer);
-        let subscribed = if sessionless {
-            Vec::new()
-        } else {
-            slot.subscribed()
-        };
-        for uri in subscribed {
-            let peer = peer.clone();
-            #[allow(deprecated)]
-            tokio::spawn(async move {
-                let _ = peer
-                    .subscribe(rmcp::model::SubscribeRequestParams::new(uri))
-                    .await;
-            });
-        }
-        let mut listening = if sessionless {
-            listen::open(&peer, &slot, startup_timeout).await
-        } else {
-            None
-        };
-        // The stream ended: open it again (not after a refusal).
-        let mut relisten = false;
-
-        // Connected: refresh on list_changed until the connection drops or
-        // the hub shuts down.
-        let cancel = service.cancellation_token();
-        let mut waiting = std::pin::pin!(service.waiting());
-        // A remote server can go away without closing anything the client
-        // holds (streamable HTTP keeps no connection open): ping it, so
-        // `status()` stops saying Ready and the tools leave the next turn.
-        let remote = !matches!(slot.config.transport, ServerTransport::Stdio { .. });
-        let mut health =
-            tokio::time::interval(settings.health_check.max(Duration::from_millis(10)));
-        health.tick().await;
-        let reason = loop {
-            tokio::select! {
-                // Only while idle: a busy server shows it is alive by
-                // answering its calls, and may be slow to answer a ping.
-                _ = health.tick(), if remote && slot.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 => {
-                    let ping = peer.send_request(rmcp::model::ClientRequest::PingRequest(
-                        rmcp::model::PingRequest::default(),
-                    ));
-                    match tokio::time::timeout(startup_timeout.min(Duration::from_secs(10)), ping).await {
-                        // An error reply (say, "method not found") is an
-                        // answer: the server is there.
-                        Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_))) => {}
-                        Ok(Err(error)) => break format!("it stopped answering (ping: {})", service_error(&error)),
-                        Err(_) => break "it stopped answering (no reply to a ping)".to_owned(),
-                    }
-                }
-                _ = shutdown.cancelled() => {
-                    cancel.cancel();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), &mut waiting).await;
-                    kill_group(&slot);
-                    set_state(ServerState::Stopped);
-                    if let Ok(mut current) = slot.connection.lock() {
-                        *current = None;
-                    }
-                    return;
-                }
-                _ = handler.tools_changed.notified() => {
-                    let refreshed = tokio::time::timeout(startup_timeout, list_tools(&peer)).await;
-                    changed.send_modify(|generation| {
-                        if let Ok(Ok(tools)) = refreshed
-                            && let Ok(mut slot_tools) = slot.tools.lock()
-                        {
-                            *slot_tools = tools;
-                        }
-                        *generation += 1;
-                    });
-                }
-                notification = listen::next(&mut listening) => match notification {
-                    Some(notification) => listen::deliver(&handler, notification),
-                    None => {
-                        listening = None;
-                        relisten = true;
-                    }
-                },
-                // Listen again for a new set of resources, or a second
-                // after a stream ended.
-                _ = slot.subscriptions_changed.notified(), if sessionless => {
-                    listening = listen::open(&peer, &slot, startup_timeout).await;
-                }
-                _ = tokio::time::sleep(Duration::from_secs(1)), if relisten => {
-                    relisten = false;
-                    listening = listen::open(&peer, &slot, startup_timeout).await;
-                }
-                _ = slot.challenge_raised() => {
-                    if slot.wants_authorization() {
-                        break "the server asked for a new authorization".to_owned();
-                    }
-                }
-                quit = &mut waiting => break match quit {
-                    Ok(rmcp::service::QuitReason::Cancelled) => "the connection was cancelled".to_owned(),
-                    Ok(_) => "the connection closed".to_owned(),
-                    Err(error) => format!("the connection ended: {error}"),
-                },
-            }
-        };
-        // A connection that lasted a while earns a fresh restart budget; one
-        // that dies right after starting does not (no endless crash loop).
-        // One ended for a new authorization is no failure.
-        let wants_authorization = slot.wants_authorization();
-        if connected_at.elapsed() >= STABLE_AFTER {
-            failures = 0;
-        }
-        if !wants_authorization {
-            failures += 1;
-        }
-        let gave_up = failures > settings.max_restarts;
-        // Let the stderr reader catch the child's last words.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let connected = connected_at.into_std();
-        let since = Some(
-            Instant::now()
-                .checked_sub(LAST_WORDS)
-                .map_or(connected, |recent| recent.max(connected)),
-        );
-        let next = if gave_up {
-            ServerState::Failed {
-                reason: slot.with_stderr_since(
-                    format!("{reason}; gave up after {} restarts", settings.max_restarts),
-                    since,
-                ),
-            }
-        } else {
-            ServerState::Restarting {
-                attempt: failures,
-                reason: slot.with_stderr_since(reason, since),
-            }
-        };
-        // Leave `Ready` and drop the connection in one step, before anything
-        // else a reader could see (the process group going away): a server
-        // reported ready always has a connection.
-        changed.send_modify(|generation| {
-            if let Ok(mut current) = slot.connection.lock() {
-                *current = None;
-            }
-            if let Ok(mut current) = slot.state.lock() {
-                *current = next;
-            }
-            *generation += 1;
-        });
-        kill_group(&slot);
-        if gave_up {
-            return;
-        }
-        if wants_authorization {
-            continue;
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(settings.backoff(failures)) => {}
-        }
-    }
-    kill_group(&slot);
-    set_state(ServerState::Stopped);
 }
 
 /// `tools/list`, following cursors (at most 100 pages).
