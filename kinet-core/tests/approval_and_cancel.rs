@@ -117,10 +117,13 @@ async fn approve_for_session_asks_once() {
     assert!(outcome.stop.is_completed());
     assert_eq!(calls.load(Ordering::SeqCst), 4);
     assert_eq!(confirm.asked().len(), 1);
-    // ...and is not persisted.
+    // ...and is saved with it, as a session saves it (one run state).
     let json = serde_json::to_string(&outcome.conversation).unwrap();
     let restored: kinet_core::Conversation = serde_json::from_str(&json).unwrap();
-    assert!(restored.session_approvals.is_empty());
+    assert_eq!(
+        restored.session_approvals,
+        std::collections::BTreeSet::from(["change".to_owned()])
+    );
 }
 
 #[tokio::test]
