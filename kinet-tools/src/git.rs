@@ -1,6 +1,6 @@
 //! `git_diff`: the real `git diff`, read-only.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -242,7 +242,6 @@ impl Tool for GitDiffTool {
     }
 
     async fn call(&self, args: GitDiffArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
-        let dir = ctx.cwd().to_path_buf();
         if let Some(git_ref) = &args.git_ref
             && (git_ref.starts_with('-') || git_ref.trim().is_empty())
         {
@@ -254,26 +253,66 @@ impl Tool for GitDiffTool {
             Some(file) => Some(ctx.resolve_path(file)?),
             None => None,
         };
-        let none = Drivers::default();
-        let inside = run_git(
-            &self.git,
-            &dir,
-            &none,
-            &[
-                "rev-parse",
-                "--is-inside-work-tree",
-                "--show-toplevel",
-                "--absolute-git-dir",
-                "--git-common-dir",
-            ],
+        let repo = Repo {
+            git: &self.git,
+            dir: ctx.cwd().to_path_buf(),
             ctx,
-        )
-        .await?;
+        };
+        repo.check_inside_workspace().await?;
+        let drivers = repo.drivers().await?;
+        let mut text = repo.diff(&args, file.as_deref(), &drivers).await?;
+        if !args.cached && args.git_ref.is_none() {
+            let untracked = repo.untracked(file.as_deref(), &drivers).await?;
+            if !untracked.is_empty() {
+                text.push_str(&format!(
+                    "\nUntracked files (not in the diff): {}\n",
+                    untracked.join(", ")
+                ));
+            }
+        }
+        Ok(ToolOutput::text(text))
+    }
+}
+
+/// The longest diff returned; the rest is cut with a note.
+const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
+
+/// The repository one `git_diff` call works in: the git executable, the
+/// directory git runs in and the call's context.
+struct Repo<'a> {
+    git: &'a str,
+    dir: PathBuf,
+    ctx: &'a ToolCtx,
+}
+
+impl Repo<'_> {
+    /// Runs one hardened git command in the directory.
+    async fn run(&self, drivers: &Drivers, args: &[&str]) -> Result<GitOutput, ToolError> {
+        run_git(self.git, &self.dir, drivers, args, self.ctx).await
+    }
+
+    /// Checks that the directory is inside a git work tree, and that the
+    /// work tree and the repository lie inside the workspace: a
+    /// `core.worktree` pointing elsewhere would show files from there, and
+    /// a `.git` file or link naming another repository its history.
+    async fn check_inside_workspace(&self) -> Result<(), ToolError> {
+        let inside = self
+            .run(
+                &Drivers::default(),
+                &[
+                    "rev-parse",
+                    "--is-inside-work-tree",
+                    "--show-toplevel",
+                    "--absolute-git-dir",
+                    "--git-common-dir",
+                ],
+            )
+            .await?;
         let mut lines = inside.stdout.lines();
         if inside.status != Some(0) || lines.next() != Some("true") {
             return Err(ToolError::invalid_arguments(format!(
                 "`{}` is not inside a git repository (git said: {})",
-                dir.display(),
+                self.dir.display(),
                 if inside.stderr.is_empty() {
                     "not a work tree"
                 } else {
@@ -281,33 +320,46 @@ impl Tool for GitDiffTool {
                 }
             )));
         }
-        // The work tree and the repository must lie inside the workspace: a
-        // `core.worktree` pointing elsewhere would show files from there,
-        // and a `.git` file or link naming another repository its history.
-        if !ctx.roots().is_empty() {
+        if !self.ctx.roots().is_empty() {
             for (what, path) in ["work tree", "repository", "repository"]
                 .into_iter()
                 .zip(lines)
             {
-                let path = dir.join(path);
-                ctx.resolve_path(&path.to_string_lossy()).map_err(|e| {
-                    ToolError::permission_denied(format!(
-                        "the {what} `{}` is outside the workspace ({})",
-                        path.display(),
-                        e.message()
-                    ))
-                })?;
+                let path = self.dir.join(path);
+                self.ctx
+                    .resolve_path(&path.to_string_lossy())
+                    .map_err(|e| {
+                        ToolError::permission_denied(format!(
+                            "the {what} `{}` is outside the workspace ({})",
+                            path.display(),
+                            e.message()
+                        ))
+                    })?;
             }
         }
-        let names = run_git(
-            &self.git,
-            &dir,
-            &none,
-            &["config", "--name-only", "--get-regexp", r"^(filter|diff)\."],
-            ctx,
-        )
-        .await?;
-        let drivers = Drivers::parse(&names.stdout);
+        Ok(())
+    }
+
+    /// The filter and diff drivers the repository's config defines, read
+    /// without running any of them.
+    async fn drivers(&self) -> Result<Drivers, ToolError> {
+        let names = self
+            .run(
+                &Drivers::default(),
+                &["config", "--name-only", "--get-regexp", r"^(filter|diff)\."],
+            )
+            .await?;
+        Ok(Drivers::parse(&names.stdout))
+    }
+
+    /// Runs `git diff` as `args` ask and returns its text: the diff, cut
+    /// at [`MAX_DIFF_BYTES`], or a line saying there are no changes.
+    async fn diff(
+        &self,
+        args: &GitDiffArgs,
+        file: Option<&Path>,
+        drivers: &Drivers,
+    ) -> Result<String, ToolError> {
         let mut command: Vec<String> = ["diff", "--no-color", "--no-ext-diff", "--no-textconv"]
             .iter()
             .map(|s| s.to_string())
@@ -319,39 +371,15 @@ impl Tool for GitDiffTool {
             command.push(git_ref.clone());
         }
         command.push("--".into());
-        if let Some(file) = &file {
+        if let Some(file) = file {
             command.push(file.display().to_string());
         }
         let refs: Vec<&str> = command.iter().map(String::as_str).collect();
-        let diff = run_git(&self.git, &dir, &drivers, &refs, ctx).await?;
+        let diff = self.run(drivers, &refs).await?;
         if diff.status != Some(0) {
-            let message = &diff.stderr;
-            if let Some(git_ref) = &args.git_ref
-                && (message.contains("bad revision")
-                    || message.contains("unknown revision")
-                    || message.contains("ambiguous argument"))
-            {
-                return Err(ToolError::not_found(format!(
-                    "unknown ref `{git_ref}`: no commit, branch or tag by that name (git said: {message})"
-                )));
-            }
-            return Err(ToolError::failed(format!("git diff failed: {message}")));
+            return Err(diff_error(args.git_ref.as_deref(), &diff.stderr));
         }
-        const MAX_DIFF_BYTES: usize = 4 * 1024 * 1024;
-        let mut stdout = diff.stdout;
-        if stdout.len() > MAX_DIFF_BYTES {
-            let mut cut = MAX_DIFF_BYTES;
-            while !stdout.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let total = stdout.len();
-            stdout.truncate(cut);
-            stdout.push_str(&format!(
-                "\n[diff cut at {MAX_DIFF_BYTES} of {total} bytes; limit it with file]\n"
-            ));
-        }
-        let diff_stdout = stdout;
-        let mut text = if diff_stdout.is_empty() {
+        if diff.stdout.is_empty() {
             let what = if args.cached {
                 "staged changes"
             } else if args.git_ref.is_some() {
@@ -359,35 +387,67 @@ impl Tool for GitDiffTool {
             } else {
                 "unstaged changes"
             };
-            format!("No {what}.")
-        } else {
-            diff_stdout
-        };
-        if !args.cached && args.git_ref.is_none() {
-            let mut status_args = vec![
-                "status",
-                "--porcelain",
-                "--untracked-files=normal",
-                "--ignore-submodules=all",
-                "--",
-            ];
-            let file_arg = file.as_ref().map(|f| f.display().to_string());
-            if let Some(file) = &file_arg {
-                status_args.push(file);
-            }
-            let status = run_git(&self.git, &dir, &drivers, &status_args, ctx).await?;
-            let untracked: Vec<&str> = status
-                .stdout
-                .lines()
-                .filter_map(|l| l.strip_prefix("?? "))
-                .collect();
-            if !untracked.is_empty() {
-                text.push_str(&format!(
-                    "\nUntracked files (not in the diff): {}\n",
-                    untracked.join(", ")
-                ));
-            }
+            return Ok(format!("No {what}."));
         }
-        Ok(ToolOutput::text(text))
+        Ok(cut_diff(diff.stdout))
     }
+
+    /// The untracked files `git status` lists (limited to `file` if given),
+    /// which `git diff` does not show.
+    async fn untracked(
+        &self,
+        file: Option<&Path>,
+        drivers: &Drivers,
+    ) -> Result<Vec<String>, ToolError> {
+        let mut status_args = vec![
+            "status",
+            "--porcelain",
+            "--untracked-files=normal",
+            "--ignore-submodules=all",
+            "--",
+        ];
+        let file_arg = file.map(|f| f.display().to_string());
+        if let Some(file) = &file_arg {
+            status_args.push(file);
+        }
+        let status = self.run(drivers, &status_args).await?;
+        Ok(status
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("?? "))
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
+/// The error for a failed `git diff`: an unknown ref is reported as not
+/// found, anything else as a failure with git's message.
+fn diff_error(git_ref: Option<&str>, message: &str) -> ToolError {
+    if let Some(git_ref) = git_ref
+        && (message.contains("bad revision")
+            || message.contains("unknown revision")
+            || message.contains("ambiguous argument"))
+    {
+        return ToolError::not_found(format!(
+            "unknown ref `{git_ref}`: no commit, branch or tag by that name (git said: {message})"
+        ));
+    }
+    ToolError::failed(format!("git diff failed: {message}"))
+}
+
+/// Cuts a diff longer than [`MAX_DIFF_BYTES`] at a character boundary and
+/// says so at the end.
+fn cut_diff(mut stdout: String) -> String {
+    if stdout.len() > MAX_DIFF_BYTES {
+        let mut cut = MAX_DIFF_BYTES;
+        while !stdout.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let total = stdout.len();
+        stdout.truncate(cut);
+        stdout.push_str(&format!(
+            "\n[diff cut at {MAX_DIFF_BYTES} of {total} bytes; limit it with file]\n"
+        ));
+    }
+    stdout
 }

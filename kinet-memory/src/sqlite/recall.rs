@@ -176,132 +176,14 @@ impl MemoryStore {
         self.inner
             .db
             .read(move |conn| {
-                // Every match is inside the scope: its key is a second
-                // column of the full-text index, intersected with the
-                // terms (matched in the text only). A scope alone in the
-                // store (one tenant, or a store from before scopes) skips
-                // the intersection; the rows are checked against the scope
-                // again when fetched, so a record another scope writes
-                // meanwhile is still never returned.
-                let alone = scope_is_alone(conn, &key)?;
-                let within = |terms: &str| {
-                    if alone {
-                        format!("text : ({terms})")
-                    } else {
-                        format!("scope_key : \"{key}\" AND text : ({terms})")
-                    }
-                };
-                // Records are written in time order, so a time limit is a
-                // rowid range, which FTS5 applies inside its index (a join
-                // with the records table would visit every match); the hits
-                // are checked against the time again when fetched.
-                let first: i64 = match since {
-                    None => i64::MIN,
-                    Some(since) => {
-                        let first: Option<i64> = conn
-                            .query_row(
-                                "SELECT min(id) FROM records WHERE created_at >= ?1",
-                                params![since],
-                                |r| r.get(0),
-                            )
-                            .map_err(sql)?;
-                        match first {
-                            Some(first) => first,
-                            None => return Ok(Vec::new()),
-                        }
-                    }
-                };
-                // How many records a phrase matches, counted up to one past
-                // FREQUENT (newest first, so FTS5 stops early for a term;
-                // a prefix phrase reads its doclists whole).
-                let mut count = conn
-                    .prepare_cached(
-                        "SELECT count(*) FROM (SELECT rowid FROM records_fts
-                         WHERE records_fts MATCH ?1 AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3)",
-                    )
-                    .map_err(sql)?;
-                let mut matches = |phrase: &str| -> Result<i64, MemoryError> {
-                    count
-                        .query_row(params![within(phrase), first, FREQUENT as i64 + 1], |r| r.get(0))
-                        .map_err(sql)
-                };
-                let frequent_count = FREQUENT as i64;
-                let mut rare = Vec::new();
-                let mut frequent = Vec::new();
-                for (term, word) in &terms {
-                    // A common word as written is frequent: no need to read
-                    // the doclists of all its forms to say so.
-                    if word != term {
-                        let written = format!("\"{word}\"");
-                        if matches(&written)? > frequent_count {
-                            frequent.push(written);
-                            continue;
-                        }
-                    }
-                    let exact = format!("\"{term}\"");
-                    let exact_matches = matches(&exact)?;
-                    if exact_matches > frequent_count {
-                        frequent.push(exact);
-                    } else if term.chars().count() < 4 {
-                        rare.push(exact);
-                    } else if matches(&phrase(term))? <= frequent_count {
-                        // Word forms ("deploy" finds "deployment") while
-                        // the prefix stays rare.
-                        rare.push(phrase(term));
-                    } else if exact_matches > 0 {
-                        rare.push(exact);
-                    } else {
-                        // Only its longer forms occur ("bill" of "billing"),
-                        // and often.
-                        frequent.push(phrase(term));
-                    }
-                }
-                if !rare.is_empty() {
-                    let mut statement = conn
-                        .prepare_cached(
-                            "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
-                             ORDER BY bm25(records_fts) LIMIT ?3",
-                        )
-                        .map_err(sql)?;
-                    return statement
-                        .query_map(params![within(&rare.join(" OR ")), first, depth as i64], |r| r.get(0))
-                        .map_err(sql)?
-                        .collect::<Result<Vec<i64>, _>>()
-                        .map_err(sql);
-                }
-                // Every term is frequent: bm25 would read every match of
-                // each to weigh it, and weighs them all about the same. The
-                // newest FREQUENT matches of any term are ranked by how many
-                // of the terms they hold, newest first among equals.
-                let mut rows = conn
-                    .prepare_cached(
-                        "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
-                         ORDER BY rowid DESC LIMIT ?3",
-                    )
-                    .map_err(sql)?;
-                let newest: Vec<i64> = rows
-                    .query_map(params![within(&frequent.join(" OR ")), first, FREQUENT as i64], |r| r.get(0))
-                    .map_err(sql)?
-                    .collect::<Result<_, _>>()
-                    .map_err(sql)?;
-                let Some(oldest) = newest.last().copied() else {
+                let Some(search) = TextSearch::new(conn, key, since)? else {
                     return Ok(Vec::new());
                 };
-                let mut held: std::collections::HashMap<i64, usize> =
-                    newest.iter().map(|id| (*id, 0)).collect();
-                for term in &frequent {
-                    let ids = rows
-                        .query_map(params![within(term), oldest, FREQUENT as i64], |r| r.get::<_, i64>(0))
-                        .map_err(sql)?;
-                    for id in ids {
-                        if let Some(count) = held.get_mut(&id.map_err(sql)?) {
-                            *count += 1;
-                        }
-                    }
+                let phrases = search.phrases(&terms)?;
+                if !phrases.rare.is_empty() {
+                    return search.best_by_bm25(&phrases.rare, depth);
                 }
-                let mut ranked: Vec<(i64, usize)> = held.into_iter().collect();
-                ranked.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
-                Ok(ranked.into_iter().take(depth).map(|(id, _)| id).collect())
+                search.holding_most(&phrases.frequent, depth)
             })
             .await
     }
@@ -373,6 +255,196 @@ fn scope_is_alone(conn: &rusqlite::Connection, key: &str) -> Result<bool, Memory
     )
     .and_then(|mut statement| statement.query_row(params![key], |r| r.get(0)))
     .map_err(sql)
+}
+
+/// A full-text search over one scope's records, from a first rowid on.
+struct TextSearch<'a> {
+    conn: &'a rusqlite::Connection,
+    /// The scope's key, or `None` when the scope is alone in the store.
+    key: Option<String>,
+    /// The lowest rowid searched.
+    first: i64,
+}
+
+/// A query's terms as FTS5 phrases, sorted by how many records they match.
+struct Phrases {
+    /// Phrases matching at most [`FREQUENT`] records.
+    rare: Vec<String>,
+    /// Phrases matching more.
+    frequent: Vec<String>,
+}
+
+impl<'a> TextSearch<'a> {
+    /// The search for the records of the scope `key` created at `since` or
+    /// later; `None` when no record is that recent.
+    fn new(
+        conn: &'a rusqlite::Connection,
+        key: String,
+        since: Option<i64>,
+    ) -> Result<Option<Self>, MemoryError> {
+        // Every match is inside the scope: its key is a second column of
+        // the full-text index, intersected with the terms (matched in the
+        // text only). A scope alone in the store (one tenant, or a store
+        // from before scopes) skips the intersection; the rows are checked
+        // against the scope again when fetched, so a record another scope
+        // writes meanwhile is still never returned.
+        let alone = scope_is_alone(conn, &key)?;
+        // Records are written in time order, so a time limit is a rowid
+        // range, which FTS5 applies inside its index (a join with the
+        // records table would visit every match); the hits are checked
+        // against the time again when fetched.
+        let first: i64 = match since {
+            None => i64::MIN,
+            Some(since) => {
+                let first: Option<i64> = conn
+                    .query_row(
+                        "SELECT min(id) FROM records WHERE created_at >= ?1",
+                        params![since],
+                        |r| r.get(0),
+                    )
+                    .map_err(sql)?;
+                match first {
+                    Some(first) => first,
+                    None => return Ok(None),
+                }
+            }
+        };
+        Ok(Some(Self {
+            conn,
+            key: (!alone).then_some(key),
+            first,
+        }))
+    }
+
+    /// The FTS5 query for `terms` within the scope.
+    fn within(&self, terms: &str) -> String {
+        match &self.key {
+            None => format!("text : ({terms})"),
+            Some(key) => format!("scope_key : \"{key}\" AND text : ({terms})"),
+        }
+    }
+
+    /// Sorts the query's terms (each with its word as written) into rare
+    /// and frequent phrases; a rare term of four letters or more becomes a
+    /// prefix phrase while the prefix stays rare.
+    fn phrases(&self, terms: &[(String, String)]) -> Result<Phrases, MemoryError> {
+        // How many records a phrase matches, counted up to one past
+        // FREQUENT (newest first, so FTS5 stops early for a term; a prefix
+        // phrase reads its doclists whole).
+        let mut count = self
+            .conn
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT rowid FROM records_fts
+                 WHERE records_fts MATCH ?1 AND rowid >= ?2 ORDER BY rowid DESC LIMIT ?3)",
+            )
+            .map_err(sql)?;
+        let mut matches = |phrase: &str| -> Result<i64, MemoryError> {
+            count
+                .query_row(
+                    params![self.within(phrase), self.first, FREQUENT as i64 + 1],
+                    |r| r.get(0),
+                )
+                .map_err(sql)
+        };
+        let frequent_count = FREQUENT as i64;
+        let mut rare = Vec::new();
+        let mut frequent = Vec::new();
+        for (term, word) in terms {
+            // A common word as written is frequent: no need to read the
+            // doclists of all its forms to say so.
+            if word != term {
+                let written = format!("\"{word}\"");
+                if matches(&written)? > frequent_count {
+                    frequent.push(written);
+                    continue;
+                }
+            }
+            let exact = format!("\"{term}\"");
+            let exact_matches = matches(&exact)?;
+            if exact_matches > frequent_count {
+                frequent.push(exact);
+            } else if term.chars().count() < 4 {
+                rare.push(exact);
+            } else if matches(&phrase(term))? <= frequent_count {
+                // Word forms ("deploy" finds "deployment") while the prefix
+                // stays rare.
+                rare.push(phrase(term));
+            } else if exact_matches > 0 {
+                rare.push(exact);
+            } else {
+                // Only its longer forms occur ("bill" of "billing"), and
+                // often.
+                frequent.push(phrase(term));
+            }
+        }
+        Ok(Phrases { rare, frequent })
+    }
+
+    /// The `depth` best matches of any of the rare phrases, by bm25.
+    fn best_by_bm25(&self, rare: &[String], depth: usize) -> Result<Vec<i64>, MemoryError> {
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
+                 ORDER BY bm25(records_fts) LIMIT ?3",
+            )
+            .map_err(sql)?;
+        statement
+            .query_map(
+                params![self.within(&rare.join(" OR ")), self.first, depth as i64],
+                |r| r.get(0),
+            )
+            .map_err(sql)?
+            .collect::<Result<Vec<i64>, _>>()
+            .map_err(sql)
+    }
+
+    /// For frequent phrases only: bm25 would read every match of each to
+    /// weigh it, and weighs them all about the same. The newest
+    /// [`FREQUENT`] matches of any phrase are ranked by how many of the
+    /// phrases they hold, newest first among equals; the first `depth`
+    /// are returned.
+    fn holding_most(&self, frequent: &[String], depth: usize) -> Result<Vec<i64>, MemoryError> {
+        let mut rows = self
+            .conn
+            .prepare_cached(
+                "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid >= ?2
+                 ORDER BY rowid DESC LIMIT ?3",
+            )
+            .map_err(sql)?;
+        let newest: Vec<i64> = rows
+            .query_map(
+                params![
+                    self.within(&frequent.join(" OR ")),
+                    self.first,
+                    FREQUENT as i64
+                ],
+                |r| r.get(0),
+            )
+            .map_err(sql)?
+            .collect::<Result<_, _>>()
+            .map_err(sql)?;
+        let Some(oldest) = newest.last().copied() else {
+            return Ok(Vec::new());
+        };
+        let mut held: std::collections::HashMap<i64, usize> =
+            newest.iter().map(|id| (*id, 0)).collect();
+        for term in frequent {
+            let ids = rows
+                .query_map(params![self.within(term), oldest, FREQUENT as i64], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map_err(sql)?;
+            for id in ids {
+                if let Some(count) = held.get_mut(&id.map_err(sql)?) {
+                    *count += 1;
+                }
+            }
+        }
+        let mut ranked: Vec<(i64, usize)> = held.into_iter().collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(b.0.cmp(&a.0)));
+        Ok(ranked.into_iter().take(depth).map(|(id, _)| id).collect())
+    }
 }
 
 /// A term as an FTS5 prefix phrase (terms hold letters and digits only).

@@ -509,108 +509,41 @@ fn control_value(control: &Value, offset: i32) -> String {
     let Some(value) = control.get("value") else {
         return String::new();
     };
-    let date = |v: &Value| {
-        int_of(v, "s_timestamp")
-            .map(|t| format_time(t, offset))
-            .unwrap_or_default()
-    };
-    let range = |v: &Value| {
-        let begin = int_of(v, "new_begin")
-            .map(|t| format_time(t, offset))
-            .unwrap_or_default();
-        let end = int_of(v, "new_end")
-            .map(|t| format_time(t, offset))
-            .unwrap_or_default();
-        let mut text = format!("{begin} to {end}");
-        if let Some(seconds) = int_of(v, "new_duration") {
-            let _ = write!(text, " ({:.1} h)", seconds as f64 / 3600.0);
-        }
-        text
-    };
-    let options = |selector: &Value| {
-        selector
-            .get("options")
-            .and_then(Value::as_array)
-            .map(|options| {
-                options
-                    .iter()
-                    .map(|o| localized(o.get("value")))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
     match str_of(control, "control") {
         "Text" | "Textarea" => str_of(value, "text").to_owned(),
         "Number" => str_of(value, "new_number").to_owned(),
         "Money" => str_of(value, "new_money").to_owned(),
-        "Date" => value.get("date").map(date).unwrap_or_default(),
-        "DateRange" => value.get("date_range").map(range).unwrap_or_default(),
-        "Selector" => value.get("selector").map(options).unwrap_or_default(),
-        "Contact" => {
-            let members = value
-                .get("members")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
-            let departments = value
-                .get("departments")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
-            members
-                .chain(departments)
-                .map(|m| {
-                    let name = str_of(m, "name");
-                    if name.is_empty() {
-                        str_of(m, "userid")
-                    } else {
-                        name
-                    }
-                    .to_owned()
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
-        "File" => {
-            let count = value
-                .get("files")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            format!("{count} file(s)")
-        }
-        "Table" => {
-            let rows = value
-                .get("children")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            format!("{rows} row(s)")
-        }
+        "Date" => value
+            .get("date")
+            .map(|date| date_text(date, offset))
+            .unwrap_or_default(),
+        "DateRange" => value
+            .get("date_range")
+            .map(|range| range_text(range, offset))
+            .unwrap_or_default(),
+        "Selector" => value
+            .get("selector")
+            .map(selected_options)
+            .unwrap_or_default(),
+        "Contact" => contact_names(value),
+        "File" => format!("{} file(s)", array_len(value, "files")),
+        "Table" => format!("{} row(s)", array_len(value, "children")),
         "Vacation" => {
             let kind = value
                 .pointer("/vacation/selector")
-                .map(options)
+                .map(selected_options)
                 .unwrap_or_default();
             let span = value
                 .pointer("/vacation/attendance/date_range")
-                .map(range)
+                .map(|range| range_text(range, offset))
                 .unwrap_or_default();
             format!("{kind}, {span}")
         }
         "Attendance" => value
             .pointer("/attendance/date_range")
-            .map(range)
+            .map(|range| range_text(range, offset))
             .unwrap_or_default(),
-        "Location" => {
-            let location = value.get("location").unwrap_or(&Value::Null);
-            format!(
-                "{} {}",
-                str_of(location, "title"),
-                str_of(location, "address")
-            )
-            .trim()
-            .to_owned()
-        }
+        "Location" => location_text(value),
         "Formula" => value
             .pointer("/formula/value")
             .map(|v| v.to_string().trim_matches('"').to_owned())
@@ -626,17 +559,104 @@ fn control_value(control: &Value, offset: i32) -> String {
             })
             .unwrap_or_default(),
         "Tips" => String::new(),
-        _ => {
-            let mut text = value.to_string();
-            if text.len() > 200 {
-                let cut = (0..=200)
-                    .rev()
-                    .find(|&i| text.is_char_boundary(i))
-                    .unwrap_or(0);
-                text.truncate(cut);
-                text.push('…');
-            }
-            text
-        }
+        _ => raw_value_text(value),
     }
+}
+
+/// A date control's value (`s_timestamp`) as local time.
+fn date_text(date: &Value, offset: i32) -> String {
+    int_of(date, "s_timestamp")
+        .map(|t| format_time(t, offset))
+        .unwrap_or_default()
+}
+
+/// A date range's begin and end as local time, with its length in hours
+/// when given.
+fn range_text(range: &Value, offset: i32) -> String {
+    let begin = int_of(range, "new_begin")
+        .map(|t| format_time(t, offset))
+        .unwrap_or_default();
+    let end = int_of(range, "new_end")
+        .map(|t| format_time(t, offset))
+        .unwrap_or_default();
+    let mut text = format!("{begin} to {end}");
+    if let Some(seconds) = int_of(range, "new_duration") {
+        let _ = write!(text, " ({:.1} h)", seconds as f64 / 3600.0);
+    }
+    text
+}
+
+/// The options chosen in a selector, comma-separated.
+fn selected_options(selector: &Value) -> String {
+    selector
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|options| {
+            options
+                .iter()
+                .map(|o| localized(o.get("value")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default()
+}
+
+/// The members and departments of a contact control, by name (or user ID
+/// when a member has no name).
+fn contact_names(value: &Value) -> String {
+    let members = value
+        .get("members")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    let departments = value
+        .get("departments")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    members
+        .chain(departments)
+        .map(|m| {
+            let name = str_of(m, "name");
+            if name.is_empty() {
+                str_of(m, "userid")
+            } else {
+                name
+            }
+            .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How many items the array under `key` holds (0 when there is none).
+fn array_len(value: &Value, key: &str) -> usize {
+    value.get(key).and_then(Value::as_array).map_or(0, Vec::len)
+}
+
+/// A location control's title and address.
+fn location_text(value: &Value) -> String {
+    let location = value.get("location").unwrap_or(&Value::Null);
+    format!(
+        "{} {}",
+        str_of(location, "title"),
+        str_of(location, "address")
+    )
+    .trim()
+    .to_owned()
+}
+
+/// The value of a control kind not known here, as JSON cut to about 200
+/// bytes.
+fn raw_value_text(value: &Value) -> String {
+    let mut text = value.to_string();
+    if text.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
 }

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use kinet_core::sandbox::Launch;
+use kinet_core::sandbox::{Containment, Launch};
 use kinet_core::{ToolCtx, ToolError};
 
 use super::{Ended, Finished, ShellConfig};
@@ -185,7 +185,7 @@ pub(super) async fn run_command(
 ) -> Result<Finished, ToolError> {
     let Local {
         line,
-        mut command,
+        command,
         launch,
         timeout,
     } = local;
@@ -193,6 +193,80 @@ pub(super) async fn run_command(
     let spawn_error = |e: std::io::Error| ToolError::failed(format!("cannot start `{line}`: {e}"));
     // One pipe for both streams keeps their order.
     let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
+    let Spawned {
+        mut child,
+        sandboxed,
+        containment,
+    } = spawn(line, command, launch, writer)?;
+    let pid = child.id();
+    // If this future is dropped (the run aborted), still stop the group.
+    let mut group = GroupGuard(pid);
+    let mut output = OutputReader {
+        pipe: OutputPipe::new(reader).map_err(spawn_error)?,
+        eof: false,
+        kept: CappedOutput::new(config.max_output_bytes),
+        progress: Progress {
+            pending: Vec::new(),
+            budget: config.max_output_bytes,
+            ctx,
+        },
+    };
+    let outcome = output
+        .until_end(&mut child, line, timeout, config.drain_after_exit)
+        .await?;
+    // Stop everything left: the command itself on timeout or cancellation,
+    // background children otherwise.
+    kill_group(pid);
+    group.0 = None;
+    let status = match outcome {
+        Outcome::Exited(status) => Some(status),
+        Outcome::TimedOut | Outcome::Cancelled => {
+            tokio::time::timeout(Duration::from_secs(5), child.wait())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        }
+    };
+    // What the killed processes had written before they died; the pipe is
+    // dropped after a short wait either way.
+    output.drain_for(Duration::from_millis(50)).await;
+    let text = output.into_text();
+    let (exit_code, signal) = match status {
+        Some(status) => (status.code(), signal_of(&status).map(|s| s.to_string())),
+        None => (None, None),
+    };
+    let ended = Ended {
+        exit_code,
+        signal,
+        timed_out: matches!(outcome, Outcome::TimedOut),
+        cancelled: matches!(outcome, Outcome::Cancelled),
+    };
+    Ok(Finished::new(
+        line,
+        text,
+        ended,
+        sandboxed,
+        containment,
+        started,
+    ))
+}
+
+/// A started command, with what its launch said about it.
+struct Spawned {
+    child: tokio::process::Child,
+    sandboxed: bool,
+    containment: Containment,
+}
+
+/// Starts `command` contained by `launch`, its stdout and stderr both
+/// going to `writer`, in a process group of its own.
+fn spawn(
+    line: &str,
+    mut command: std::process::Command,
+    launch: Launch,
+    writer: std::io::PipeWriter,
+) -> Result<Spawned, ToolError> {
+    let spawn_error = |e: std::io::Error| ToolError::failed(format!("cannot start `{line}`: {e}"));
     let writer_err = writer.try_clone().map_err(spawn_error)?;
     command
         .stdin(Stdio::null())
@@ -210,120 +284,129 @@ pub(super) async fn run_command(
         .map_err(|e| ToolError::failed(format!("cannot start `{line}`: {e}")))?;
     let mut command = tokio::process::Command::from(command);
     command.kill_on_drop(true);
-    let mut child = command.spawn().map_err(spawn_error)?;
+    let child = command.spawn().map_err(spawn_error)?;
     // Close our copies of the write end, or the reader never sees EOF.
     drop(command);
-    let pid = child.id();
-    // If this future is dropped (the run aborted), still stop the group.
-    let mut group = GroupGuard(pid);
-    let mut pipe = OutputPipe::new(reader).map_err(spawn_error)?;
+    Ok(Spawned {
+        child,
+        sandboxed,
+        containment,
+    })
+}
 
-    let mut output = CappedOutput::new(config.max_output_bytes);
-    let mut pending = Vec::new();
-    // Progress events stop after this many bytes, so a slow host is not
-    // flooded by a command like `yes`; the final output is capped apart.
-    let mut progress_budget = config.max_output_bytes;
-    let mut on_chunk = |chunk: &[u8], output: &mut CappedOutput| {
-        output.push(chunk);
-        if progress_budget == 0 {
+/// How the wait for a command ended.
+enum Outcome {
+    /// It exited with this status.
+    Exited(std::process::ExitStatus),
+    /// The timeout passed first.
+    TimedOut,
+    /// The call was cancelled first.
+    Cancelled,
+}
+
+/// Streams output as progress events, up to a budget of bytes, so a slow
+/// host is not flooded by a command like `yes`; the final output is capped
+/// apart.
+struct Progress<'a> {
+    /// Bytes of an incomplete UTF-8 character, sent with the next chunk.
+    pending: Vec<u8>,
+    /// Bytes left to stream.
+    budget: usize,
+    ctx: &'a ToolCtx,
+}
+
+impl Progress<'_> {
+    /// Sends what fits in the budget of `chunk`, saying so once the budget
+    /// is spent.
+    fn send(&mut self, chunk: &[u8]) {
+        if self.budget == 0 {
             return;
         }
-        let take = chunk.len().min(progress_budget);
-        progress_budget -= take;
-        pending.extend_from_slice(&chunk[..take]);
-        let mut text = take_text(&mut pending);
-        if progress_budget == 0 {
+        let take = chunk.len().min(self.budget);
+        self.budget -= take;
+        self.pending.extend_from_slice(&chunk[..take]);
+        let mut text = take_text(&mut self.pending);
+        if self.budget == 0 {
             text.push_str("\n[... further output is not streamed; it is in the result ...]\n");
         }
         if !text.is_empty() {
-            ctx.progress(text);
+            self.ctx.progress(text);
         }
-    };
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let mut status = None;
-    let mut eof = false;
-    loop {
-        tokio::select! {
-            chunk = pipe.next(), if !eof => match chunk {
-                Some(chunk) => on_chunk(&chunk, &mut output),
-                // The command closed its output but may still be running
-                // (`exec >log 2>&1; make`): keep waiting for it.
-                None => eof = true,
-            },
-            exited = child.wait(), if status.is_none() => {
-                status = Some(exited.map_err(|e| ToolError::failed(format!("waiting for `{line}` failed: {e}")))?);
-                // Keep reading what is already in the pipe (and, without a
-                // PID namespace, what background children write) for a
-                // moment, then stop.
-                let drain = tokio::time::sleep(config.drain_after_exit);
-                tokio::pin!(drain);
-                while !eof {
-                    tokio::select! {
-                        chunk = pipe.next() => match chunk {
-                            Some(chunk) => on_chunk(&chunk, &mut output),
-                            None => eof = true,
-                        },
-                        _ = &mut drain => break,
-                    }
+    }
+}
+
+/// The command's output as it is read: kept (capped) for the result and
+/// streamed as progress.
+struct OutputReader<'a> {
+    pipe: OutputPipe,
+    /// The pipe has ended: every writer closed it.
+    eof: bool,
+    kept: CappedOutput,
+    progress: Progress<'a>,
+}
+
+impl OutputReader<'_> {
+    /// Keeps and streams one chunk.
+    fn take(&mut self, chunk: &[u8]) {
+        self.kept.push(chunk);
+        self.progress.send(chunk);
+    }
+
+    /// Reads output until the command exits, the timeout passes or the
+    /// call is cancelled. After the exit, reads on for `drain_after_exit`
+    /// at most.
+    async fn until_end(
+        &mut self,
+        child: &mut tokio::process::Child,
+        line: &str,
+        timeout: Duration,
+        drain_after_exit: Duration,
+    ) -> Result<Outcome, ToolError> {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let ctx = self.progress.ctx;
+        loop {
+            tokio::select! {
+                chunk = self.pipe.next(), if !self.eof => match chunk {
+                    Some(chunk) => self.take(&chunk),
+                    // The command closed its output but may still be running
+                    // (`exec >log 2>&1; make`): keep waiting for it.
+                    None => self.eof = true,
+                },
+                exited = child.wait() => {
+                    let status = exited.map_err(|e| ToolError::failed(format!("waiting for `{line}` failed: {e}")))?;
+                    // Keep reading what is already in the pipe (and, without a
+                    // PID namespace, what background children write) for a
+                    // moment, then stop.
+                    self.drain_for(drain_after_exit).await;
+                    return Ok(Outcome::Exited(status));
                 }
-                break;
-            }
-            _ = &mut deadline => {
-                timed_out = true;
-                break;
-            }
-            _ = ctx.cancellation().cancelled() => {
-                cancelled = true;
-                break;
+                _ = &mut deadline => return Ok(Outcome::TimedOut),
+                _ = ctx.cancellation().cancelled() => return Ok(Outcome::Cancelled),
             }
         }
     }
-    // Stop everything left: the command itself on timeout or cancellation,
-    // background children otherwise.
-    kill_group(pid);
-    group.0 = None;
-    let status = match status {
-        Some(status) => Some(status),
-        None => tokio::time::timeout(Duration::from_secs(5), child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok),
-    };
-    // What the killed processes had written before they died; the pipe is
-    // dropped after a short wait either way.
-    let tail = tokio::time::sleep(Duration::from_millis(50));
-    tokio::pin!(tail);
-    while !eof {
-        tokio::select! {
-            chunk = pipe.next() => match chunk {
-                Some(chunk) => on_chunk(&chunk, &mut output),
-                None => eof = true,
-            },
-            _ = &mut tail => break,
+
+    /// Reads what comes until the pipe ends or `wait` has passed.
+    async fn drain_for(&mut self, wait: Duration) {
+        let stop = tokio::time::sleep(wait);
+        tokio::pin!(stop);
+        while !self.eof {
+            tokio::select! {
+                chunk = self.pipe.next() => match chunk {
+                    Some(chunk) => self.take(&chunk),
+                    None => self.eof = true,
+                },
+                _ = &mut stop => break,
+            }
         }
     }
-    drop(pipe);
-    let (exit_code, signal) = match status {
-        Some(status) => (status.code(), signal_of(&status).map(|s| s.to_string())),
-        None => (None, None),
-    };
-    let ended = Ended {
-        exit_code,
-        signal,
-        timed_out,
-        cancelled,
-    };
-    Ok(Finished::new(
-        line,
-        output.into_text(),
-        ended,
-        sandboxed,
-        containment,
-        started,
-    ))
+
+    /// Closes the pipe and returns the output kept.
+    fn into_text(self) -> String {
+        drop(self.pipe);
+        self.kept.into_text()
+    }
 }
 
 #[cfg(unix)]
