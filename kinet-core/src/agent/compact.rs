@@ -1,7 +1,7 @@
 //! Compaction on the host's command.
 
 use super::Agent;
-use crate::conversation::Conversation;
+use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
 
 impl Agent {

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::Provider;
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
-use crate::conversation::Conversation;
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
+use crate::data::conversation::Conversation;
 use crate::data::event::RunOutcome;
 use crate::data::message::Message;
 use crate::data::model::GenerationParams;

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::{Agent, AgentConfig};
-use crate::conversation::Conversation;
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
+use crate::data::conversation::Conversation;
 use crate::data::deferred::Suspension;
 use crate::data::event::RunStop;
 use crate::data::message::Message;

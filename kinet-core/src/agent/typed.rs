@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
 use super::Agent;
-use crate::conversation::Conversation;
+use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
 use crate::data::event::{RunOutcome, RunStop};
 use crate::data::message::Message;

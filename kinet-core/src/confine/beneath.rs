@@ -125,7 +125,7 @@ fn parent_for_write(place: &Root<'_>, protected: &[String]) -> io::Result<(Owned
     for _ in 0..=MAX_SYMLINK_HOPS {
         // Every hop's target is checked: a link to `.git/config` is a
         // write to `.git/config`.
-        super::workspace::protected_in(&rel, protected)?;
+        super::protected::protected_in(&rel, protected)?;
         let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,

@@ -9,9 +9,11 @@ pub(crate) mod beneath;
 mod checked;
 mod dir;
 pub(crate) mod paths;
+pub(crate) mod protected;
 pub(crate) mod workspace;
 
 pub use dir::{DirEntry, EntryKind, EntryMetadata, WorkspaceDir};
+pub(crate) use protected::PROTECTED;
 pub(crate) use workspace::place;
 pub use workspace::{Confinement, PendingWrite, WorkspacePath, confinement};
 

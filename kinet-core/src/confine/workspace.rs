@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 
 use super::dir::WorkspaceDir;
 use super::paths::{Escape, escape, normalize, stopped};
+use super::protected::{Protected, protected_in};
 use crate::data::output::{ToolError, ToolErrorKind};
 
 /// How workspace paths are confined on this machine.
@@ -57,9 +58,12 @@ pub struct WorkspacePath {
     protected: std::sync::Arc<[String]>,
 }
 
-/// The names protected by default: `.git` and `.kinet`.
+/// The names protected by default ([`PROTECTED`](super::protected::PROTECTED)).
 pub(crate) fn default_protected() -> std::sync::Arc<[String]> {
-    vec![".git".to_owned(), ".kinet".to_owned()].into()
+    super::protected::PROTECTED
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect()
 }
 
 #[cfg(target_os = "linux")]
@@ -392,41 +396,6 @@ impl WorkspacePath {
             Err(escape(root, false))
         }
     }
-}
-
-/// A write refused because it lands beneath a protected directory.
-#[derive(Debug)]
-pub(super) struct Protected {
-    name: String,
-}
-
-impl std::fmt::Display for Protected {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "it is inside `{}`, which the workspace keeps read-only (what is written there, \
-             a git hook or config, runs later outside the agent's control); only the host \
-             can lift this protection",
-            self.name
-        )
-    }
-}
-
-impl std::error::Error for Protected {}
-
-/// Refuses `rel` (a path below a root) when a component is protected.
-pub(super) fn protected_in(rel: &Path, protected: &[String]) -> io::Result<()> {
-    for component in rel.components() {
-        if let Component::Normal(name) = component
-            && let Some(hit) = protected.iter().find(|p| name == p.as_str())
-        {
-            return Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                Protected { name: hit.clone() },
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A replacement file being written: a temporary file next to the target

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolCtx;
-use crate::conversation::Conversation;
+use crate::data::conversation::Conversation;
 use crate::data::deferred::Decisions;
 use crate::data::event::RunOutcome;
 use crate::data::model::Usage;

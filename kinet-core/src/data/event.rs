@@ -11,7 +11,7 @@ use super::error::AgentError;
 use super::message::Message;
 use super::model::{StopReason, Usage};
 use super::output::{ToolError, ToolOutput};
-use crate::conversation::Conversation;
+use crate::data::conversation::Conversation;
 
 /// Why a run ended.
 #[derive(Debug, Clone)]

@@ -199,34 +199,6 @@ mod tests {
     }
 
     #[test]
-    fn unanswered_calls_are_listed() {
-        let mut conversation = crate::conversation::Conversation::new();
-        conversation.push(Message::Assistant {
-            content: vec![],
-            tool_calls: vec![
-                ToolCall {
-                    id: "a".into(),
-                    name: "x".into(),
-                    arguments: "{}".into(),
-                },
-                ToolCall {
-                    id: "b".into(),
-                    name: "x".into(),
-                    arguments: "{}".into(),
-                },
-            ],
-            provider_state: None,
-        });
-        conversation.push(Message::Tool {
-            tool_call_id: "a".into(),
-            name: "x".into(),
-            content: vec![],
-            is_error: false,
-        });
-        assert_eq!(conversation.unanswered_tool_calls(), vec!["b".to_string()]);
-    }
-
-    #[test]
     fn image_round_trips() {
         let image = ImagePart::from_bytes("image/png", b"\x89PNG\r\n");
         assert_eq!(image.to_bytes().unwrap(), b"\x89PNG\r\n");

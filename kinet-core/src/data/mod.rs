@@ -4,6 +4,7 @@
 //! This module is the leaf of the crate: it imports nothing else of
 //! kinet-core, so every runtime module can use it without an import circle.
 
+pub(crate) mod conversation;
 pub(crate) mod dates;
 pub(crate) mod deferred;
 pub(crate) mod error;

@@ -241,7 +241,7 @@ mod tests {
                 Repair::EmptyAssistant,
             ]
         );
-        let conversation = crate::conversation::Conversation::from(messages.clone());
+        let conversation = crate::data::conversation::Conversation::from(messages.clone());
         assert!(conversation.unanswered_tool_calls().is_empty());
         // Every result follows its own call, and ids are unique.
         let ids: Vec<_> = messages

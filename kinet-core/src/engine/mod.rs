@@ -6,8 +6,8 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 
 use crate::backend::Provider;
-use crate::conversation::Conversation;
 use crate::ctx::{EventSink, ToolCtx};
+use crate::data::conversation::Conversation;
 use crate::data::deferred::Decisions;
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunOutcome, RunStop};

@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::RunSettings;
-use crate::conversation::Conversation;
 use crate::ctx::EventSink;
+use crate::data::conversation::Conversation;
 use crate::data::error::{AgentError, HookError};
 use crate::data::event::AgentEvent;
 use crate::data::message::ToolCall;

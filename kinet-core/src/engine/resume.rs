@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::RunSettings;
-use crate::conversation::Conversation;
 use crate::ctx::ToolCtx;
+use crate::data::conversation::Conversation;
 use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};

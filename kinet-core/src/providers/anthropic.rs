@@ -171,6 +171,42 @@ fn blocks(content: &[ContentPart]) -> Vec<Value> {
 /// system messages join the top-level `system`, and thinking blocks kept
 /// in an assistant message's provider state are sent back before its text.
 pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig) -> Value {
+    let cache = config.prompt_caching;
+    let (system, messages) = conversation(request, cache);
+    let mut body = Map::new();
+    let model = if request.model.is_empty() {
+        config.default_model.as_str()
+    } else {
+        &request.model
+    };
+    body.insert("model".into(), model.into());
+    body.insert(
+        "max_tokens".into(),
+        request
+            .params
+            .max_tokens
+            .unwrap_or(config.default_max_tokens)
+            .into(),
+    );
+    if !system.is_empty() {
+        let system = if cache {
+            json!([{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}])
+        } else {
+            system.into()
+        };
+        body.insert("system".into(), system);
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    insert_tools(&mut body, request, cache);
+    body.insert("stream".into(), true.into());
+    super::http::insert_sampling(&mut body, &request.params);
+    Value::Object(body)
+}
+
+/// The system text (the request's and the history's system messages) and
+/// the turns, one role each, opening with a user turn; with `cache`, the
+/// last block carries the moving cache breakpoint.
+fn conversation(request: &ChatRequest<'_>, cache: bool) -> (String, Vec<Value>) {
     let mut system = request.system.to_string();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     let mut push = |role: &'static str, mut content: Vec<Value>| {
@@ -239,7 +275,6 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             ),
         );
     }
-    let cache = config.prompt_caching;
     let mut messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -257,31 +292,12 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             last.insert("cache_control".into(), json!({"type": "ephemeral"}));
         }
     }
+    (system, messages)
+}
 
-    let mut body = Map::new();
-    let model = if request.model.is_empty() {
-        config.default_model.as_str()
-    } else {
-        &request.model
-    };
-    body.insert("model".into(), model.into());
-    body.insert(
-        "max_tokens".into(),
-        request
-            .params
-            .max_tokens
-            .unwrap_or(config.default_max_tokens)
-            .into(),
-    );
-    if !system.is_empty() {
-        let system = if cache {
-            json!([{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}])
-        } else {
-            system.into()
-        };
-        body.insert("system".into(), system);
-    }
-    body.insert("messages".into(), Value::Array(messages));
+/// The tools, the last one a cache breakpoint with `cache`, and the
+/// structured output's tool when the request asks for one.
+fn insert_tools(body: &mut Map<String, Value>, request: &ChatRequest<'_>, cache: bool) {
     if !request.tools.is_empty() {
         let count = request.tools.len();
         body.insert(
@@ -322,9 +338,6 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
             json!({"type": "tool", "name": output.name}),
         );
     }
-    body.insert("stream".into(), true.into());
-    super::http::insert_sampling(&mut body, &request.params);
-    Value::Object(body)
 }
 
 fn stop_reason(reason: &str) -> StopReason {
@@ -394,86 +407,10 @@ impl SseDecoder for MessagesDecoder {
                 }
             }
             "content_block_start" => {
-                let index = index_of(&data);
-                let Some(block) = data.get("content_block") else {
-                    return Flow::Continue;
-                };
-                match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(text) = block.get("text").and_then(Value::as_str)
-                            && !text.is_empty()
-                        {
-                            out.push_back(Ok(StreamEvent::TextDelta(text.to_owned())));
-                        }
-                    }
-                    Some("tool_use") => {
-                        let field = |key: &str| {
-                            block
-                                .get(key)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned()
-                        };
-                        out.push_back(Ok(StreamEvent::ToolCallStart {
-                            index,
-                            id: field("id"),
-                            name: field("name"),
-                        }));
-                        // Input normally streams as deltas; a complete,
-                        // non-empty input in the start block is used as is.
-                        if let Some(input) = block
-                            .get("input")
-                            .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
-                        {
-                            out.push_back(Ok(StreamEvent::ToolCallArgumentsDelta {
-                                index,
-                                delta: input.to_string(),
-                            }));
-                        }
-                    }
-                    Some("thinking") | Some("redacted_thinking") => {
-                        self.thinking.insert(index, block.clone());
-                    }
-                    _ => {}
-                }
+                self.block_start(&data, out);
             }
             "content_block_delta" => {
-                let index = index_of(&data);
-                let Some(delta) = data.get("delta") else {
-                    return Flow::Continue;
-                };
-                let text = |key: &str| {
-                    delta
-                        .get(key)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => out.push_back(Ok(StreamEvent::TextDelta(text("text")))),
-                    Some("input_json_delta") => {
-                        let partial = text("partial_json");
-                        if !partial.is_empty() {
-                            out.push_back(Ok(StreamEvent::ToolCallArgumentsDelta {
-                                index,
-                                delta: partial,
-                            }));
-                        }
-                    }
-                    Some("thinking_delta") => {
-                        let piece = text("thinking");
-                        if let Some(block) = self.thinking.get_mut(&index) {
-                            append(block, "thinking", &piece);
-                        }
-                        out.push_back(Ok(StreamEvent::ReasoningDelta(piece)));
-                    }
-                    Some("signature_delta") => {
-                        if let Some(block) = self.thinking.get_mut(&index) {
-                            append(block, "signature", &text("signature"));
-                        }
-                    }
-                    _ => {}
-                }
+                self.block_delta(&data, out);
             }
             "message_delta" => {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -484,24 +421,7 @@ impl SseDecoder for MessagesDecoder {
                 }
             }
             "message_stop" => {
-                if !self.thinking.is_empty() {
-                    let mut blocks: Vec<(usize, Value)> = self.thinking.drain().collect();
-                    blocks.sort_by_key(|(index, _)| *index);
-                    let blocks: Vec<Value> = blocks.into_iter().map(|(_, b)| b).collect();
-                    out.push_back(Ok(StreamEvent::ProviderState(
-                        json!({"anthropic": {"thinking": blocks}}),
-                    )));
-                }
-                // Anthropic counts cached prompt tokens apart from
-                // `input_tokens`; `Usage::input_tokens` is the whole prompt.
-                let mut usage = self.usage;
-                usage.input_tokens = usage
-                    .input_tokens
-                    .saturating_add(usage.cache_read_tokens)
-                    .saturating_add(usage.cache_write_tokens);
-                out.push_back(Ok(StreamEvent::Usage(usage)));
-                let stop = self.stop.take().unwrap_or(StopReason::EndTurn);
-                out.push_back(Ok(StreamEvent::Finished(stop)));
+                self.message_stop(out);
                 return Flow::Done;
             }
             "error" => {
@@ -518,6 +438,126 @@ impl SseDecoder for MessagesDecoder {
         out.push_back(Err(ProviderError::Stream(
             "the stream ended before `message_stop`".into(),
         )));
+    }
+}
+
+impl MessagesDecoder {
+    /// A content block starts: text, a tool call, or thinking kept for the
+    /// next request.
+    fn block_start(
+        &mut self,
+        data: &Value,
+        out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
+    ) {
+        let index = index_of(&data);
+        let Some(block) = data.get("content_block") else {
+            return;
+        };
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = block.get("text").and_then(Value::as_str)
+                    && !text.is_empty()
+                {
+                    out.push_back(Ok(StreamEvent::TextDelta(text.to_owned())));
+                }
+            }
+            Some("tool_use") => {
+                let field = |key: &str| {
+                    block
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                out.push_back(Ok(StreamEvent::ToolCallStart {
+                    index,
+                    id: field("id"),
+                    name: field("name"),
+                }));
+                // Input normally streams as deltas; a complete,
+                // non-empty input in the start block is used as is.
+                if let Some(input) = block
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                {
+                    out.push_back(Ok(StreamEvent::ToolCallArgumentsDelta {
+                        index,
+                        delta: input.to_string(),
+                    }));
+                }
+            }
+            Some("thinking") | Some("redacted_thinking") => {
+                self.thinking.insert(index, block.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// A piece of a content block.
+    fn block_delta(
+        &mut self,
+        data: &Value,
+        out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
+    ) {
+        let index = index_of(&data);
+        let Some(delta) = data.get("delta") else {
+            return;
+        };
+        let text = |key: &str| {
+            delta
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        match delta.get("type").and_then(Value::as_str) {
+            Some("text_delta") => out.push_back(Ok(StreamEvent::TextDelta(text("text")))),
+            Some("input_json_delta") => {
+                let partial = text("partial_json");
+                if !partial.is_empty() {
+                    out.push_back(Ok(StreamEvent::ToolCallArgumentsDelta {
+                        index,
+                        delta: partial,
+                    }));
+                }
+            }
+            Some("thinking_delta") => {
+                let piece = text("thinking");
+                if let Some(block) = self.thinking.get_mut(&index) {
+                    append(block, "thinking", &piece);
+                }
+                out.push_back(Ok(StreamEvent::ReasoningDelta(piece)));
+            }
+            Some("signature_delta") => {
+                if let Some(block) = self.thinking.get_mut(&index) {
+                    append(block, "signature", &text("signature"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The message ends: the thinking blocks as provider state, the usage
+    /// (the whole prompt as input tokens), the stop reason.
+    fn message_stop(&mut self, out: &mut VecDeque<Result<StreamEvent, ProviderError>>) {
+        if !self.thinking.is_empty() {
+            let mut blocks: Vec<(usize, Value)> = self.thinking.drain().collect();
+            blocks.sort_by_key(|(index, _)| *index);
+            let blocks: Vec<Value> = blocks.into_iter().map(|(_, b)| b).collect();
+            out.push_back(Ok(StreamEvent::ProviderState(
+                json!({"anthropic": {"thinking": blocks}}),
+            )));
+        }
+        // Anthropic counts cached prompt tokens apart from
+        // `input_tokens`; `Usage::input_tokens` is the whole prompt.
+        let mut usage = self.usage;
+        usage.input_tokens = usage
+            .input_tokens
+            .saturating_add(usage.cache_read_tokens)
+            .saturating_add(usage.cache_write_tokens);
+        out.push_back(Ok(StreamEvent::Usage(usage)));
+        let stop = self.stop.take().unwrap_or(StopReason::EndTurn);
+        out.push_back(Ok(StreamEvent::Finished(stop)));
     }
 }
 

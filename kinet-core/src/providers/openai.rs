@@ -262,35 +262,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                 content,
                 tool_calls,
                 ..
-            } => {
-                let text = crate::data::message::join_text(content);
-                let mut object = Map::new();
-                object.insert("role".into(), "assistant".into());
-                object.insert(
-                    "content".into(),
-                    if text.is_empty() && !tool_calls.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::String(text)
-                    },
-                );
-                if !tool_calls.is_empty() {
-                    object.insert(
-                        "tool_calls".into(),
-                        tool_calls
-                            .iter()
-                            .map(|call| {
-                                json!({
-                                    "id": call.id,
-                                    "type": "function",
-                                    "function": {"name": call.name, "arguments": call.arguments},
-                                })
-                            })
-                            .collect(),
-                    );
-                }
-                messages.push(Value::Object(object));
-            }
+            } => messages.push(assistant_message(content, tool_calls)),
             Message::Tool {
                 tool_call_id,
                 content,
@@ -364,6 +336,40 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
         );
     }
     Value::Object(body)
+}
+
+/// An assistant message: its text (`null` beside tool calls) and calls.
+fn assistant_message(
+    content: &[crate::data::message::ContentPart],
+    tool_calls: &[crate::data::message::ToolCall],
+) -> Value {
+    let text = crate::data::message::join_text(content);
+    let mut object = Map::new();
+    object.insert("role".into(), "assistant".into());
+    object.insert(
+        "content".into(),
+        if text.is_empty() && !tool_calls.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text)
+        },
+    );
+    if !tool_calls.is_empty() {
+        object.insert(
+            "tool_calls".into(),
+            tool_calls
+                .iter()
+                .map(|call| {
+                    json!({
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    })
+                })
+                .collect(),
+        );
+    }
+    Value::Object(object)
 }
 
 /// Maps a `finish_reason`, including the variants compatible servers use.

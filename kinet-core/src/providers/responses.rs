@@ -273,28 +273,7 @@ impl SseDecoder for ResponsesDecoder {
                 }
             }
             "response.completed" | "response.incomplete" => {
-                let response = data.get("response").cloned().unwrap_or(Value::Null);
-                if let Some(model) = response.get("model").and_then(Value::as_str) {
-                    out.push_back(Ok(StreamEvent::Model(model.to_owned())));
-                }
-                if let Some(usage) = usage_of(&response) {
-                    out.push_back(Ok(StreamEvent::Usage(usage)));
-                }
-                let stop = if kind == "response.incomplete" {
-                    match response
-                        .pointer("/incomplete_details/reason")
-                        .and_then(Value::as_str)
-                    {
-                        Some("content_filter") => StopReason::ContentFilter,
-                        Some("max_output_tokens") | None => StopReason::MaxTokens,
-                        Some(other) => StopReason::Other(other.to_owned()),
-                    }
-                } else if self.calls_seen {
-                    StopReason::ToolUse
-                } else {
-                    StopReason::EndTurn
-                };
-                out.push_back(Ok(StreamEvent::Finished(stop)));
+                self.completed(&data, &kind, out);
                 return Flow::Done;
             }
             "response.failed" => {
@@ -328,5 +307,39 @@ impl SseDecoder for ResponsesDecoder {
         out.push_back(Err(ProviderError::Stream(
             "the stream ended before `response.completed`".into(),
         )));
+    }
+}
+
+impl ResponsesDecoder {
+    /// The response ends (complete or not): the model, the usage and why
+    /// it stopped.
+    fn completed(
+        &mut self,
+        data: &Value,
+        kind: &str,
+        out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
+    ) {
+        let response = data.get("response").cloned().unwrap_or(Value::Null);
+        if let Some(model) = response.get("model").and_then(Value::as_str) {
+            out.push_back(Ok(StreamEvent::Model(model.to_owned())));
+        }
+        if let Some(usage) = usage_of(&response) {
+            out.push_back(Ok(StreamEvent::Usage(usage)));
+        }
+        let stop = if kind == "response.incomplete" {
+            match response
+                .pointer("/incomplete_details/reason")
+                .and_then(Value::as_str)
+            {
+                Some("content_filter") => StopReason::ContentFilter,
+                Some("max_output_tokens") | None => StopReason::MaxTokens,
+                Some(other) => StopReason::Other(other.to_owned()),
+            }
+        } else if self.calls_seen {
+            StopReason::ToolUse
+        } else {
+            StopReason::EndTurn
+        };
+        out.push_back(Ok(StreamEvent::Finished(stop)));
     }
 }

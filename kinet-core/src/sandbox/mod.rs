@@ -126,7 +126,7 @@ impl SandboxPolicy {
             hosts: Vec::new(),
             forbidden_hosts: Vec::new(),
             own_proc: false,
-            protected: vec![".git".into(), ".kinet".into()],
+            protected: crate::confine::PROTECTED.map(String::from).to_vec(),
         }
     }
 
@@ -142,7 +142,7 @@ impl SandboxPolicy {
             hosts: Vec::new(),
             forbidden_hosts: Vec::new(),
             own_proc: false,
-            protected: vec![".git".into(), ".kinet".into()],
+            protected: crate::confine::PROTECTED.map(String::from).to_vec(),
         }
     }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::conversation::Conversation;
+use crate::data::conversation::Conversation;
 use crate::data::message::Message;
 
 /// The format [`Session::to_json`] writes. Older formats are migrated on

@@ -108,3 +108,37 @@ impl From<Vec<Message>> for Conversation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::message::ToolCall;
+
+    #[test]
+    fn unanswered_calls_are_listed() {
+        let mut conversation = Conversation::new();
+        conversation.push(Message::Assistant {
+            content: vec![],
+            tool_calls: vec![
+                ToolCall {
+                    id: "a".into(),
+                    name: "x".into(),
+                    arguments: "{}".into(),
+                },
+                ToolCall {
+                    id: "b".into(),
+                    name: "x".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+            provider_state: None,
+        });
+        conversation.push(Message::Tool {
+            tool_call_id: "a".into(),
+            name: "x".into(),
+            content: vec![],
+            is_error: false,
+        });
+        assert_eq!(conversation.unanswered_tool_calls(), vec!["b".to_string()]);
+    }
+}
