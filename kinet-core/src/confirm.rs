@@ -12,7 +12,7 @@ use crate::command::CheckedCommand;
 use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::data::deferred::ConfirmRequest;
+pub use crate::deferred::ConfirmRequest;
 
 /// The user's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

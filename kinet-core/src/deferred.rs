@@ -11,7 +11,6 @@
 //! of the turn waits. Every call has an
 //! [`idempotency_key`](crate::ToolCtx::idempotency_key) that stays the same
 //! across the stop, the resume and any resume after a crash.
-
 //!
 //! A call can also stop while it runs: a Code Mode script whose tool call
 //! waits, a sub-agent whose run stopped at a question. The tool returns
@@ -20,4 +19,215 @@
 //! runs again with [`ToolCtx::saved_state`](crate::ToolCtx::saved_state)
 //! and the decisions, and picks up where it stopped.
 
-pub use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Suspension};
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::message::ToolCall;
+
+/// What the user is asked to approve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfirmRequest {
+    /// The tool name.
+    pub tool: String,
+    /// The tool call id.
+    pub call_id: String,
+    /// The arguments as the model gave them (parsed JSON when they parse).
+    pub arguments: serde_json::Value,
+    /// A human-readable summary: the shell command, a unified diff, or the
+    /// pretty-printed arguments.
+    pub summary: String,
+    /// Set when the injection defence flagged the call: why, naming the
+    /// untrusted source its arguments came from (see
+    /// [`Defence`](crate::pipeline::Defence)). Show it to the user; an
+    /// approval then covers this call only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concern: Option<String>,
+}
+
+impl ConfirmRequest {
+    /// A request with no concern.
+    pub fn new(
+        tool: impl Into<String>,
+        call_id: impl Into<String>,
+        arguments: serde_json::Value,
+        summary: impl Into<String>,
+    ) -> Self {
+        Self {
+            tool: tool.into(),
+            call_id: call_id.into(),
+            arguments,
+            summary: summary.into(),
+            concern: None,
+        }
+    }
+}
+
+/// A turn whose calls wait for approvals given later: kept in the
+/// [`Conversation`](crate::Conversation) (and its session) when a run
+/// stops with [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeferredTurn {
+    /// Every call of the turn, as the model made them; those with a result
+    /// in the history ran (or were answered) before the stop.
+    pub calls: Vec<ToolCall>,
+    /// The calls waiting for a decision, with what the user is to see
+    /// (empty for a turn a crash interrupted, which
+    /// [`Agent::resume`](crate::Agent::resume) also finishes).
+    pub pending: Vec<ConfirmRequest>,
+    /// The turn's number in its run.
+    pub turn: u32,
+    /// What each call that stopped while running (a Code Mode script, a
+    /// sub-agent) needs to go on, by call id (see [`Suspension`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub saved: BTreeMap<String, serde_json::Value>,
+}
+
+/// Why a call stopped while running: calls it made wait for decisions
+/// given later. A tool returns it ([`ToolError::deferred`](crate::ToolError::deferred))
+/// when a call it made through [`ToolCtx::call_tool`](crate::ToolCtx::call_tool)
+/// or a run it started (a sub-agent) stopped at a deferred approval; the
+/// run stops with [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval)
+/// listing `pending`, keeps `saved` in its [`DeferredTurn`], and on
+/// [`Agent::resume`](crate::Agent::resume) runs the call again in a context
+/// that holds the decisions and its saved state
+/// ([`ToolCtx::saved_state`](crate::ToolCtx::saved_state)).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Suspension {
+    /// The calls waiting for a decision. Their ids must start with the
+    /// id of the call that made them and a dot (`call_1.3`), so that
+    /// decisions find their way back.
+    pub pending: Vec<ConfirmRequest>,
+    /// What the stopped calls need to go on, by call id: the tool's own
+    /// state under its call id, and that of calls it made under theirs.
+    pub saved: BTreeMap<String, serde_json::Value>,
+}
+
+impl Suspension {
+    /// A suspension waiting for these calls, with nothing saved.
+    pub fn new(pending: Vec<ConfirmRequest>) -> Self {
+        Self {
+            pending,
+            saved: BTreeMap::new(),
+        }
+    }
+
+    /// Saves what the call `call_id` needs to go on.
+    pub fn save(mut self, call_id: impl Into<String>, state: serde_json::Value) -> Self {
+        self.saved.insert(call_id.into(), state);
+        self
+    }
+}
+
+/// What a resumed turn's calls run with: the decisions for the calls that
+/// waited, and what stopped calls saved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Resumption {
+    pub(crate) decisions: Decisions,
+    pub(crate) saved: BTreeMap<String, serde_json::Value>,
+}
+
+/// The decision for one pending call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Resolution {
+    /// Run it.
+    Approve,
+    /// Run it, and later calls of the same tool without asking.
+    ApproveForSession,
+    /// Do not run it; the model is told, with the reason if one is given.
+    Deny {
+        /// Shown to the model.
+        reason: Option<String>,
+    },
+    /// Run it with these arguments instead of the model's.
+    Edit {
+        /// The arguments to run with.
+        arguments: serde_json::Value,
+    },
+}
+
+/// The decisions that finish a deferred turn, by call id.
+///
+/// ```
+/// use kinet_core::deferred::Decisions;
+///
+/// let decisions = Decisions::new()
+///     .approve("call_1")
+///     .deny("call_2", "not on Fridays");
+/// assert_eq!(decisions.len(), 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Decisions(pub BTreeMap<String, Resolution>);
+
+impl Decisions {
+    /// No decisions yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the decision for a call.
+    pub fn set(mut self, call_id: impl Into<String>, resolution: Resolution) -> Self {
+        self.0.insert(call_id.into(), resolution);
+        self
+    }
+
+    /// Approves a call.
+    pub fn approve(self, call_id: impl Into<String>) -> Self {
+        self.set(call_id, Resolution::Approve)
+    }
+
+    /// Denies a call, telling the model why.
+    pub fn deny(self, call_id: impl Into<String>, reason: impl Into<String>) -> Self {
+        self.set(
+            call_id,
+            Resolution::Deny {
+                reason: Some(reason.into()),
+            },
+        )
+    }
+
+    /// Runs a call with other arguments.
+    pub fn edit(self, call_id: impl Into<String>, arguments: serde_json::Value) -> Self {
+        self.set(call_id, Resolution::Edit { arguments })
+    }
+
+    /// The decision for a call.
+    pub fn get(&self, call_id: &str) -> Option<&Resolution> {
+        self.0.get(call_id)
+    }
+
+    /// How many decisions there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The decisions for the calls made by the call `call_id` (ids
+    /// `<call_id>.<id>`), under their own ids: what a tool that ran a
+    /// sub-agent passes to the sub-agent's resume.
+    ///
+    /// ```
+    /// use kinet_core::deferred::Decisions;
+    ///
+    /// let all = Decisions::new().approve("c1.s1").approve("c2");
+    /// assert_eq!(all.within("c1"), Decisions::new().approve("s1"));
+    /// ```
+    pub fn within(&self, call_id: &str) -> Decisions {
+        let prefix = format!("{call_id}.");
+        Decisions(
+            self.0
+                .iter()
+                .filter_map(|(id, resolution)| {
+                    id.strip_prefix(&prefix)
+                        .map(|inner| (inner.to_owned(), resolution.clone()))
+                })
+                .collect(),
+        )
+    }
+}

@@ -145,7 +145,7 @@ pub use ctx::ToolCtx;
 pub use data::conversation::Conversation;
 pub use data::error::AgentError;
 pub use data::event::{AgentEvent, RunOutcome, RunStop};
-pub use data::message::Message;
+pub use message::Message;
 pub use data::output::{ToolError, ToolOutput};
 pub use data::spec::ToolAnnotations;
 pub use tooldef::Tool;

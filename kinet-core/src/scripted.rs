@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Provider, ProviderStream};
-use crate::data::message::Message;
+use crate::message::Message;
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// What a scripted turn checks about the request it answers. A failed check
@@ -448,7 +448,7 @@ impl ScriptedProvider {
                     } else if let Some(user) = last_user.take() {
                         turn = turn.expect(Expectation::LastUserContains(user));
                     }
-                    let text = crate::data::message::join_text(content);
+                    let text = crate::message::join_text(content);
                     if !text.is_empty() {
                         turn = turn.with_text(text);
                     }

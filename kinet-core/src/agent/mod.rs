@@ -20,7 +20,7 @@ use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::event::RunOutcome;
-use crate::data::message::Message;
+use crate::message::Message;
 use crate::data::model::GenerationParams;
 use crate::data::truncate::TruncationPolicy;
 use crate::engine::RunSettings;

@@ -9,9 +9,9 @@ use futures::StreamExt;
 use super::{Agent, AgentConfig};
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
-use crate::data::deferred::Suspension;
+use crate::deferred::Suspension;
 use crate::data::event::RunStop;
-use crate::data::message::Message;
+use crate::message::Message;
 use crate::data::output::{ToolError, ToolErrorKind};
 
 /// Runs sub-agents with the parent's provider, model, system prompt and

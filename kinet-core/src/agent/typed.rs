@@ -9,7 +9,7 @@ use super::Agent;
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
 use crate::data::event::{RunOutcome, RunStop};
-use crate::data::message::Message;
+use crate::message::Message;
 use crate::data::model::{ChatRequest, GenerationParams, OutputSchema, StreamEvent, Usage};
 
 /// A run's outcome with its answer parsed as `T`.

@@ -4,7 +4,7 @@ use futures::StreamExt;
 
 use super::{ContextPolicy, Sizer, message_chars};
 use crate::backend::Provider;
-use crate::data::message::{ContentPart, Message};
+use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, GenerationParams, StreamEvent};
 
 /// What one compaction did.

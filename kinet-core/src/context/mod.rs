@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::data::message::{ContentPart, Message};
+use crate::message::{ContentPart, Message};
 use crate::data::spec::ToolSpec;
 
 pub use compact::Compaction;

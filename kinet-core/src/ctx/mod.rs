@@ -16,10 +16,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
-use crate::data::deferred::Resumption;
+use crate::deferred::Resumption;
 use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::{ToolError, ToolOutput};
-use crate::data::provenance::Provenance;
+use crate::provenance::Provenance;
 
 pub use crate::confine::{
     Confinement, DirEntry, EntryKind, EntryMetadata, PendingWrite, WorkspaceDir, WorkspacePath,

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ToolCtx;
 use crate::data::conversation::Conversation;
-use crate::data::deferred::Decisions;
+use crate::deferred::Decisions;
 use crate::data::event::RunOutcome;
 use crate::data::model::Usage;
 use crate::data::output::ToolError;

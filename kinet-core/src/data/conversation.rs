@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::message::Message;
-use crate::data::provenance::Provenance;
+use crate::message::Message;
+use crate::provenance::Provenance;
 
 /// A conversation: the message history plus the rest of a run's state —
 /// tools approved for the session, the provenance ledger, a turn waiting
@@ -45,7 +45,7 @@ pub struct Conversation {
     /// the turn and its pending calls. [`Agent::resume`](crate::Agent::resume)
     /// finishes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deferred: Option<crate::data::deferred::DeferredTurn>,
+    pub deferred: Option<crate::deferred::DeferredTurn>,
     /// The key of this conversation's runs, set by the first run: with a
     /// call's id, the call's
     /// [`idempotency_key`](crate::ToolCtx::idempotency_key), the same in
@@ -112,7 +112,7 @@ impl From<Vec<Message>> for Conversation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::message::ToolCall;
+    use crate::message::ToolCall;
 
     #[test]
     fn unanswered_calls_are_listed() {

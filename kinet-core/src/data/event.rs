@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::AgentError;
-use super::message::Message;
+use crate::message::Message;
 use super::model::{StopReason, Usage};
 use super::output::{ToolError, ToolOutput};
 use crate::data::conversation::Conversation;
@@ -52,7 +52,7 @@ pub enum RunStop {
     /// another, with [`Agent::resume`](crate::Agent::resume).
     AwaitingApproval {
         /// The calls waiting, with what the user is to see.
-        pending: Vec<super::deferred::ConfirmRequest>,
+        pending: Vec<crate::deferred::ConfirmRequest>,
     },
     /// A provider, hook or fatal tool error ended the run.
     Failed(AgentError),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::message::Message;
+use crate::message::Message;
 use super::spec::ToolSpec;
 
 /// Sampling parameters passed through to the provider.

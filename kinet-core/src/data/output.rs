@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::deferred::Suspension;
-use super::message::ImagePart;
+use crate::deferred::Suspension;
+use crate::message::ImagePart;
 
 /// What a tool call produced: text, optional images, optional JSON.
 ///

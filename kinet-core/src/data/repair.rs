@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::message::{ContentPart, Message};
+use crate::message::{ContentPart, Message};
 
 /// One change made to a history so providers accept it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -166,7 +166,7 @@ pub(crate) fn repair(messages: &mut Vec<Message>) -> Vec<Repair> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::message::ToolCall;
+    use crate::message::ToolCall;
 
     fn call(id: &str) -> ToolCall {
         ToolCall {

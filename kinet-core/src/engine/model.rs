@@ -14,7 +14,7 @@ use crate::ctx::EventSink;
 use crate::data::conversation::Conversation;
 use crate::data::error::{AgentError, HookError};
 use crate::data::event::AgentEvent;
-use crate::data::message::ToolCall;
+use crate::message::ToolCall;
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 use crate::pipeline::guarded;
 use crate::toolset::ToolSnapshot;

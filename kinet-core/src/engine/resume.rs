@@ -7,10 +7,10 @@ use std::sync::Arc;
 use super::RunSettings;
 use crate::ctx::ToolCtx;
 use crate::data::conversation::Conversation;
-use crate::data::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
+use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
-use crate::data::message::{Message, ToolCall};
+use crate::message::{Message, ToolCall};
 use crate::data::model::StopReason;
 use crate::session::JournalEntry;
 

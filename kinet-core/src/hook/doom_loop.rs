@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::{BeforeTool, Hook};
-use crate::data::message::ToolCall;
+use crate::message::ToolCall;
 
 /// A hook that answers the model instead of running a call when the same
 /// tool was called with identical arguments `limit` times in a row

@@ -10,7 +10,7 @@ mod doom_loop;
 use async_trait::async_trait;
 
 pub use crate::data::error::HookError;
-use crate::data::message::ToolCall;
+use crate::message::ToolCall;
 use crate::data::model::ChatRequest;
 use crate::data::output::{ToolError, ToolOutput};
 

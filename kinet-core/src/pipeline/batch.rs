@@ -28,11 +28,11 @@ use tracing::Instrument as _;
 
 use super::{CallRecord, Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::ctx::ToolCtx;
-use crate::data::deferred::{Resolution, Suspension};
+use crate::deferred::{Resolution, Suspension};
 use crate::data::event::{AgentEvent, RunStop};
-use crate::data::message::{Message, ToolCall};
+use crate::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
-use crate::data::provenance::Seen;
+use crate::provenance::Seen;
 use crate::data::spec::Scheduling;
 use crate::layer::CANCEL_GRACE;
 use crate::toolset::ToolSnapshot;
@@ -121,7 +121,7 @@ pub(crate) async fn run(
             message.unwrap_or_else(|| Message::Tool {
                 tool_call_id: call.id.clone(),
                 name: call.name.clone(),
-                content: vec![crate::data::message::ContentPart::text(
+                content: vec![crate::message::ContentPart::text(
                     not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled)).message(),
                 )],
                 is_error: true,
@@ -171,7 +171,7 @@ pub(crate) async fn run_one(
                 message: Message::Tool {
                     tool_call_id: calls[0].id.clone(),
                     name: calls[0].name.clone(),
-                    content: vec![crate::data::message::ContentPart::text(error.message())],
+                    content: vec![crate::message::ContentPart::text(error.message())],
                     is_error: true,
                 },
                 result: Err(error),
@@ -202,7 +202,7 @@ pub(crate) async fn run_one(
         .unwrap_or_else(|| Message::Tool {
             tool_call_id: calls[0].id.clone(),
             name: calls[0].name.clone(),
-            content: vec![crate::data::message::ContentPart::text(
+            content: vec![crate::message::ContentPart::text(
                 not_run(&RunStop::Cancelled).message(),
             )],
             is_error: true,

@@ -71,7 +71,7 @@ use serde_json::Value;
 
 use crate::context::{SUMMARY_ENDS, SUMMARY_OPENS};
 use crate::data::output::{ToolError, ToolErrorKind};
-use crate::data::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
+use crate::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 use crate::data::spec::ToolAnnotations;
 
 /// How the defence treats acting calls.

@@ -40,7 +40,7 @@ use std::time::Duration;
 use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
 use crate::data::event::RunStop;
-use crate::data::message::{Message, ToolCall};
+use crate::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;

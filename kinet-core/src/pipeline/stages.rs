@@ -15,10 +15,10 @@ use super::order::{Half, StageName, Step};
 use crate::command::CheckedCommand;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
-use crate::data::deferred::Resolution;
+use crate::deferred::Resolution;
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
-use crate::data::message::{ContentPart, Message, ToolCall};
+use crate::message::{ContentPart, Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::data::truncate::TruncationPolicy;
@@ -75,7 +75,7 @@ pub(crate) struct Finished {
     /// Set when the result is a fatal error.
     pub(crate) stop: Option<RunStop>,
     /// What the model reads of it, for the provenance ledger.
-    pub(crate) seen: Option<crate::data::provenance::Seen>,
+    pub(crate) seen: Option<crate::provenance::Seen>,
 }
 
 impl Pipeline {

@@ -13,7 +13,7 @@ use super::http::{
 };
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::data::message::{ContentPart, Message};
+use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The `anthropic-version` header value sent.

@@ -13,7 +13,7 @@ use super::http::{
 };
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::data::message::{ContentPart, ImagePart, Message};
+use crate::message::{ContentPart, ImagePart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// Which field carries the output token limit.
@@ -224,7 +224,7 @@ fn chat_content(content: &[ContentPart]) -> Value {
         .iter()
         .all(|p| matches!(p, ContentPart::Text { .. }))
     {
-        return Value::String(crate::data::message::join_text(content));
+        return Value::String(crate::message::join_text(content));
     }
     Value::Array(
         content
@@ -271,7 +271,7 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
                 messages.push(json!({
                     "role": "tool",
                     "tool_call_id": tool_call_id,
-                    "content": crate::data::message::join_text(content),
+                    "content": crate::message::join_text(content),
                 }));
                 pending_images.extend(tool_result_images(
                     tool_call_id,
@@ -340,10 +340,10 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
 
 /// An assistant message: its text (`null` beside tool calls) and calls.
 fn assistant_message(
-    content: &[crate::data::message::ContentPart],
-    tool_calls: &[crate::data::message::ToolCall],
+    content: &[crate::message::ContentPart],
+    tool_calls: &[crate::message::ToolCall],
 ) -> Value {
-    let text = crate::data::message::join_text(content);
+    let text = crate::message::join_text(content);
     let mut object = Map::new();
     object.insert("role".into(), "assistant".into());
     object.insert(

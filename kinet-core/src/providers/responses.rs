@@ -12,7 +12,7 @@ use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::data::message::{ContentPart, Message};
+use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
 
 /// The OpenAI Responses provider. It shares [`OpenAiConfig`] with the Chat
@@ -82,7 +82,7 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                 tool_calls,
                 ..
             } => {
-                let text = crate::data::message::join_text(content);
+                let text = crate::message::join_text(content);
                 if !text.is_empty() {
                     input.push(json!({
                         "type": "message",
@@ -107,7 +107,7 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
                 input.push(json!({
                     "type": "function_call_output",
                     "call_id": tool_call_id,
-                    "output": crate::data::message::join_text(content),
+                    "output": crate::message::join_text(content),
                 }));
                 pending_images.extend(tool_result_images(
                     tool_call_id,

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::data::conversation::Conversation;
-use crate::data::message::Message;
+use crate::message::Message;
 
 /// The format [`Session::to_json`] writes. Older formats are migrated on
 /// reading: 0 is a bare serialised [`Conversation`].

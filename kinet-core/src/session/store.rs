@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::{Journal, JournalEntry, Session, SessionState};
-use crate::data::message::Message;
+use crate::message::Message;
 
 /// A store failure, in words a user can act on.
 pub type StoreError = Box<dyn std::error::Error + Send + Sync>;
