@@ -1,19 +1,17 @@
-//! What the tools do on a page: snapshots, clicks, typing, selecting,
-//! evaluating, each through the page script in `page.js`.
+//! What the tools do on a page: snapshots, clicks, typing and selecting,
+//! each through the page script in `page.js`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use chromiumoxide::Page;
-use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, InsertTextParams};
-use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use chromiumoxide::layout::Point;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::browser_error;
-use super::frames::Doc;
+use super::document::Doc;
 use crate::ComputerError;
 
 const PAGE_JS: &str = include_str!("page.js");
@@ -32,32 +30,6 @@ const LANDED_CHECK: Duration = Duration::from_millis(500);
 
 /// How often an element that is not yet actionable is looked at again.
 const RETRY_EVERY: Duration = Duration::from_millis(100);
-
-/// Evaluates `expression` (awaiting promises) in the page's main world and
-/// returns its JSON value; exceptions become [`ComputerError::Script`].
-///
-/// Sent as a plain `Runtime.evaluate` with no context id, so it never
-/// waits for a navigation in progress to create one: the current document
-/// answers.
-pub(crate) async fn evaluate(page: &Page, expression: &str) -> Result<Value, ComputerError> {
-    let params = EvaluateParams::builder()
-        .expression(expression)
-        .await_promise(true)
-        .return_by_value(true)
-        .user_gesture(true)
-        .build()
-        .map_err(browser_error)?;
-    let reply = page.execute(params).await.map_err(browser_error)?.result;
-    if let Some(exception) = reply.exception_details {
-        let text = exception
-            .exception
-            .as_ref()
-            .and_then(|e| e.description.clone())
-            .unwrap_or(exception.text);
-        return Err(ComputerError::Script(text));
-    }
-    Ok(reply.result.value.unwrap_or(Value::Null))
-}
 
 /// Calls `window.__kinet.<function>(args...)` in `doc` after making sure
 /// the page script is installed in its current document.
@@ -350,26 +322,6 @@ pub(crate) async fn type_in(
         }
     }
     Ok(focused.form)
-}
-
-/// Sends an input command given as JSON to a tab.
-pub(crate) async fn page_input(
-    page: &Page,
-    method: &str,
-    params: Value,
-) -> Result<(), ComputerError> {
-    match method {
-        "Input.insertText" => {
-            let params: InsertTextParams = serde_json::from_value(params).map_err(browser_error)?;
-            page.execute(params).await.map_err(browser_error)?;
-        }
-        _ => {
-            let params: DispatchKeyEventParams =
-                serde_json::from_value(params).map_err(browser_error)?;
-            page.execute(params).await.map_err(browser_error)?;
-        }
-    }
-    Ok(())
 }
 
 #[derive(Deserialize)]

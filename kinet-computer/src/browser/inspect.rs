@@ -12,9 +12,9 @@ use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::actions;
 use super::browser_error;
-use super::tools::{BrowserTools, cancellable};
+use super::document;
+use super::shared::{Shared, cancellable};
 
 /// Arguments of `browser_eval`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -24,7 +24,7 @@ pub struct EvalArgs {
     pub expression: String,
 }
 
-pub(super) struct EvalTool(pub(super) BrowserTools);
+pub(super) struct EvalTool(pub(super) Shared);
 
 #[async_trait]
 impl Tool for EvalTool {
@@ -45,7 +45,7 @@ its value as JSON. Prefer the other browser tools for clicking and typing."
     async fn call(&self, args: EvalArgs, ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
         cancellable(ctx, self.0.call_limit(), async {
             let page = self.0.page().await?;
-            let value = actions::evaluate(&page, &args.expression).await?;
+            let value = document::evaluate(&page, &args.expression).await?;
             let text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string());
             Ok(self.0.with_notes(text).with_structured(value))
         })
@@ -61,7 +61,7 @@ pub struct BrowserScreenshotArgs {
     pub full_page: bool,
 }
 
-pub(super) struct ScreenshotTool(pub(super) BrowserTools);
+pub(super) struct ScreenshotTool(pub(super) Shared);
 
 /// The largest width or height of a full-page screenshot, in CSS pixels
 /// (model APIs refuse larger images).
@@ -112,7 +112,7 @@ impl Tool for ScreenshotTool {
                     .css_content_size;
                 let (width, height) = (size.width.max(1.0), size.height.max(1.0));
                 // One image pixel per CSS pixel, also on HiDPI screens.
-                let ratio = actions::evaluate(&page, "devicePixelRatio")
+                let ratio = document::evaluate(&page, "devicePixelRatio")
                     .await?
                     .as_f64()
                     .filter(|r| r.is_finite() && *r > 0.0)

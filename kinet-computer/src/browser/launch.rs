@@ -19,8 +19,8 @@ use kinet_core::sandbox::{Launch, SandboxPolicy};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr};
 
+use super::config::BrowserConfig;
 use super::pipe::{self, DevtoolsPipe};
-use super::session::BrowserConfig;
 use crate::ComputerError;
 
 /// The flags every start gets (besides the profile, the window and the

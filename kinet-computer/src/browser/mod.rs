@@ -63,7 +63,9 @@
 //! `browser_select`).
 
 mod actions;
+mod config;
 mod dialogs;
+mod document;
 mod frames;
 mod inspect;
 mod launch;
@@ -72,6 +74,7 @@ mod navigation;
 mod pipe;
 mod policy;
 mod session;
+mod shared;
 mod tabs;
 mod tools;
 mod view;
@@ -80,8 +83,9 @@ pub use actions::{Snapshot, SnapshotMode, SnapshotOptions, click, select, snapsh
 /// The DevTools client the session's pages come from, for work the tools
 /// do not cover.
 pub use chromiumoxide;
+pub use config::BrowserConfig;
 pub use inspect::{BrowserScreenshotArgs, EvalArgs};
-pub use session::{BrowserConfig, BrowserSession};
+pub use session::BrowserSession;
 pub use tabs::{TabAction, TabsArgs};
 pub use tools::{BrowserTools, ClickArgs, NavigateArgs, SelectArgs, SnapshotArgs, TypeArgs};
 

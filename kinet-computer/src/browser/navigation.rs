@@ -16,8 +16,8 @@ use chromiumoxide::listeners::EventStream;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::actions::evaluate;
 use super::browser_error;
+use super::document::evaluate;
 use super::link::Link;
 use crate::ComputerError;
 

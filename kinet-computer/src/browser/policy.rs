@@ -6,7 +6,7 @@
 
 use kinet_core::ToolCtx;
 
-use super::session::BrowserConfig;
+use super::config::BrowserConfig;
 use crate::ComputerError;
 
 /// Checks a URL the model asked for against the session's settings.

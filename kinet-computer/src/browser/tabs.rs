@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::policy::check_url;
-use super::tools::{BrowserTools, cancellable};
+use super::shared::{Shared, cancellable};
 use crate::ComputerError;
 
 /// How long a tab may take to tell its title.
@@ -42,7 +42,7 @@ pub struct TabsArgs {
     pub url: Option<String>,
 }
 
-pub(super) struct TabsTool(pub(super) BrowserTools);
+pub(super) struct TabsTool(pub(super) Shared);
 
 impl TabsTool {
     async fn list(&self) -> Result<String, ComputerError> {

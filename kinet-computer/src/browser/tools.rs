@@ -1,22 +1,17 @@
 //! The `browser_*` tools.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
-use chromiumoxide::Page;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::actions::{self, Snapshot, SnapshotMode, SnapshotOptions};
-use super::frames::RemoteFrames;
+use super::actions::{self, SnapshotMode, SnapshotOptions};
 use super::inspect::{EvalTool, ScreenshotTool};
 use super::navigation::{self, Landing, settle};
-use super::policy::{check_landing, check_url};
+use super::policy::check_url;
 use super::session::BrowserSession;
+use super::shared::{Shared, cancellable};
 use super::tabs::TabsTool;
-use super::view::Views;
-use crate::ComputerError;
 
 /// The browser tools over one [`BrowserSession`].
 ///
@@ -29,17 +24,14 @@ use crate::ComputerError;
 /// ```
 #[derive(Clone)]
 pub struct BrowserTools {
-    pub(super) session: BrowserSession,
-    snapshot_after_action: bool,
-    frames: RemoteFrames,
-    views: Views,
+    shared: Shared,
 }
 
 impl std::fmt::Debug for BrowserTools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BrowserTools")
-            .field("session", &self.session)
-            .field("snapshot_after_action", &self.snapshot_after_action)
+            .field("session", &self.shared.session)
+            .field("snapshot_after_action", &self.shared.snapshot_after_action)
             .finish_non_exhaustive()
     }
 }
@@ -49,10 +41,7 @@ impl BrowserTools {
     /// page.
     pub fn new(session: BrowserSession) -> Self {
         Self {
-            session,
-            snapshot_after_action: true,
-            frames: RemoteFrames::default(),
-            views: Views::default(),
+            shared: Shared::new(session),
         }
     }
 
@@ -60,7 +49,7 @@ impl BrowserTools {
     /// afterwards (default: the change since the last snapshot, or the new
     /// page) or only say what they did.
     pub fn snapshot_after_action(mut self, yes: bool) -> Self {
-        self.snapshot_after_action = yes;
+        self.shared.snapshot_after_action = yes;
         self
     }
 
@@ -75,138 +64,15 @@ impl BrowserTools {
 
     /// Adds the same tools to `tools`.
     pub fn add_to(&self, tools: &mut kinet_core::Toolset) {
-        tools.add(NavigateTool(self.clone()));
-        tools.add(SnapshotTool(self.clone()));
-        tools.add(ClickTool(self.clone()));
-        tools.add(TypeTool(self.clone()));
-        tools.add(SelectTool(self.clone()));
-        tools.add(EvalTool(self.clone()));
-        tools.add(ScreenshotTool(self.clone()));
-        tools.add(TabsTool(self.clone()));
-    }
-
-    /// The longest one tool call may take: a navigation and a command
-    /// (see [`BrowserConfig::navigation_timeout`]).
-    ///
-    /// [`BrowserConfig::navigation_timeout`]: super::BrowserConfig::navigation_timeout
-    pub(super) fn call_limit(&self) -> Duration {
-        let config = self.session.config();
-        config.navigation_timeout + config.command_timeout
-    }
-
-    pub(super) async fn page(&self) -> Result<Page, ComputerError> {
-        self.session.active_page().await
-    }
-
-    /// What an action answers: what it did and where the tab landed, then
-    /// the page: what changed since the last snapshot, or the whole new
-    /// page. The action has happened by now, so a page that cannot be read
-    /// yet (still loading) is said, not turned into an error the model
-    /// would retry.
-    async fn after_action(
-        &self,
-        page: &Page,
-        ctx: &ToolCtx,
-        done: String,
-        landing: &Landing,
-    ) -> Result<ToolOutput, ComputerError> {
-        let mut head = done;
-        let landed = landing.describe();
-        if !landed.is_empty() {
-            head.push(' ');
-            head.push_str(&landed);
-        }
-        if landing.navigated && landing.response.is_none() && landing.timed_out.is_some() {
-            // Waiting for the new page's answer: nothing can be read now.
-            let url = landing
-                .requested
-                .clone()
-                .unwrap_or_else(|| "a new page".into());
-            self.session.set_pending(page.target_id(), Some(url));
-            return Ok(self.with_notes(head));
-        }
-        if !self.snapshot_after_action {
-            return Ok(self.with_notes(head));
-        }
-        let options = SnapshotOptions::default();
-        let text = match self.snapshot(page, ctx, &options, false).await {
-            Ok(snapshot) => {
-                let view = self
-                    .views
-                    .change(page.target_id(), &snapshot)
-                    .unwrap_or_else(|| snapshot.render());
-                format!("{head}\n\n{}", self.sized(view))
-            }
-            Err(error @ ComputerError::Blocked(_)) => return Err(error),
-            Err(error) => format!(
-                "{head}\n\nThe page could not be read afterwards ({error}); it may still be \
-loading: take a browser_snapshot."
-            ),
-        };
-        Ok(self.with_notes(text))
-    }
-
-    /// A snapshot of `page` with its frames of other sites, taking turns
-    /// with this session's other snapshots (see [`actions::snapshot`]);
-    /// `remember`: a whole-page one becomes the base of the next change. A
-    /// tab that wandered to a local file outside the workspace is taken
-    /// back to about:blank first.
-    async fn snapshot(
-        &self,
-        page: &Page,
-        ctx: &ToolCtx,
-        options: &SnapshotOptions,
-        remember: bool,
-    ) -> Result<Snapshot, ComputerError> {
-        let url = page.url().await.ok().flatten().unwrap_or_default();
-        if let Err(error) = check_landing(&url, self.session.config(), ctx) {
-            let limit = self.session.config().navigation_timeout;
-            if let Ok(link) = self.session.link().await {
-                let _ = navigation::navigate(page, &link, "about:blank", limit).await;
-            }
-            return Err(error);
-        }
-        let _turn = self.session.snapshot_turn().await;
-        let snapshot = self.frames.snapshot(&self.session, page, options).await?;
-        if remember && options.root.is_none() && options.mode == SnapshotMode::Full {
-            self.views.remember(page.target_id(), &snapshot);
-        }
-        Ok(snapshot)
-    }
-
-    fn sized(&self, text: String) -> String {
-        let config = self.session.config();
-        self.views
-            .sized(text, config.snapshot_limit, config.snapshot_dir.as_ref())
-    }
-
-    /// `text` followed by what happened on the tabs since the last result
-    /// (dialogs answered, tabs reopened).
-    pub(super) fn with_notes(&self, mut text: String) -> ToolOutput {
-        for note in self.session.take_notes() {
-            text.push_str("\n\n");
-            text.push_str(&note);
-        }
-        ToolOutput::text(text)
-    }
-}
-
-/// Runs `work` unless the run is cancelled first; gives up after `limit`.
-pub(super) async fn cancellable<T>(
-    ctx: &ToolCtx,
-    limit: Duration,
-    work: impl Future<Output = Result<T, ComputerError>>,
-) -> Result<T, ToolError> {
-    tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => Err(ComputerError::Cancelled.into()),
-        result = tokio::time::timeout(limit, work) => match result {
-            Ok(result) => result.map_err(ToolError::from),
-            Err(_) => Err(ToolError::new(
-                kinet_core::tool::ToolErrorKind::Timeout,
-                format!("the browser did not finish within {} s", limit.as_secs()),
-            )),
-        },
+        let shared = &self.shared;
+        tools.add(NavigateTool(shared.clone()));
+        tools.add(SnapshotTool(shared.clone()));
+        tools.add(ClickTool(shared.clone()));
+        tools.add(TypeTool(shared.clone()));
+        tools.add(SelectTool(shared.clone()));
+        tools.add(EvalTool(shared.clone()));
+        tools.add(ScreenshotTool(shared.clone()));
+        tools.add(TabsTool(shared.clone()));
     }
 }
 
@@ -217,7 +83,7 @@ pub struct NavigateArgs {
     pub url: String,
 }
 
-struct NavigateTool(BrowserTools);
+struct NavigateTool(Shared);
 
 #[async_trait]
 impl Tool for NavigateTool {
@@ -302,7 +168,7 @@ pub struct SnapshotArgs {
     pub mode: SnapshotMode,
 }
 
-struct SnapshotTool(BrowserTools);
+struct SnapshotTool(Shared);
 
 #[async_trait]
 impl Tool for SnapshotTool {
@@ -345,7 +211,7 @@ pub struct ClickArgs {
     pub element: String,
 }
 
-struct ClickTool(BrowserTools);
+struct ClickTool(Shared);
 
 #[async_trait]
 impl Tool for ClickTool {
@@ -390,7 +256,7 @@ pub struct TypeArgs {
     pub submit: bool,
 }
 
-struct TypeTool(BrowserTools);
+struct TypeTool(Shared);
 
 #[async_trait]
 impl Tool for TypeTool {
@@ -444,7 +310,7 @@ pub struct SelectArgs {
     pub values: Vec<String>,
 }
 
-struct SelectTool(BrowserTools);
+struct SelectTool(Shared);
 
 #[async_trait]
 impl Tool for SelectTool {
