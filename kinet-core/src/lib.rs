@@ -145,9 +145,9 @@ pub use ctx::ToolCtx;
 pub use data::conversation::Conversation;
 pub use data::error::AgentError;
 pub use data::event::{AgentEvent, RunOutcome, RunStop};
-pub use message::Message;
 pub use data::output::{ToolError, ToolOutput};
 pub use data::spec::ToolAnnotations;
+pub use message::Message;
 pub use tooldef::Tool;
 pub use toolset::Toolset;
 

@@ -11,8 +11,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Provider, ProviderStream};
-use crate::message::Message;
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
+use crate::message::Message;
 
 /// What a scripted turn checks about the request it answers. A failed check
 /// makes the provider return [`ProviderError::Script`], so a test notices

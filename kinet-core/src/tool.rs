@@ -7,10 +7,6 @@ pub use crate::ctx::{
     SubAgentSpawner, TerminalCommand, TerminalExit, Terminals, ToolCaller, ToolCtx, WorkspaceDir,
     WorkspacePath, confinement,
 };
-/// Calendar arithmetic for tools that speak dates.
-pub mod dates {
-    pub use crate::data::dates::*;
-}
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 pub use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};
 pub use crate::data::truncate::TruncationPolicy;

@@ -1,7 +1,7 @@
 //! The memory tools the model calls.
 
 use async_trait::async_trait;
-use kinet_core::tool::{Scheduling, dates};
+use kinet_core::tool::Scheduling;
 use kinet_core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -389,26 +389,34 @@ fn parse_since(since: Since) -> Result<i64, ToolError> {
         Since::Seconds(seconds) => Ok(seconds),
         Since::Date(text) => {
             let parts: Vec<&str> = text.get(..10).unwrap_or(&text).split('-').collect();
-            match parts.as_slice() {
-                [y, m, d] => match (y.parse::<i64>(), m.parse::<u32>(), d.parse::<u32>()) {
-                    (Ok(y), Ok(m @ 1..=12), Ok(d)) if d >= 1 && d <= dates::days_in_month(y, m) => {
-                        Ok(dates::days_from_civil(y, m, d) * 86_400)
-                    }
-                    _ => Err(ToolError::invalid_arguments(format!(
-                        "`{text}` is not a YYYY-MM-DD date"
-                    ))),
+            let date = match parts.as_slice() {
+                [y, m, d] => match (y.parse::<i32>(), m.parse::<u8>(), d.parse::<u8>()) {
+                    (Ok(y), Ok(m), Ok(d)) => time::Month::try_from(m)
+                        .ok()
+                        .and_then(|m| time::Date::from_calendar_date(y, m, d).ok()),
+                    _ => None,
                 },
-                _ => Err(ToolError::invalid_arguments(format!(
-                    "`{text}` is not a YYYY-MM-DD date"
-                ))),
-            }
+                _ => None,
+            };
+            date.map(|date| date.midnight().assume_utc().unix_timestamp())
+                .ok_or_else(|| {
+                    ToolError::invalid_arguments(format!("`{text}` is not a YYYY-MM-DD date"))
+                })
         }
     }
 }
 
 fn format_date(seconds: i64) -> String {
-    let (year, month, day) = dates::civil_from_days(seconds.div_euclid(86_400));
-    format!("{year:04}-{month:02}-{day:02}")
+    match time::OffsetDateTime::from_unix_timestamp(seconds) {
+        Ok(at) => format!(
+            "{:04}-{:02}-{:02}",
+            at.year(),
+            u8::from(at.month()),
+            at.day()
+        ),
+        // Past the years a calendar date is kept for (±9999).
+        Err(_) => format!("{seconds} (unix seconds)"),
+    }
 }
 
 fn format_triple(triple: &Triple) -> String {

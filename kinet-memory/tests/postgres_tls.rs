@@ -7,6 +7,7 @@
 //! The pgserver wheel's PostgreSQL is built without TLS, so the server here
 //! is Debian's (`postgresql` package, installed by `.ci/setup`), or
 //! `$KINET_PG_TLS_BIN`; the tests need no pgvector (the session store).
+#![cfg(feature = "postgres")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -9,8 +9,8 @@ use super::Agent;
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
 use crate::data::event::{RunOutcome, RunStop};
-use crate::message::Message;
 use crate::data::model::{ChatRequest, GenerationParams, OutputSchema, StreamEvent, Usage};
+use crate::message::Message;
 
 /// A run's outcome with its answer parsed as `T`.
 #[derive(Debug)]

@@ -4,8 +4,8 @@ use futures::StreamExt;
 
 use super::{ContextPolicy, Sizer, message_chars};
 use crate::backend::Provider;
-use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, GenerationParams, StreamEvent};
+use crate::message::{ContentPart, Message};
 
 /// What one compaction did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

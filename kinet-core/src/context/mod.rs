@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::message::{ContentPart, Message};
 use crate::data::spec::ToolSpec;
+use crate::message::{ContentPart, Message};
 
 pub use compact::Compaction;
 pub(crate) use compact::{Model, Request, SUMMARY_ENDS, SUMMARY_OPENS, compact};

@@ -8,10 +8,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::error::AgentError;
-use crate::message::Message;
 use super::model::{StopReason, Usage};
 use super::output::{ToolError, ToolOutput};
 use crate::data::conversation::Conversation;
+use crate::message::Message;
 
 /// Why a run ended.
 #[derive(Debug, Clone)]

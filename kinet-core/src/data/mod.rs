@@ -8,7 +8,6 @@
 //! without an import circle.
 
 pub(crate) mod conversation;
-pub(crate) mod dates;
 pub(crate) mod error;
 pub(crate) mod event;
 pub(crate) mod model;

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::Message;
 use super::spec::ToolSpec;
+use crate::message::Message;
 
 /// Sampling parameters passed through to the provider.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

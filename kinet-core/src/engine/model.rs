@@ -14,8 +14,8 @@ use crate::ctx::EventSink;
 use crate::data::conversation::Conversation;
 use crate::data::error::{AgentError, HookError};
 use crate::data::event::AgentEvent;
-use crate::message::ToolCall;
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
+use crate::message::ToolCall;
 use crate::pipeline::guarded;
 use crate::toolset::ToolSnapshot;
 

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use super::RunSettings;
 use crate::ctx::ToolCtx;
 use crate::data::conversation::Conversation;
-use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
-use crate::message::{Message, ToolCall};
 use crate::data::model::StopReason;
+use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
+use crate::message::{Message, ToolCall};
 use crate::session::JournalEntry;
 
 /// The pending calls, for messages: "`shell` (call_1), `write_file` (call_2)".

@@ -10,9 +10,9 @@ mod doom_loop;
 use async_trait::async_trait;
 
 pub use crate::data::error::HookError;
-use crate::message::ToolCall;
 use crate::data::model::ChatRequest;
 use crate::data::output::{ToolError, ToolOutput};
+use crate::message::ToolCall;
 
 pub use doom_loop::DoomLoopGuard;
 

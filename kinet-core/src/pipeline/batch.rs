@@ -28,13 +28,13 @@ use tracing::Instrument as _;
 
 use super::{CallRecord, Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::ctx::ToolCtx;
-use crate::deferred::{Resolution, Suspension};
 use crate::data::event::{AgentEvent, RunStop};
-use crate::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
-use crate::provenance::Seen;
 use crate::data::spec::Scheduling;
+use crate::deferred::{Resolution, Suspension};
 use crate::layer::CANCEL_GRACE;
+use crate::message::{Message, ToolCall};
+use crate::provenance::Seen;
 use crate::toolset::ToolSnapshot;
 
 type ToolResult = Result<ToolOutput, ToolError>;

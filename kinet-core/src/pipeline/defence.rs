@@ -71,8 +71,8 @@ use serde_json::Value;
 
 use crate::context::{SUMMARY_ENDS, SUMMARY_OPENS};
 use crate::data::output::{ToolError, ToolErrorKind};
-use crate::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 use crate::data::spec::ToolAnnotations;
+use crate::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 
 /// How the defence treats acting calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

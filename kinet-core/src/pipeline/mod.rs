@@ -40,11 +40,11 @@ use std::time::Duration;
 use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
 use crate::data::event::RunStop;
-use crate::message::{Message, ToolCall};
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;
 use crate::layer::{TimeoutLayer, ToolLayer};
+use crate::message::{Message, ToolCall};
 use crate::toolset::ToolSnapshot;
 
 pub(crate) use stages::{Gate, Prepared, guarded, not_run, panic_message};

@@ -15,15 +15,15 @@ use super::order::{Half, StageName, Step};
 use crate::command::CheckedCommand;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
 use crate::ctx::ToolCtx;
-use crate::deferred::Resolution;
 use crate::data::error::AgentError;
 use crate::data::event::{AgentEvent, RunStop};
-use crate::message::{ContentPart, Message, ToolCall};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::data::truncate::TruncationPolicy;
+use crate::deferred::Resolution;
 use crate::hook::{BeforeTool, Hook};
 use crate::layer::{Invocation, Next};
+use crate::message::{ContentPart, Message, ToolCall};
 use crate::tooldef::PreparedCall;
 use crate::toolset::{Entry, Layers, ToolSnapshot};
 

@@ -13,8 +13,8 @@ use super::http::{
 };
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
+use crate::message::{ContentPart, Message};
 
 /// The `anthropic-version` header value sent.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -13,8 +13,8 @@ use super::http::{
 };
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::message::{ContentPart, ImagePart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
+use crate::message::{ContentPart, ImagePart, Message};
 
 /// Which field carries the output token limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

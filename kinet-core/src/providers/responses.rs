@@ -12,8 +12,8 @@ use super::http::{Flow, HttpClient, SseDecoder, error_details, error_from_stream
 use super::openai::{OpenAiConfig, data_url, tool_result_images};
 use super::sse::SseEvent;
 use crate::backend::{Provider, ProviderStream};
-use crate::message::{ContentPart, Message};
 use crate::data::model::{ChatRequest, ProviderError, StopReason, StreamEvent, Usage};
+use crate::message::{ContentPart, Message};
 
 /// The OpenAI Responses provider. It shares [`OpenAiConfig`] with the Chat
 /// Completions provider; `max_tokens` becomes `max_output_tokens`.

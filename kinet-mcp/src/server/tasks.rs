@@ -78,7 +78,19 @@ fn now_ms() -> u64 {
 
 /// `ms` since the epoch as RFC 3339 (UTC, milliseconds).
 fn rfc3339(ms: u64) -> String {
-    kinet_core::tool::dates::rfc3339_millis(i64::try_from(ms).unwrap_or(i64::MAX))
+    let nanos = i128::from(ms) * 1_000_000;
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        at.year(),
+        u8::from(at.month()),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.millisecond()
+    )
 }
 
 fn store_error(e: StoreError) -> McpError {
@@ -497,5 +509,18 @@ impl SessionStore for MemoryTasks {
     }
     fn fork_point(&self, _id: &str) -> Result<Option<kinet_core::session::ForkPoint>, StoreError> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod timestamps {
+    #[test]
+    fn timestamps_are_rfc_3339_with_milliseconds() {
+        assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(
+            super::rfc3339(1_796_428_800_000),
+            "2026-12-05T00:00:00.000Z"
+        );
     }
 }

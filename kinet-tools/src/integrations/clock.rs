@@ -1,7 +1,8 @@
 //! Calendar dates and unix seconds at a fixed UTC offset, for APIs that
-//! speak unix time to people who speak dates.
+//! speak unix time to people who speak dates (the calendar is the `time`
+//! crate's).
 
-use kinet_core::tool::dates::{civil_from_days, days_from_civil, days_in_month};
+use time::{Date, Month, OffsetDateTime};
 
 /// Unix seconds of `YYYY-MM-DD`, `YYYY-MM-DD HH:MM` or `YYYY-MM-DD
 /// HH:MM:SS` (a `T` may separate date and time) at `offset_minutes` east of
@@ -16,16 +17,13 @@ pub(crate) fn parse_time(text: &str, offset_minutes: i32) -> Option<i64> {
         None => (text, None),
     };
     let mut parts = date.split('-');
-    let year: i64 = parts.next()?.parse().ok()?;
-    let month: u32 = parts.next()?.parse().ok()?;
-    let day: u32 = parts.next()?.parse().ok()?;
-    if parts.next().is_some()
-        || !(1..=12).contains(&month)
-        || day == 0
-        || day > days_in_month(year, month)
-    {
+    let year: i32 = parts.next()?.parse().ok()?;
+    let month: u8 = parts.next()?.parse().ok()?;
+    let day: u8 = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
         return None;
     }
+    let date = Date::from_calendar_date(year, Month::try_from(month).ok()?, day).ok()?;
     let (mut hour, mut minute, mut second) = (0i64, 0i64, 0i64);
     if let Some(time) = time {
         let mut fields = time.split(':');
@@ -39,20 +37,25 @@ pub(crate) fn parse_time(text: &str, offset_minutes: i32) -> Option<i64> {
             return None;
         }
     }
-    let local = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let local = date.midnight().assume_utc().unix_timestamp() + hour * 3600 + minute * 60 + second;
     Some(local - i64::from(offset_minutes) * 60)
 }
 
 /// `YYYY-MM-DD HH:MM` of unix seconds at `offset_minutes` east of UTC.
 pub(crate) fn format_time(unix: i64, offset_minutes: i32) -> String {
     let local = unix + i64::from(offset_minutes) * 60;
-    let (year, month, day) = civil_from_days(local.div_euclid(86_400));
-    let seconds = local.rem_euclid(86_400);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
-        seconds / 3600,
-        seconds % 3600 / 60
-    )
+    match OffsetDateTime::from_unix_timestamp(local) {
+        Ok(at) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute()
+        ),
+        // Past the years a calendar date is kept for (±9999).
+        Err(_) => format!("{unix} (unix seconds)"),
+    }
 }
 
 /// `UTC+08:00`.
