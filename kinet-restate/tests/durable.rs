@@ -80,7 +80,8 @@ async fn single(dir: &Path, stage: Stage) -> Option<(Node, Service, Client)> {
 async fn transcript(client: &Client, key: &str) -> Vec<serde_json::Value> {
     let session = client.session(key).await.unwrap().unwrap();
     session
-        .conversation.messages
+        .conversation
+        .messages
         .iter()
         .map(|m: &Message| serde_json::to_value(m).unwrap())
         .collect()
@@ -307,7 +308,8 @@ async fn one_reply_per_conversation_at_a_time_and_conversations_in_parallel() {
     // The conversation holds both turns, one after the other.
     let session = client.session("a").await.unwrap().unwrap();
     let users = session
-        .conversation.messages
+        .conversation
+        .messages
         .iter()
         .filter(|m| matches!(m, Message::User { .. }))
         .count();
@@ -363,7 +365,8 @@ async fn a_cancelled_invocation_ends_as_a_cancelled_run() {
     // Every call the model made has a result in the saved conversation.
     let session = client.session("stop").await.unwrap().unwrap();
     let calls = session
-        .conversation.messages
+        .conversation
+        .messages
         .iter()
         .filter_map(|m| match m {
             Message::Assistant { tool_calls, .. } => Some(tool_calls.len()),
@@ -371,7 +374,8 @@ async fn a_cancelled_invocation_ends_as_a_cancelled_run() {
         })
         .sum::<usize>();
     let results = session
-        .conversation.messages
+        .conversation
+        .messages
         .iter()
         .filter(|m| matches!(m, Message::Tool { .. }))
         .count();

@@ -528,7 +528,8 @@ pub async fn check(store: &Store, report: &Report, plan: Plan) -> JournalCheck {
         };
         check.conversations += 1;
         let users: Vec<String> = session
-            .conversation.messages
+            .conversation
+            .messages
             .iter()
             .filter(|m| matches!(m, Message::User { .. }))
             .map(Message::text)

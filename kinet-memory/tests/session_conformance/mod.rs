@@ -76,7 +76,12 @@ fn message(text: &str) -> JournalEntry {
 }
 
 fn texts(session: &Session) -> Vec<String> {
-    session.conversation.messages.iter().map(Message::text).collect()
+    session
+        .conversation
+        .messages
+        .iter()
+        .map(Message::text)
+        .collect()
 }
 
 pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
@@ -119,7 +124,10 @@ pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
     assert_eq!(texts(&loaded), ["hello", "hi"]);
     assert!(loaded.conversation.session_approvals.contains("shell"));
     assert_eq!(loaded.state["todo"], json!({"items": ["a", "b"]}));
-    assert_eq!(loaded.conversation.provenance, first.conversation.provenance);
+    assert_eq!(
+        loaded.conversation.provenance,
+        first.conversation.provenance
+    );
     assert_eq!(store.entries("first").unwrap().unwrap().len(), 6);
 
     // Unicode, NUL and quotes survive.
@@ -134,7 +142,15 @@ pub(crate) async fn a_journal_round_trips_and_lists(f: &impl SessionFixture) {
     assert_eq!(ids, ["second", "first"], "most recently updated first");
     assert_eq!(listed[1].messages, 3);
     assert_eq!(listed[0].messages, 0);
-    assert!(store.load("second").unwrap().unwrap().conversation.messages.is_empty());
+    assert!(
+        store
+            .load("second")
+            .unwrap()
+            .unwrap()
+            .conversation
+            .messages
+            .is_empty()
+    );
 
     // Another handle sees the same; deleting removes the journal.
     let other = f.open(&f.fresh().await).await;
@@ -192,9 +208,14 @@ pub(crate) async fn a_fork_keeps_what_came_before_its_point(f: &impl SessionFixt
     assert_eq!(forked.forked_from.as_ref().unwrap().session, "base");
     assert_eq!(forked.forked_from.as_ref().unwrap().at, 2);
     assert!(base.conversation.session_approvals.contains("shell"));
-    assert!(forked.conversation.session_approvals.is_empty(), "{:?}", forked.conversation.session_approvals);
+    assert!(
+        forked.conversation.session_approvals.is_empty(),
+        "{:?}",
+        forked.conversation.session_approvals
+    );
     let read: Vec<&str> = forked
-        .conversation.provenance
+        .conversation
+        .provenance
         .seen()
         .iter()
         .map(|s| s.text.as_str())
@@ -385,7 +406,8 @@ pub(crate) async fn doomed(store: Arc<dyn SessionStore>) {
 
 fn tool_results(session: &Session) -> Vec<(String, String)> {
     session
-        .conversation.messages
+        .conversation
+        .messages
         .iter()
         .filter_map(|m| match m {
             Message::Tool {
@@ -458,12 +480,18 @@ pub(crate) async fn a_process_killed_during_a_slow_tool_resumes_with_what_comple
     // call's answer is not journalled but made again by the repair on
     // every resume, the same each time.
     let session = store.load(ID).unwrap().unwrap();
-    assert_eq!(session.conversation.messages.last().unwrap().text(), "Resumed.");
+    assert_eq!(
+        session.conversation.messages.last().unwrap().text(),
+        "Resumed."
+    );
     let completed: Vec<&Message> = outcome
         .conversation
         .messages
         .iter()
         .filter(|m| !matches!(m, Message::Tool { tool_call_id, .. } if tool_call_id == "slow-1"))
         .collect();
-    assert_eq!(session.conversation.messages.iter().collect::<Vec<_>>(), completed);
+    assert_eq!(
+        session.conversation.messages.iter().collect::<Vec<_>>(),
+        completed
+    );
 }
