@@ -501,6 +501,9 @@ async fn run_calls(
         config.journal.as_deref(),
     )
     .await;
+    // The turn's copy of the ledger goes first: recording into a ledger
+    // still shared would copy all of it, every turn.
+    drop(turn_base);
     for seen in ran.seen.drain(..) {
         conversation.provenance.record(seen);
     }
