@@ -19,12 +19,20 @@
 //! - [`Provider`]: a streaming model backend ([`provider`] has the shipped
 //!   ones and the kit to write more); [`testing::ScriptedProvider`] plays a
 //!   script offline.
-//! - [`Agent`]: the loop. Each turn it calls the model and runs the tool
-//!   calls through the [`pipeline`] (parse → policy and confirmation →
-//!   [hooks](hook) → [layers](layer) → panic guard → after-tool hooks →
-//!   truncation → events), consecutive calls that may run together at once
-//!   and the others alone, results in call order, and reports everything to
-//!   the host as [`AgentEvent`]s.
+//! - [`Agent`]: the loop, a turn at a time: prepare the request (compacted
+//!   to fit the window), call the model (a request too long is compacted
+//!   and sent again), record the assistant's turn, run its tool calls,
+//!   decide whether to go on. The calls go through the [`pipeline`], one
+//!   ordered list of stages ([`pipeline::STAGES`]; a host adds its own at a
+//!   named place, [`AgentBuilder::stage`]): a gate half (parse → policy →
+//!   injection defence → confirm → before-tool [hooks](hook)), one call at
+//!   a time, and an execution half ([layers](layer) → panic guard →
+//!   after-tool hooks → truncation → provenance → record), consecutive
+//!   calls that may run together at once and the others alone, results in
+//!   call order. Everything is reported to the host as [`AgentEvent`]s.
+//!   A [`Conversation`] is the run's whole state (history, approvals,
+//!   provenance ledger, a turn waiting for approvals, run key); a
+//!   [`session::Session`] embeds it and the journal is made from it.
 //!
 //! - Confinement: a tool opens a model-supplied path through
 //!   [`ToolCtx::workspace_path`], which opens it beneath its workspace root
@@ -38,7 +46,7 @@
 //! - Prompt injection: every tool result the model reads joins the
 //!   conversation's [`provenance`] ledger with its trust (the host declares
 //!   it per tool or tool source; open-world tools are untrusted by
-//!   default), and the pipeline's policy stage checks each mutating or
+//!   default), and the pipeline's defence stage checks each mutating or
 //!   open-world call against it before it runs: an argument value found in
 //!   untrusted text and in nothing the user or a trusted source said sends
 //!   the call to the [`ConfirmHandler`] with the reason, or refuses it when
@@ -59,11 +67,15 @@
 //!   `opentelemetry` feature exports over OTLP).
 //!
 //! Module map: [`tool`] (writing tools), [`layer`], [`hook`], [`pipeline`]
-//! (and its injection defence), [`provenance`], [`confirm`], [`deferred`], [`rules`], [`command`], [`sandbox`], [`session`], [`context`], [`telemetry`],
-//! [`provider`], [`message`], [`event`], [`testing`]. Modules
-//! import one way: plain data at the bottom (messages, outputs, specs,
-//! events), then the context, tools, layers, hooks, the pipeline, the
-//! scheduler, the engine and the agent.
+//! (its stages, the runner of a turn's calls, the injection defence),
+//! [`provenance`], [`confirm`], [`deferred`], [`rules`], [`command`],
+//! [`sandbox`], [`session`], [`context`], [`telemetry`], [`provider`],
+//! [`message`], [`event`], [`testing`]. Modules import one way, with no
+//! circle at any level (CI checks): the data modules at the bottom
+//! (messages, deferred turns, the provenance ledger, then outputs, specs,
+//! the conversation and events), then the context and file-system
+//! confinement, tools, layers, hooks, the pipeline, the engine and the
+//! agent.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
