@@ -15,7 +15,7 @@ use crate::deferred::Decisions;
 use crate::message::{ContentPart, Message, ToolCall};
 use crate::pipeline::batch;
 use crate::pipeline::{Pipeline, guarded};
-use crate::session::JournalEntry;
+use crate::session::{JournalEntry, Recorder};
 use crate::toolset::{ToolSnapshot, Toolset};
 
 mod model;
@@ -102,36 +102,6 @@ async fn run_loop(
     }
 }
 
-/// Where what happens in a run goes: the host's events and the journal.
-/// A message joins the history through [`push`](Self::push), which
-/// journals it too.
-pub(crate) struct Recorder {
-    pub(crate) events: EventSink,
-    pub(crate) journal: Option<Arc<dyn crate::session::Journal>>,
-}
-
-impl Recorder {
-    /// Appends `message` to the history and journals it.
-    fn push(&self, conversation: &mut Conversation, message: Message) {
-        self.message(&message);
-        conversation.push(message);
-    }
-
-    /// Journals a message (one that joined the history elsewhere).
-    fn message(&self, message: &Message) {
-        if let Some(journal) = &self.journal {
-            journal.message(message);
-        }
-    }
-
-    /// Journals an entry.
-    fn record(&self, entry: JournalEntry) {
-        if let Some(journal) = &self.journal {
-            journal.record(&entry);
-        }
-    }
-}
-
 /// A run in progress: its state, and what the loop keeps between turns.
 ///
 /// Each turn goes through the same steps ([`turn`](Self::turn)): prepare
@@ -175,13 +145,8 @@ impl Run {
         base: ToolCtx,
         resume: Option<Decisions>,
     ) -> (Self, Option<RunStop>) {
-        let recorder = Recorder {
-            events: base.events().clone(),
-            journal: config.journal.clone(),
-        };
-        if let Some(journal) = &recorder.journal {
-            journal.begin(&conversation.messages);
-        }
+        let recorder = Recorder::new(base.events().clone(), config.journal.clone());
+        recorder.begin(&conversation.messages);
         // Every call's idempotency key starts with the conversation's run key.
         let run_key = match &conversation.run_key {
             Some(key) => key.clone(),
@@ -211,8 +176,15 @@ impl Run {
                 }
                 Some(decisions) => {
                     turn = deferred.turn;
-                    early = resume::finish(&config, &mut conversation, deferred, &decisions, &base)
-                        .await;
+                    early = resume::finish(
+                        &config,
+                        &recorder,
+                        &mut conversation,
+                        deferred,
+                        &decisions,
+                        &base,
+                    )
+                    .await;
                 }
             }
         }
@@ -430,13 +402,12 @@ impl Run {
             && spent >= limit
         {
             let stop = RunStop::BudgetReached { spent, limit };
-            let journal = config.journal.as_deref();
             let results = batch::refuse_all(
                 &config.pipeline,
                 tools,
                 &calls,
                 &self.base,
-                journal,
+                &self.recorder,
                 stop.clone(),
             )
             .await;
@@ -444,11 +415,19 @@ impl Run {
             ended(&self.recorder);
             return Err(stop);
         }
-        let ran = run_calls(&config, &mut self.conversation, tools, &calls, &self.base).await;
+        let ran = run_calls(
+            &config,
+            &self.recorder,
+            &mut self.conversation,
+            tools,
+            &calls,
+            &self.base,
+        )
+        .await;
         self.conversation.messages.extend(ran.messages);
         if let Some(RunStop::AwaitingApproval { pending }) = &ran.stop {
             resume::keep(
-                &config,
+                &self.recorder,
                 &mut self.conversation,
                 calls,
                 pending,
@@ -482,6 +461,7 @@ async fn turn_tools(config: &RunSettings) -> Result<Arc<ToolSnapshot>, AgentErro
 /// journalled. On a resume, `base` holds the decisions given later.
 async fn run_calls(
     config: &RunSettings,
+    recorder: &Recorder,
     conversation: &mut Conversation,
     tools: &Arc<ToolSnapshot>,
     calls: &[ToolCall],
@@ -498,7 +478,7 @@ async fn run_calls(
         calls,
         &mut conversation.session_approvals,
         &turn_base,
-        config.journal.as_deref(),
+        Some(recorder),
     )
     .await;
     // The turn's copy of the ledger goes first: recording into a ledger
@@ -507,10 +487,8 @@ async fn run_calls(
     for seen in ran.seen.drain(..) {
         conversation.provenance.record(seen);
     }
-    if let Some(journal) = &config.journal {
-        for tool in conversation.session_approvals.difference(&approved_before) {
-            journal.record(&crate::session::JournalEntry::Approval { tool: tool.clone() });
-        }
+    for tool in conversation.session_approvals.difference(&approved_before) {
+        recorder.record(JournalEntry::Approval { tool: tool.clone() });
     }
     ran
 }

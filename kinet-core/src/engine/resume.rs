@@ -12,7 +12,7 @@ use crate::data::event::{AgentEvent, RunStop};
 use crate::data::model::StopReason;
 use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
 use crate::message::{Message, ToolCall};
-use crate::session::JournalEntry;
+use crate::session::{JournalEntry, Recorder};
 
 /// The pending calls, for messages: "`shell` (call_1), `write_file` (call_2)".
 pub(super) fn describe(pending: &[ConfirmRequest]) -> String {
@@ -26,7 +26,7 @@ pub(super) fn describe(pending: &[ConfirmRequest]) -> String {
 /// Keeps the turn in the conversation and the journal: the run stops here.
 /// `saved`: what calls that stopped while running need to go on.
 pub(super) fn keep(
-    config: &RunSettings,
+    recorder: &Recorder,
     conversation: &mut Conversation,
     calls: Vec<ToolCall>,
     pending: &[ConfirmRequest],
@@ -39,11 +39,9 @@ pub(super) fn keep(
         turn,
         saved,
     };
-    if let Some(journal) = &config.journal {
-        journal.record(&JournalEntry::Deferred {
-            deferred: Some(deferred.clone()),
-        });
-    }
+    recorder.record(JournalEntry::Deferred {
+        deferred: Some(deferred.clone()),
+    });
     conversation.deferred = Some(deferred);
 }
 
@@ -54,6 +52,7 @@ pub(super) fn keep(
 /// deferral, a cancellation, an abort, a decision that does not fit).
 pub(super) async fn finish(
     config: &RunSettings,
+    recorder: &Recorder,
     conversation: &mut Conversation,
     deferred: DeferredTurn,
     decisions: &Decisions,
@@ -94,18 +93,14 @@ pub(super) async fn finish(
             return Some(RunStop::Failed(error));
         }
     };
-    let ran = super::run_calls(config, conversation, &tools, &remaining, &base).await;
+    let ran = super::run_calls(config, recorder, conversation, &tools, &remaining, &base).await;
     conversation.messages.extend(ran.messages);
     match &ran.stop {
         Some(RunStop::AwaitingApproval { pending }) => {
             let saved = still_saved(conversation, &deferred, ran.saved);
-            keep(config, conversation, deferred.calls, pending, saved, turn);
+            keep(recorder, conversation, deferred.calls, pending, saved, turn);
         }
-        _ => {
-            if let Some(journal) = &config.journal {
-                journal.record(&JournalEntry::Deferred { deferred: None });
-            }
-        }
+        _ => recorder.record(JournalEntry::Deferred { deferred: None }),
     }
     events.emit(AgentEvent::TurnEnded {
         turn,

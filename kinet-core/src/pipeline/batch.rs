@@ -35,6 +35,7 @@ use crate::deferred::{Resolution, Suspension};
 use crate::layer::CANCEL_GRACE;
 use crate::message::{Message, ToolCall};
 use crate::provenance::Seen;
+use crate::session::{JournalEntry, Recorder};
 use crate::toolset::ToolSnapshot;
 
 type ToolResult = Result<ToolOutput, ToolError>;
@@ -48,8 +49,8 @@ struct Batch<'a> {
     base: &'a ToolCtx,
     results: Vec<Option<Message>>,
     stop: Option<RunStop>,
-    /// Each result is written here as its call finishes.
-    journal: Option<&'a dyn crate::session::Journal>,
+    /// Each result is journalled here as its call finishes.
+    recorder: Option<&'a Recorder>,
     /// Each call's `execute_tool` span, from its start to its result.
     spans: Vec<tracing::Span>,
     /// What the model will read of the results, for the ledger.
@@ -92,9 +93,9 @@ pub(crate) async fn run(
     calls: &[ToolCall],
     approvals: &mut BTreeSet<String>,
     base: &ToolCtx,
-    journal: Option<&dyn crate::session::Journal>,
+    recorder: Option<&Recorder>,
 ) -> Ran {
-    let mut batch = Batch::new(pipeline, tools, calls, base, journal);
+    let mut batch = Batch::new(pipeline, tools, calls, base, recorder);
     batch.run(approvals).await;
     let deferred = batch.deferred();
     let Batch {
@@ -223,10 +224,10 @@ pub(crate) async fn refuse_all(
     tools: &ToolSnapshot,
     calls: &[ToolCall],
     base: &ToolCtx,
-    journal: Option<&dyn crate::session::Journal>,
+    recorder: &Recorder,
     stop: RunStop,
 ) -> Vec<Message> {
-    let mut batch = Batch::new(pipeline, tools, calls, base, journal);
+    let mut batch = Batch::new(pipeline, tools, calls, base, Some(recorder));
     batch.stop = Some(stop);
     for (index, call) in calls.iter().enumerate() {
         batch.spans[index] = pipeline.tool_span(call);
@@ -355,7 +356,7 @@ impl<'a> Batch<'a> {
         tools: &'a ToolSnapshot,
         calls: &'a [ToolCall],
         base: &'a ToolCtx,
-        journal: Option<&'a dyn crate::session::Journal>,
+        recorder: Option<&'a Recorder>,
     ) -> Self {
         Batch {
             pipeline,
@@ -364,7 +365,7 @@ impl<'a> Batch<'a> {
             base,
             results: calls.iter().map(|_| None).collect(),
             stop: None,
-            journal,
+            recorder,
             spans: calls.iter().map(|_| tracing::Span::none()).collect(),
             seen: Vec::new(),
             saved: BTreeMap::new(),
@@ -508,13 +509,13 @@ impl<'a> Batch<'a> {
             kept[index] = Some((result, finished.truncated));
         }
         if let Some(seen) = finished.seen {
-            if let Some(journal) = self.journal {
-                journal.record(&crate::session::JournalEntry::Seen { seen: seen.clone() });
+            if let Some(recorder) = self.recorder {
+                recorder.record(JournalEntry::Seen { seen: seen.clone() });
             }
             self.seen.push(seen);
         }
-        if let Some(journal) = self.journal {
-            journal.message(&finished.message);
+        if let Some(recorder) = self.recorder {
+            recorder.message(&finished.message);
         }
         self.results[index] = Some(finished.message);
         match finished.stop {

@@ -16,7 +16,10 @@
 //! assert!(restored.session_approvals.contains("shell"));
 //! ```
 
+mod recorder;
 mod store;
+
+pub(crate) use recorder::Recorder;
 
 pub use store::{SessionInfo, SessionStore, StoreError, StoreJournal};
 
