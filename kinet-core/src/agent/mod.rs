@@ -1,7 +1,7 @@
 //! `Agent` and its builder; `AgentRun`, the handle of one run; the
 //! engine's sub-agent spawner.
 
-mod compact;
+mod compact_now;
 mod run;
 mod spawner;
 mod typed;
@@ -19,10 +19,10 @@ use crate::backend::Provider;
 use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
-use crate::data::event::RunOutcome;
 use crate::data::model::GenerationParams;
 use crate::data::truncate::TruncationPolicy;
 use crate::engine::RunSettings;
+use crate::event::RunOutcome;
 use crate::hook::Hook;
 use crate::layer::ToolLayer;
 use crate::message::Message;
@@ -31,7 +31,6 @@ use crate::tooldef::{DynTool, Tool};
 use crate::toolset::{ToolSource, Toolset};
 
 pub use run::AgentRun;
-pub use typed::{Typed, TypedError};
 
 #[derive(Clone)]
 enum SpawnerSetting {

@@ -9,7 +9,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::data::error::AgentError;
-use crate::data::event::{AgentEvent, RunOutcome};
+use crate::event::{AgentEvent, RunOutcome};
 
 /// A running agent: a stream of [`AgentEvent`]s ending with
 /// [`AgentEvent::Done`], plus cancellation.

@@ -9,9 +9,9 @@ use futures::StreamExt;
 use super::{Agent, AgentConfig};
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
-use crate::data::event::RunStop;
 use crate::data::output::{ToolError, ToolErrorKind};
 use crate::deferred::Suspension;
+use crate::event::RunStop;
 use crate::message::Message;
 
 /// Runs sub-agents with the parent's provider, model, system prompt and

@@ -8,35 +8,9 @@ use serde::de::DeserializeOwned;
 use super::Agent;
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
-use crate::data::event::{RunOutcome, RunStop};
 use crate::data::model::{ChatRequest, GenerationParams, OutputSchema, StreamEvent, Usage};
+use crate::event::{RunOutcome, RunStop, Typed, TypedError};
 use crate::message::Message;
-
-/// A run's outcome with its answer parsed as `T`.
-#[derive(Debug)]
-pub struct Typed<T> {
-    /// The answer.
-    pub value: T,
-    /// The whole run, the structured answer included as the last message.
-    pub outcome: RunOutcome,
-}
-
-/// Why [`Agent::run_typed`] has no value.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TypedError {
-    /// The run itself did not complete (cancelled, failed, out of turns).
-    #[error("the run did not complete: {}", .0.stop)]
-    Run(Box<RunOutcome>),
-    /// The model's answer did not match the schema, twice.
-    #[error("the answer does not match the schema: {message}")]
-    Invalid {
-        /// What was wrong with the last answer.
-        message: String,
-        /// The run, the answers included.
-        outcome: Box<RunOutcome>,
-    },
-}
 
 /// The instruction for the structured answer, and for the one retry.
 const ASK: &str = "Give your final answer now, as JSON matching the requested schema.";

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::data::event::AgentEvent;
+use crate::event::AgentEvent;
 
 /// Where a running tool sends events (progress, todo updates). Cheap to
 /// clone; sending never blocks and never fails (events sent after the run's

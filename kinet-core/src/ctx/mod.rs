@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::confirm::{ConfirmDecision, ConfirmHandler, ConfirmRequest, DenyingHandler};
-use crate::data::event::{AgentEvent, PackEvent};
 use crate::data::output::{ToolError, ToolOutput};
 use crate::deferred::Resumption;
+use crate::event::{AgentEvent, PackEvent};
 use crate::provenance::Provenance;
 
 pub use crate::confine::{

@@ -6,10 +6,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::ToolCtx;
 use crate::data::conversation::Conversation;
-use crate::data::event::RunOutcome;
 use crate::data::model::Usage;
 use crate::data::output::ToolError;
 use crate::deferred::Decisions;
+use crate::event::RunOutcome;
 
 /// What a tool asks of a sub-agent.
 #[derive(Debug, Clone, PartialEq, Eq)]

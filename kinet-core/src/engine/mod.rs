@@ -9,19 +9,21 @@ use crate::backend::Provider;
 use crate::ctx::{EventSink, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
-use crate::data::event::{AgentEvent, RunOutcome, RunStop};
 use crate::data::model::{GenerationParams, ProviderError, StopReason, Usage};
 use crate::deferred::Decisions;
+use crate::event::{AgentEvent, RunOutcome, RunStop};
 use crate::message::{ContentPart, Message, ToolCall};
 use crate::pipeline::batch;
 use crate::pipeline::{Pipeline, guarded};
 use crate::session::{JournalEntry, Recorder};
 use crate::toolset::{ToolSnapshot, Toolset};
 
-mod model;
+mod history;
+mod model_call;
 mod resume;
 
-use model::{ModelTurn, TurnFailure};
+use history::{check_history, unique_ids};
+use model_call::{ModelTurn, TurnFailure};
 
 /// What the loop needs to run: the model side, the tools, and the pipeline
 /// their calls go through. Nothing else of the agent reaches the engine.
@@ -268,7 +270,7 @@ impl Run {
         let (cancel, events) = (self.base.cancellation(), &self.recorder.events);
         let tools = &prepared.tools;
         let mut result =
-            model::traced_call(&config, &self.conversation, tools, cancel, events).await;
+            model_call::traced_call(&config, &self.conversation, tools, cancel, events).await;
         if let Err(TurnFailure::Failed(AgentError::Provider {
             source:
                 ProviderError::ContextLengthExceeded {
@@ -291,7 +293,8 @@ impl Run {
                 prepared.raw = Some(sizer.raw(&self.conversation.messages));
                 let (cancel, events) = (self.base.cancellation(), &self.recorder.events);
                 result =
-                    model::traced_call(&config, &self.conversation, tools, cancel, events).await;
+                    model_call::traced_call(&config, &self.conversation, tools, cancel, events)
+                        .await;
             }
         }
         match result {
@@ -555,38 +558,4 @@ async fn manage_context(
             false
         }
     }
-}
-
-/// Repairs the history (see [`repair`](crate::data::repair::repair)),
-/// tells the host what was repaired, and notes the call ids it holds.
-fn check_history(conversation: &mut Conversation, taken: &mut HashSet<String>, events: &EventSink) {
-    let repairs = crate::data::repair::repair(&mut conversation.messages);
-    if !repairs.is_empty() {
-        events.emit(AgentEvent::HistoryRepaired { repairs });
-    }
-    taken.clear();
-    for message in &conversation.messages {
-        if let Message::Assistant { tool_calls, .. } = message {
-            taken.extend(tool_calls.iter().map(|call| call.id.clone()));
-        }
-    }
-}
-
-/// Gives every call of the turn an id no other call in the conversation
-/// has (`taken` holds theirs and gets these): a model can send two calls
-/// with one id, or none at all, and real providers reject the next request
-/// when ids repeat. The assistant message and the results carry the new
-/// ids, so the pairing stays valid.
-fn unique_ids(mut calls: Vec<ToolCall>, taken: &mut HashSet<String>, turn: u32) -> Vec<ToolCall> {
-    for (index, call) in calls.iter_mut().enumerate() {
-        if !call.id.trim().is_empty() && taken.insert(call.id.clone()) {
-            continue;
-        }
-        let candidate =
-            crate::data::repair::fresh_id(&call.id, taken, || format!("call_{turn}_{index}"));
-        tracing::debug!(from = %call.id, to = %candidate, "renamed a duplicate or empty tool-call id");
-        taken.insert(candidate.clone());
-        call.id = candidate;
-    }
-    calls
 }

@@ -8,9 +8,9 @@ use super::RunSettings;
 use crate::ctx::ToolCtx;
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
-use crate::data::event::{AgentEvent, RunStop};
 use crate::data::model::StopReason;
 use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
+use crate::event::{AgentEvent, RunStop};
 use crate::message::{Message, ToolCall};
 use crate::session::{JournalEntry, Recorder};
 

@@ -28,10 +28,10 @@ use tracing::Instrument as _;
 
 use super::{CallRecord, Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
 use crate::ctx::ToolCtx;
-use crate::data::event::{AgentEvent, RunStop};
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::deferred::{Resolution, Suspension};
+use crate::event::{AgentEvent, RunStop};
 use crate::layer::CANCEL_GRACE;
 use crate::message::{Message, ToolCall};
 use crate::provenance::Seen;

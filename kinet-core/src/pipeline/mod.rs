@@ -39,9 +39,9 @@ use std::time::Duration;
 
 use crate::confirm::ApprovalPolicy;
 use crate::ctx::ToolCtx;
-use crate::data::event::RunStop;
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::truncate::TruncationPolicy;
+use crate::event::RunStop;
 use crate::hook::Hook;
 use crate::layer::{TimeoutLayer, ToolLayer};
 use crate::message::{Message, ToolCall};

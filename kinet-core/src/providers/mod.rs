@@ -28,7 +28,7 @@
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
-mod env;
+mod from_env;
 mod http;
 pub mod kit;
 #[cfg(feature = "openai")]
@@ -40,7 +40,7 @@ mod sse;
 
 #[cfg(feature = "anthropic")]
 pub use anthropic::{ANTHROPIC_VERSION, AnthropicConfig, AnthropicProvider};
-pub use env::{EnvProvider, from_env, from_env_with};
+pub use from_env::{EnvProvider, from_env, from_env_with};
 pub use http::HttpSettings;
 #[cfg(feature = "openai")]
 pub use openai::{MaxTokensField, OpenAiConfig, OpenAiProvider};

@@ -6,38 +6,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
+use crate::ctx::EventSink;
+use crate::data::conversation::Conversation;
+use crate::event::AgentEvent;
 
-use crate::message::{ContentPart, Message};
-
-/// One change made to a history so providers accept it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Repair {
-    /// A tool call had no result: one saying it was interrupted was added,
-    /// and the model decides whether to call again.
-    Interrupted {
-        /// The call's id.
-        call_id: String,
-        /// The tool.
-        tool: String,
-    },
-    /// A tool result answered no call before it and was dropped.
-    OrphanResult {
-        /// The id it named.
-        call_id: String,
-    },
-    /// A tool call reused an id (or had none): it and its result got a new one.
-    DuplicateId {
-        /// The id it had.
-        from: String,
-        /// The id it has now.
-        to: String,
-    },
-    /// An assistant message with neither text nor calls was dropped.
-    EmptyAssistant,
-}
+use crate::event::Repair;
+use crate::message::{ContentPart, Message, ToolCall};
 
 /// The text an interrupted call's result carries.
 pub(crate) const INTERRUPTED: &str = "[no result: this call was interrupted before it finished (the process stopped or the run was cancelled); call the tool again if the result is still needed]";
@@ -161,6 +135,47 @@ pub(crate) fn repair(messages: &mut Vec<Message>) -> Vec<Repair> {
     close(&mut open, &mut out, &mut repairs);
     *messages = out;
     repairs
+}
+
+/// Repairs the history (see [`repair`]),
+/// tells the host what was repaired, and notes the call ids it holds.
+pub(super) fn check_history(
+    conversation: &mut Conversation,
+    taken: &mut HashSet<String>,
+    events: &EventSink,
+) {
+    let repairs = repair(&mut conversation.messages);
+    if !repairs.is_empty() {
+        events.emit(AgentEvent::HistoryRepaired { repairs });
+    }
+    taken.clear();
+    for message in &conversation.messages {
+        if let Message::Assistant { tool_calls, .. } = message {
+            taken.extend(tool_calls.iter().map(|call| call.id.clone()));
+        }
+    }
+}
+
+/// Gives every call of the turn an id no other call in the conversation
+/// has (`taken` holds theirs and gets these): a model can send two calls
+/// with one id, or none at all, and real providers reject the next request
+/// when ids repeat. The assistant message and the results carry the new
+/// ids, so the pairing stays valid.
+pub(super) fn unique_ids(
+    mut calls: Vec<ToolCall>,
+    taken: &mut HashSet<String>,
+    turn: u32,
+) -> Vec<ToolCall> {
+    for (index, call) in calls.iter_mut().enumerate() {
+        if !call.id.trim().is_empty() && taken.insert(call.id.clone()) {
+            continue;
+        }
+        let candidate = fresh_id(&call.id, taken, || format!("call_{turn}_{index}"));
+        tracing::debug!(from = %call.id, to = %candidate, "renamed a duplicate or empty tool-call id");
+        taken.insert(candidate.clone());
+        call.id = candidate;
+    }
+    calls
 }
 
 #[cfg(test)]
