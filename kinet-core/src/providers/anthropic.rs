@@ -174,12 +174,10 @@ pub(crate) fn messages_body(request: &ChatRequest<'_>, config: &AnthropicConfig)
     let cache = config.prompt_caching;
     let (system, messages) = conversation(request, cache);
     let mut body = Map::new();
-    let model = if request.model.is_empty() {
-        config.default_model.as_str()
-    } else {
-        &request.model
-    };
-    body.insert("model".into(), model.into());
+    body.insert(
+        "model".into(),
+        super::http::model_or(&request.model, &config.default_model).into(),
+    );
     body.insert(
         "max_tokens".into(),
         request

@@ -510,3 +510,13 @@ mod tests {
         }
     }
 }
+
+/// The model a request names, or the provider's default when it names
+/// none.
+pub(crate) fn model_or<'a>(requested: &'a str, default: &'a str) -> &'a str {
+    if requested.is_empty() {
+        default
+    } else {
+        requested
+    }
+}

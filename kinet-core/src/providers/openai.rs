@@ -287,12 +287,10 @@ pub(crate) fn chat_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -> Val
     }
 
     let mut body = Map::new();
-    let model = if request.model.is_empty() {
-        config.default_model.as_str()
-    } else {
-        &request.model
-    };
-    body.insert("model".into(), model.into());
+    body.insert(
+        "model".into(),
+        super::http::model_or(&request.model, &config.default_model).into(),
+    );
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
         body.insert(

@@ -123,12 +123,10 @@ pub(crate) fn responses_body(request: &ChatRequest<'_>, config: &OpenAiConfig) -
     }
 
     let mut body = Map::new();
-    let model = if request.model.is_empty() {
-        config.default_model.as_str()
-    } else {
-        &request.model
-    };
-    body.insert("model".into(), model.into());
+    body.insert(
+        "model".into(),
+        super::http::model_or(&request.model, &config.default_model).into(),
+    );
     if !request.system.is_empty() {
         body.insert("instructions".into(), request.system.to_string().into());
     }
