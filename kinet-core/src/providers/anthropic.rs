@@ -447,7 +447,7 @@ impl MessagesDecoder {
         data: &Value,
         out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
     ) {
-        let index = index_of(&data);
+        let index = index_of(data);
         let Some(block) = data.get("content_block") else {
             return;
         };
@@ -497,7 +497,7 @@ impl MessagesDecoder {
         data: &Value,
         out: &mut VecDeque<Result<StreamEvent, ProviderError>>,
     ) {
-        let index = index_of(&data);
+        let index = index_of(data);
         let Some(delta) = data.get("delta") else {
             return;
         };

@@ -450,6 +450,16 @@ pub fn decode_bytes<D: SseDecoder>(
     out.into()
 }
 
+/// The model a request names, or the provider's default when it names
+/// none.
+pub(crate) fn model_or<'a>(requested: &'a str, default: &'a str) -> &'a str {
+    if requested.is_empty() {
+        default
+    } else {
+        requested
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,15 +518,5 @@ mod tests {
             let delay = client.backoff(attempt);
             assert!(delay >= base / 2 && delay <= base, "{attempt}: {delay:?}");
         }
-    }
-}
-
-/// The model a request names, or the provider's default when it names
-/// none.
-pub(crate) fn model_or<'a>(requested: &'a str, default: &'a str) -> &'a str {
-    if requested.is_empty() {
-        default
-    } else {
-        requested
     }
 }
