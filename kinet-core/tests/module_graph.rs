@@ -1,5 +1,5 @@
 //! No module of kinet-core imports a module that imports it back, and the
-//! plain-data module imports nothing else of the crate.
+//! plain-data modules import nothing else of the crate.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -99,10 +99,24 @@ fn no_module_imports_one_that_imports_it_back() {
     assert!(graph.len() > 10, "the source was not found: {graph:?}");
 }
 
+/// The plain-data modules: `data` and the public modules that are data
+/// themselves.
+const PLAIN_DATA: [&str; 5] = ["data", "message", "deferred", "provenance", "event"];
+
 #[test]
 fn plain_data_imports_nothing_else_of_the_crate() {
     let graph = edges();
-    assert_eq!(graph["data"], BTreeSet::new());
+    for module in PLAIN_DATA {
+        let outside: Vec<&String> = graph[module]
+            .iter()
+            .filter(|target| !PLAIN_DATA.contains(&target.as_str()))
+            .collect();
+        assert!(outside.is_empty(), "{module} imports {outside:?}");
+    }
+    // Messages and the ledger are the leaves.
+    assert_eq!(graph["message"], BTreeSet::new());
+    assert_eq!(graph["provenance"], BTreeSet::new());
     // The runtime sits on top of it.
     assert!(graph["pipeline"].contains("data"));
+    assert!(graph["pipeline"].contains("message"));
 }

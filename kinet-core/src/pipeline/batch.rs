@@ -375,7 +375,12 @@ impl<'a> Batch<'a> {
 
     /// Runs the approved calls of one phase, each in its own task with its
     /// own cancellation token; calls sharing a key wait for the one before.
-    async fn execute(&mut self, runnable: Vec<(usize, Prepared)>) {
+    async fn execute(&mut self, mut runnable: Vec<(usize, Prepared)>) {
+        if runnable.len() == 1
+            && let Some((index, prepared)) = runnable.pop()
+        {
+            return self.execute_one(index, prepared).await;
+        }
         let phase_cancel = self.base.cancellation().child_token();
         let mut in_flight: Vec<usize> = Vec::with_capacity(runnable.len());
         // The end of the last call of each key, for the next one to wait on.
@@ -453,6 +458,38 @@ impl<'a> Batch<'a> {
         if grace_until.is_some() {
             self.stop.get_or_insert(RunStop::Cancelled);
             for index in in_flight {
+                self.finish_not_run(index).await;
+            }
+        }
+    }
+
+    /// A phase of one call (a call on its own, or a turn's exclusive call)
+    /// runs in place instead of in a task of its own, with the same rule:
+    /// once its context is cancelled it gets the grace period to stop, then
+    /// is dropped, so it has no later effect.
+    async fn execute_one(&mut self, index: usize, prepared: Prepared) {
+        // The run's cancellation, not the call's own token (which a
+        // timeout layer cancels to end the call with a timeout).
+        let run = self.base.cancellation().clone();
+        let ctx = call_ctx(self.base, &self.calls[index], run.child_token());
+        let pipeline = self.pipeline;
+        let started = Instant::now();
+        let running = pipeline
+            .execute(prepared, ctx)
+            .instrument(self.spans[index].clone());
+        let mut running = std::pin::pin!(running);
+        let result = tokio::select! {
+            result = &mut running => Some(result),
+            _ = run.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut running).await.ok(),
+        };
+        let elapsed = started.elapsed();
+        match result {
+            Some(result) => {
+                self.finish(index, result, elapsed, true).await;
+            }
+            None => {
+                drop(running);
+                self.stop.get_or_insert(RunStop::Cancelled);
                 self.finish_not_run(index).await;
             }
         }
