@@ -154,7 +154,7 @@ impl Run {
             Some(key) => key.clone(),
             None => {
                 let key = crate::random::token();
-                recorder.record(JournalEntry::RunKey { key: key.clone() });
+                recorder.record(|| JournalEntry::RunKey { key: key.clone() });
                 conversation.run_key = Some(key.clone());
                 key
             }
@@ -491,7 +491,7 @@ async fn run_calls(
         conversation.provenance.record(seen);
     }
     for tool in conversation.session_approvals.difference(&approved_before) {
-        recorder.record(JournalEntry::Approval { tool: tool.clone() });
+        recorder.record(|| JournalEntry::Approval { tool: tool.clone() });
     }
     ran
 }
@@ -512,7 +512,7 @@ fn note_input(
         |name| tools.get(name).map(|tool| tool.annotations()),
     );
     for seen in &conversation.provenance.seen()[before..] {
-        recorder.record(JournalEntry::Seen { seen: seen.clone() });
+        recorder.record(|| JournalEntry::Seen { seen: seen.clone() });
     }
 }
 

@@ -39,7 +39,7 @@ pub(super) fn keep(
         turn,
         saved,
     };
-    recorder.record(JournalEntry::Deferred {
+    recorder.record(|| JournalEntry::Deferred {
         deferred: Some(deferred.clone()),
     });
     conversation.deferred = Some(deferred);
@@ -100,7 +100,7 @@ pub(super) async fn finish(
             let saved = still_saved(conversation, &deferred, ran.saved);
             keep(recorder, conversation, deferred.calls, pending, saved, turn);
         }
-        _ => recorder.record(JournalEntry::Deferred { deferred: None }),
+        _ => recorder.record(|| JournalEntry::Deferred { deferred: None }),
     }
     events.emit(AgentEvent::TurnEnded {
         turn,

@@ -547,7 +547,7 @@ impl<'a> Batch<'a> {
         }
         if let Some(seen) = finished.seen {
             if let Some(recorder) = self.recorder {
-                recorder.record(JournalEntry::Seen { seen: seen.clone() });
+                recorder.record(|| JournalEntry::Seen { seen: seen.clone() });
             }
             self.seen.push(seen);
         }

@@ -43,10 +43,10 @@ impl Recorder {
         }
     }
 
-    /// Journals an entry.
-    pub(crate) fn record(&self, entry: JournalEntry) {
+    /// Journals an entry, made only when there is a journal.
+    pub(crate) fn record(&self, entry: impl FnOnce() -> JournalEntry) {
         if let Some(journal) = &self.journal {
-            journal.record(&entry);
+            journal.record(&entry());
         }
     }
 }
