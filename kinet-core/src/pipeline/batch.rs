@@ -251,20 +251,20 @@ impl<'a> Batch<'a> {
             .iter()
             .map(|call| Some(pipeline.parse(tools, call)))
             .collect();
-        let exclusive: Vec<bool> = slots
-            .iter()
-            .map(|slot| {
-                pipeline.one_call_at_a_time()
-                    || matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive)
-            })
-            .collect();
+        // Whether a call runs alone (read before its phase takes it).
+        let exclusive = |slot: &Option<Result<Prepared, ToolError>>| {
+            pipeline.one_call_at_a_time()
+                || matches!(slot, Some(Ok(p)) if p.scheduling == Scheduling::Exclusive)
+        };
         let count = self.calls.len();
         let mut start = 0;
         while start < count && !self.deferred() {
-            let end = if exclusive[start] {
+            let end = if exclusive(&slots[start]) {
                 start + 1
             } else {
-                (start..count).find(|&i| exclusive[i]).unwrap_or(count)
+                (start..count)
+                    .find(|&i| exclusive(&slots[i]))
+                    .unwrap_or(count)
             };
             let phase = start..end;
             start = end;
