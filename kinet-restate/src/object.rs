@@ -99,12 +99,13 @@ pub(crate) struct Prompt {
     pub text: String,
 }
 
-/// The stored conversation (approvals for the session are not part of a
-/// conversation's JSON).
+/// The stored conversation (its session approvals included). State
+/// written before conversations kept their approvals held them beside it,
+/// in `approvals`: still read.
 #[derive(Serialize, Deserialize, Default)]
 struct Stored {
     conversation: Conversation,
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     approvals: BTreeSet<String>,
 }
 
@@ -112,13 +113,13 @@ impl Stored {
     fn of(conversation: &Conversation) -> Self {
         Self {
             conversation: conversation.clone(),
-            approvals: conversation.session_approvals.clone(),
+            approvals: BTreeSet::new(),
         }
     }
 
     fn into_conversation(self) -> Conversation {
         let mut conversation = self.conversation;
-        conversation.session_approvals = self.approvals;
+        conversation.session_approvals.extend(self.approvals);
         conversation
     }
 }

@@ -234,6 +234,25 @@ async fn a_terminal_handed_to_a_dropped_call_is_killed() {
 }
 
 #[tokio::test]
+async fn a_call_cancelled_before_it_starts_makes_no_terminal() {
+    if !namespaces() {
+        return;
+    }
+    let editor = Arc::new(FakeEditor::default());
+    let (_dir, ctx) = context(&editor);
+    let cancel = CancellationToken::new();
+    cancel.cancel();
+    let ctx = ctx.with_cancellation(cancel);
+    let error = shell(&ShellTool::default(), &ctx, json!({"command": "sleep 9"}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ToolErrorKind::Cancelled, "{error}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(editor.log.lock().unwrap().is_empty());
+    assert!(editor.started.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn without_containment_commands_stay_here() {
     let editor = Arc::new(FakeEditor::default());
     let (_dir, ctx) = context(&editor);

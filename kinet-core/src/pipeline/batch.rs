@@ -60,6 +60,8 @@ struct Batch<'a> {
     /// Each call's full result and whether the model's copy was cut, kept
     /// for a call run on its own ([`run_one`]).
     kept: Option<Vec<Option<(ToolResult, bool)>>>,
+    /// A call on its own runs in place ([`run_one`]).
+    in_place: bool,
 }
 
 /// What a turn's calls came to.
@@ -160,6 +162,7 @@ pub(crate) async fn run_one(
     let calls = [call];
     let mut batch = Batch::new(pipeline, tools, &calls, base, None);
     batch.kept = Some(vec![None]);
+    batch.in_place = true;
     batch.run(&mut BTreeSet::new()).await;
     if batch.results[0].is_none()
         && let Some(RunStop::AwaitingApproval { pending }) = batch.stop.take()
@@ -370,13 +373,15 @@ impl<'a> Batch<'a> {
             seen: Vec::new(),
             saved: BTreeMap::new(),
             kept: None,
+            in_place: false,
         }
     }
 
     /// Runs the approved calls of one phase, each in its own task with its
     /// own cancellation token; calls sharing a key wait for the one before.
     async fn execute(&mut self, mut runnable: Vec<(usize, Prepared)>) {
-        if runnable.len() == 1
+        if self.in_place
+            && runnable.len() == 1
             && let Some((index, prepared)) = runnable.pop()
         {
             return self.execute_one(index, prepared).await;
@@ -463,10 +468,11 @@ impl<'a> Batch<'a> {
         }
     }
 
-    /// A phase of one call (a call on its own, or a turn's exclusive call)
-    /// runs in place instead of in a task of its own, with the same rule:
-    /// once its context is cancelled it gets the grace period to stop, then
-    /// is dropped, so it has no later effect.
+    /// A call on its own ([`run_one`]) runs in place instead of in a task
+    /// of its own, with the same rule: once the run is cancelled it gets
+    /// the grace period to stop, then is dropped, so it has no later
+    /// effect. (A turn's calls keep their tasks: a tool that blocks its
+    /// thread must not hold the loop.)
     async fn execute_one(&mut self, index: usize, prepared: Prepared) {
         // The run's cancellation, not the call's own token (which a
         // timeout layer cancels to end the call with a timeout).
@@ -474,13 +480,15 @@ impl<'a> Batch<'a> {
         let ctx = call_ctx(self.base, &self.calls[index], run.child_token());
         let pipeline = self.pipeline;
         let started = Instant::now();
-        let running = pipeline
-            .execute(prepared, ctx)
-            .instrument(self.spans[index].clone());
-        let mut running = std::pin::pin!(running);
-        let result = tokio::select! {
-            result = &mut running => Some(result),
-            _ = run.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut running).await.ok(),
+        let result = {
+            let running = pipeline
+                .execute(prepared, ctx)
+                .instrument(self.spans[index].clone());
+            let mut running = std::pin::pin!(running);
+            tokio::select! {
+                result = &mut running => Some(result),
+                _ = run.cancelled() => tokio::time::timeout(CANCEL_GRACE, &mut running).await.ok(),
+            }
         };
         let elapsed = started.elapsed();
         match result {
@@ -488,7 +496,6 @@ impl<'a> Batch<'a> {
                 self.finish(index, result, elapsed, true).await;
             }
             None => {
-                drop(running);
                 self.stop.get_or_insert(RunStop::Cancelled);
                 self.finish_not_run(index).await;
             }

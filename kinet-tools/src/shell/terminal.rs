@@ -100,6 +100,11 @@ pub(super) async fn run(
     let editor = Arc::clone(&terminals.editor);
     let task_ctx = ctx.clone();
     tokio::spawn(async move {
+        // Cancelled before the task started: no terminal (the call has
+        // returned, and its run may have ended).
+        if task_ctx.is_cancelled() {
+            return;
+        }
         let created = editor
             .create(&task_ctx, request)
             .await
@@ -111,7 +116,13 @@ pub(super) async fn run(
     let mut pending = Pending(created_rx);
     let created = tokio::select! {
         biased;
-        created = &mut pending.0 => created.map_err(|_| ToolError::failed(format!("the editor's terminal for `{line}` was lost")))?,
+        created = &mut pending.0 => match created {
+            Ok(created) => created,
+            Err(_) if ctx.is_cancelled() => {
+                return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
+            }
+            Err(_) => return Err(ToolError::failed(format!("the editor's terminal for `{line}` was lost"))),
+        },
         _ = ctx.cancellation().cancelled() => {
             return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
         }
