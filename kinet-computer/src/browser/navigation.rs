@@ -165,11 +165,7 @@ impl Watch {
             loop {
                 tokio::select! {
                     Some(event) = self.responses.next() => {
-                        if event.r#type == ResourceType::Document && self.is_main(event.frame_id.as_ref()) {
-                            let response = &event.response;
-                            landing.response =
-                                Some((response.status, response.status_text.clone(), response.url.clone()));
-                        }
+                        self.note_response(&event, landing);
                     }
                     Some(event) = self.requested.next() => {
                         if self.is_main(Some(&event.frame_id)) && landing.requested.is_none() {
@@ -201,19 +197,47 @@ impl Watch {
         }
         // A response that arrived with the load event.
         while let Some(Some(event)) = self.responses.next().now_or_never() {
-            if event.r#type == ResourceType::Document && self.is_main(event.frame_id.as_ref()) {
-                let response = &event.response;
-                landing.response = Some((
-                    response.status,
-                    response.status_text.clone(),
-                    response.url.clone(),
-                ));
-            }
+            self.note_response(&event, landing);
         }
+        // The browser sends the document's response before its load event,
+        // but the two come on separate streams: one not read yet is waited
+        // for a moment.
+        if landing.loaded && landing.response.is_none() {
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .min(RESPONSE_AFTER_LOAD);
+            let _ = tokio::time::timeout(wait, async {
+                while let Some(event) = self.responses.next().await {
+                    if self.note_response(&event, landing) {
+                        return;
+                    }
+                }
+            })
+            .await;
+        }
+    }
+
+    /// Notes `event` when it is the main document's response; whether it
+    /// was.
+    fn note_response(&self, event: &EventResponseReceived, landing: &mut Landing) -> bool {
+        if event.r#type == ResourceType::Document && self.is_main(event.frame_id.as_ref()) {
+            let response = &event.response;
+            landing.response = Some((
+                response.status,
+                response.status_text.clone(),
+                response.url.clone(),
+            ));
+            return true;
+        }
+        false
     }
 }
 
 use futures::FutureExt as _;
+
+/// How long a loaded page's document response is waited for when its load
+/// event came first.
+const RESPONSE_AFTER_LOAD: Duration = Duration::from_millis(500);
 
 async fn listen<E>(page: &Page) -> Result<EventStream<E>, ComputerError>
 where
