@@ -82,6 +82,13 @@ impl EditorTerminal for FakeTerminal {
     }
 }
 
+/// The terminal made was killed and released, once the cleanup that
+/// follows the call has run.
+async fn assert_killed_and_released(editor: &FakeEditor) {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
+}
+
 /// A context confined to a temp dir, with the fake editor's terminals.
 fn context(editor: &Arc<FakeEditor>) -> (tempfile::TempDir, ToolCtx) {
     let dir = tempfile::tempdir().unwrap();
@@ -203,8 +210,7 @@ async fn a_terminal_made_as_its_call_is_cancelled_is_killed() {
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ToolErrorKind::Cancelled, "{error}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
+    assert_killed_and_released(&editor).await;
 }
 
 /// The call is dropped (its run aborted) after its terminal was handed
@@ -229,8 +235,7 @@ async fn a_terminal_handed_to_a_dropped_call_is_killed() {
         abort.abort();
     });
     assert!(call.await.unwrap_err().is_cancelled());
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(*editor.log.lock().unwrap(), ["created", "kill", "release"]);
+    assert_killed_and_released(&editor).await;
 }
 
 #[tokio::test]

@@ -60,8 +60,6 @@ struct Batch<'a> {
     /// Each call's full result and whether the model's copy was cut, kept
     /// for a call run on its own ([`run_one`]).
     kept: Option<Vec<Option<(ToolResult, bool)>>>,
-    /// A call on its own runs in place ([`run_one`]).
-    in_place: bool,
 }
 
 /// What a turn's calls came to.
@@ -121,13 +119,9 @@ pub(crate) async fn run(
         .map(|(message, call)| {
             // Every slot is filled by `Batch::run`; this keeps the history
             // paired even if that ever changed.
-            message.unwrap_or_else(|| Message::Tool {
-                tool_call_id: call.id.clone(),
-                name: call.name.clone(),
-                content: vec![crate::message::ContentPart::text(
-                    not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled)).message(),
-                )],
-                is_error: true,
+            message.unwrap_or_else(|| {
+                let error = not_run(stop.as_ref().unwrap_or(&RunStop::Cancelled));
+                error_message(call, error.message())
             })
         })
         .collect();
@@ -162,7 +156,6 @@ pub(crate) async fn run_one(
     let calls = [call];
     let mut batch = Batch::new(pipeline, tools, &calls, base, None);
     batch.kept = Some(vec![None]);
-    batch.in_place = true;
     batch.run(&mut BTreeSet::new()).await;
     if batch.results[0].is_none()
         && let Some(RunStop::AwaitingApproval { pending }) = batch.stop.take()
@@ -172,12 +165,7 @@ pub(crate) async fn run_one(
         let error = ToolError::deferred(suspension);
         if nested {
             return CallRecord {
-                message: Message::Tool {
-                    tool_call_id: calls[0].id.clone(),
-                    name: calls[0].name.clone(),
-                    content: vec![crate::message::ContentPart::text(error.message())],
-                    is_error: true,
-                },
+                message: error_message(&calls[0], error.message()),
                 result: Err(error),
                 truncated_for_model: false,
                 stop: None,
@@ -192,7 +180,6 @@ pub(crate) async fn run_one(
                 error.message()
             ),
         );
-        batch.spans[0] = pipeline.tool_span(&calls[0]);
         batch.finish(0, Err(denied), Duration::ZERO, false).await;
     }
     let (result, truncated) = batch
@@ -203,20 +190,23 @@ pub(crate) async fn run_one(
         .results
         .pop()
         .flatten()
-        .unwrap_or_else(|| Message::Tool {
-            tool_call_id: calls[0].id.clone(),
-            name: calls[0].name.clone(),
-            content: vec![crate::message::ContentPart::text(
-                not_run(&RunStop::Cancelled).message(),
-            )],
-            is_error: true,
-        });
+        .unwrap_or_else(|| error_message(&calls[0], not_run(&RunStop::Cancelled).message()));
     CallRecord {
         result,
         message,
         truncated_for_model: truncated,
         stop: batch.stop,
         seen: batch.seen.pop(),
+    }
+}
+
+/// The result message of `call` that says `text` went wrong.
+fn error_message(call: &ToolCall, text: &str) -> Message {
+    Message::Tool {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: vec![crate::message::ContentPart::text(text)],
+        is_error: true,
     }
 }
 
@@ -232,13 +222,8 @@ pub(crate) async fn refuse_all(
 ) -> Vec<Message> {
     let mut batch = Batch::new(pipeline, tools, calls, base, Some(recorder));
     batch.stop = Some(stop);
-    for (index, call) in calls.iter().enumerate() {
-        batch.spans[index] = pipeline.tool_span(call);
-        base.emit(AgentEvent::ToolCallStarted {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-        });
+    for index in 0..calls.len() {
+        batch.start(index);
         batch.finish_not_run(index).await;
     }
     batch.results.into_iter().flatten().collect()
@@ -275,13 +260,7 @@ impl<'a> Batch<'a> {
                 self.stop = Some(RunStop::Cancelled);
             }
             for index in phase.clone() {
-                let call = &self.calls[index];
-                self.spans[index] = pipeline.tool_span(call);
-                self.base.emit(AgentEvent::ToolCallStarted {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                });
+                self.start(index);
             }
             let runnable = self.gate_phase(phase, &mut slots, approvals).await;
             if self.deferred() {
@@ -373,14 +352,13 @@ impl<'a> Batch<'a> {
             seen: Vec::new(),
             saved: BTreeMap::new(),
             kept: None,
-            in_place: false,
         }
     }
 
     /// Runs the approved calls of one phase, each in its own task with its
     /// own cancellation token; calls sharing a key wait for the one before.
     async fn execute(&mut self, mut runnable: Vec<(usize, Prepared)>) {
-        if self.in_place
+        if self.alone()
             && runnable.len() == 1
             && let Some((index, prepared)) = runnable.pop()
         {
@@ -502,6 +480,24 @@ impl<'a> Batch<'a> {
         }
     }
 
+    /// A call starts: its `execute_tool` span opens and the host hears of
+    /// it.
+    fn start(&mut self, index: usize) {
+        let call = &self.calls[index];
+        self.spans[index] = self.pipeline.tool_span(call);
+        self.base.emit(AgentEvent::ToolCallStarted {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        });
+    }
+
+    /// Whether this is a call on its own ([`run_one`]), which keeps its
+    /// full result and runs in place.
+    fn alone(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// Records a call that never ran because the run is stopping.
     async fn finish_not_run(&mut self, index: usize) {
         let error = not_run(self.stop.as_ref().unwrap_or(&RunStop::Cancelled));
@@ -523,8 +519,11 @@ impl<'a> Batch<'a> {
             && matches!(self.stop, None | Some(RunStop::AwaitingApproval { .. }))
         {
             // The call stopped while running: it waits, unanswered, with
-            // what it saved, and the run stops after this phase.
-            self.spans[index] = tracing::Span::none();
+            // what it saved, and the run stops after this phase. (A call
+            // on its own keeps its span: `run_one` answers it.)
+            if !self.alone() {
+                self.spans[index] = tracing::Span::none();
+            }
             self.saved.extend(suspension.saved.clone());
             match &mut self.stop {
                 Some(RunStop::AwaitingApproval { pending }) => {

@@ -113,19 +113,16 @@ pub(super) async fn run(
             kill_and_release(orphan);
         }
     });
+    let not_started = || ToolError::cancelled(format!("`{line}` was cancelled before it started"));
     let mut pending = Pending(created_rx);
     let created = tokio::select! {
         biased;
         created = &mut pending.0 => match created {
             Ok(created) => created,
-            Err(_) if ctx.is_cancelled() => {
-                return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
-            }
+            Err(_) if ctx.is_cancelled() => return Err(not_started()),
             Err(_) => return Err(ToolError::failed(format!("the editor's terminal for `{line}` was lost"))),
         },
-        _ = ctx.cancellation().cancelled() => {
-            return Err(ToolError::cancelled(format!("`{line}` was cancelled before it started")));
-        }
+        _ = ctx.cancellation().cancelled() => return Err(not_started()),
     };
     drop(pending);
     let terminal = created.map_err(|why| {
