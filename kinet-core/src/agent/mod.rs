@@ -334,8 +334,24 @@ impl AgentBuilder {
     }
 
     /// Finishes the agent. A relative `cwd` is taken from the process's
-    /// current directory, and relative workspace roots from `cwd`.
+    /// current directory, and relative workspace roots from `cwd`. When the
+    /// defence wants a plan (the default,
+    /// [`DefenceMode::Planned`](crate::pipeline::DefenceMode::Planned)),
+    /// an agent with tools is also given the
+    /// [`declare_plan`](crate::pipeline::DeclarePlan) tool, unless a tool
+    /// of that name is there already.
     pub fn build(mut self) -> Agent {
+        let run = self.config.run_mut();
+        if run.pipeline.defence().wants_plan()
+            && !run.tools.is_empty()
+            && run
+                .tools
+                .static_tools()
+                .get(crate::pipeline::PLAN_TOOL)
+                .is_none()
+        {
+            run.tools.add(crate::pipeline::DeclarePlan);
+        }
         if self.config.cwd.is_relative()
             && let Ok(current) = std::env::current_dir()
         {

@@ -69,10 +69,12 @@
 
 use serde_json::Value;
 
+use super::plan::{PLAN_TOOL, plan_rule};
+use super::rule::{Scope, destination_rule, enum_values, leaves, provenance_rule};
 use crate::context::{SUMMARY_ENDS, SUMMARY_OPENS};
 use crate::data::output::{ToolError, ToolErrorKind};
 use crate::data::spec::ToolAnnotations;
-use crate::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
+use crate::provenance::{PLAN_SOURCE, Provenance, Seen, Trust};
 
 /// How the defence treats acting calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -80,6 +82,20 @@ use crate::provenance::{Folded, GRAM, Provenance, Seen, Trust, fold};
 pub enum DefenceMode {
     /// No checks, nothing recorded.
     Off,
+    /// Control-flow integrity, the default. Before the model has read
+    /// untrusted text, nothing is checked: every decision so far came from
+    /// the user, the host and trusted tools. After it, an acting call runs
+    /// only when it is an action the model declared with `declare_plan`
+    /// while its context was still trusted (the tool, the values the
+    /// user's request fixed, the tools whose results may supply the
+    /// rest), and its other values pass the provenance rule with those
+    /// tools' text allowed. An action the untrusted text chose, however
+    /// harmless its values look (a date, a title, a name the user also
+    /// said), was not declared, so it is asked about, or refused
+    /// unattended. Costs a `declare_plan` call before the first read,
+    /// which the tool's description asks the model for.
+    #[default]
+    Planned,
     /// A call is flagged when one of its argument values appears in
     /// untrusted text and in nothing the user or a trusted source said
     /// (the module docs list what is compared). Protects against an
@@ -87,7 +103,8 @@ pub enum DefenceMode {
     /// command; costs a question (or a refusal, unattended) whenever the
     /// user's task really needs a value only an untrusted source holds
     /// (paying a bill read from a file, replying to a mail's sender).
-    #[default]
+    /// Does not stop an action the untrusted text chose whose values
+    /// trusted text also holds.
     Provenance,
     /// As [`Provenance`](Self::Provenance), and every mutating call once
     /// the model has read untrusted text is flagged too. Protects also
@@ -134,33 +151,78 @@ pub struct Finding {
     pub value: String,
     /// The untrusted source it came from (a tool name).
     pub source: String,
-    /// Which rule flagged it.
+    /// The mode that flagged it.
     pub mode: DefenceMode,
+    /// The rule that flagged it.
+    pub rule: FindingRule,
+}
+
+/// Which rule flagged a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FindingRule {
+    /// A value came from untrusted text only.
+    Provenance,
+    /// The action was not declared before untrusted text was read.
+    NotPlanned,
+    /// The action was declared with another value for [`Finding::argument`].
+    PlanSaidOtherwise {
+        /// The declared value (shortened).
+        declared: String,
+    },
+    /// A plan declared after untrusted text was read.
+    LatePlan,
+    /// Strict mode: any action after untrusted text was read.
+    Strict,
 }
 
 impl Finding {
     /// The reason, in words for a person and a model.
     pub fn reason(&self) -> String {
-        match self.mode {
-            DefenceMode::Strict if self.value.is_empty() => format!(
-                "the model has read text from `{}`, which is not trusted, and strict mode asks before every action after that",
-                self.source
+        let source = &self.source;
+        match &self.rule {
+            FindingRule::Strict => format!(
+                "the model has read text from `{source}`, which is not trusted, and strict mode asks before every action after that"
             ),
-            _ => format!(
-                "the value `{}` in `{}` comes from text returned by `{}`, which is not trusted, and not from anything the user or a trusted source said",
-                self.value, self.argument, self.source
+            FindingRule::NotPlanned => format!(
+                "the model chose this action after reading text from `{source}`, which is not trusted, and it is not one of the actions declared with `{PLAN_TOOL}` before that"
             ),
+            FindingRule::PlanSaidOtherwise { declared } => format!(
+                "`{}` is `{}`, but the action declared with `{PLAN_TOOL}` before reading text from `{source}` (not trusted) fixed it to `{declared}`",
+                self.argument, self.value
+            ),
+            FindingRule::LatePlan => format!(
+                "a plan declared after reading text from `{source}`, which is not trusted, cannot vouch for actions"
+            ),
+            FindingRule::Provenance => format!(
+                "the value `{}` in `{}` comes from text returned by `{source}`, which is not trusted, and not from anything the user or a trusted source said",
+                self.value, self.argument
+            ),
+        }
+    }
+
+    /// A finding of the plan rules.
+    pub(super) fn planned(rule: FindingRule, ledger: &Provenance) -> Self {
+        Self {
+            argument: String::new(),
+            value: String::new(),
+            source: ledger
+                .first_untrusted_source()
+                .unwrap_or("a tool")
+                .to_owned(),
+            mode: DefenceMode::Planned,
+            rule,
         }
     }
 }
 
 impl Defence {
-    /// The default: [`DefenceMode::Provenance`], open-world tools
+    /// The default: [`DefenceMode::Planned`], open-world tools
     /// untrusted and the rest trusted, flagged calls asked about, and
     /// open-world reads checked like actions.
     pub fn new() -> Self {
         Self {
-            mode: DefenceMode::Provenance,
+            mode: DefenceMode::Planned,
             rules: Vec::new(),
             unattended: false,
             check_reads: true,
@@ -170,6 +232,11 @@ impl Defence {
     /// No defence: nothing checked, nothing recorded.
     pub fn off() -> Self {
         Self::new().with_mode(DefenceMode::Off)
+    }
+
+    /// [`DefenceMode::Provenance`]: values checked, actions not.
+    pub fn provenance() -> Self {
+        Self::new().with_mode(DefenceMode::Provenance)
     }
 
     /// [`DefenceMode::Strict`].
@@ -186,6 +253,12 @@ impl Defence {
     /// The mode.
     pub fn mode(&self) -> DefenceMode {
         self.mode
+    }
+
+    /// Whether the model is given the `declare_plan` tool
+    /// ([`DefenceMode::Planned`]).
+    pub fn wants_plan(&self) -> bool {
+        self.mode == DefenceMode::Planned
     }
 
     /// Declares the output of tools matching `pattern` (a name, or a prefix
@@ -248,6 +321,10 @@ impl Defence {
     ) -> Option<Seen> {
         if self.mode == DefenceMode::Off || text.trim().is_empty() {
             return None;
+        }
+        if tool == PLAN_TOOL {
+            // The plan is the call's arguments, kept as the plan.
+            return Some(Seen::new(Trust::Trusted, PLAN_SOURCE, arguments));
         }
         let trust = self.trust_of(tool, annotations);
         let mut seen = Seen::new(trust, tool, text);
@@ -329,26 +406,30 @@ impl Defence {
         }
     }
 
-    /// Checks a call before it runs; `Some` when it must be asked about or
-    /// refused. `schema` gives the tool's parameter schema, asked for only
-    /// when a value is about to be flagged (a value the schema lists in an
-    /// `enum` or `const` is the tool's own choice, not text's).
+    /// Checks a call to `tool` before it runs; `Some` when it must be
+    /// asked about or refused. `schema` gives the tool's parameter schema,
+    /// asked for only when a value is about to be flagged (a value the
+    /// schema lists in an `enum` or `const` is the tool's own choice, not
+    /// text's).
     pub(crate) fn check(
         &self,
+        tool: &str,
         arguments: &str,
-        mutating: bool,
-        open_world: bool,
+        effects: Effects,
         ledger: &Provenance,
         schema: &dyn Fn() -> Value,
     ) -> Option<Finding> {
-        if self.mode == DefenceMode::Off
-            || !ledger.has_untrusted()
-            || !(mutating || (open_world && self.check_reads))
-        {
+        if self.mode == DefenceMode::Off || !ledger.has_untrusted() {
+            return None;
+        }
+        if tool == PLAN_TOOL {
+            return Some(Finding::planned(FindingRule::LatePlan, ledger));
+        }
+        if !(effects.mutating || (effects.open_world && self.check_reads)) {
             return None;
         }
         let value: Value = serde_json::from_str(arguments).ok()?;
-        if !mutating {
+        if !effects.mutating {
             // A read changes nothing: only where it goes can hurt.
             return destination_rule(&value, ledger);
         }
@@ -363,21 +444,20 @@ impl Defence {
                 .iter()
                 .any(|choice| choice == text)
         };
-        if let Some(finding) = provenance_rule(&value, ledger, &listed) {
+        if self.mode == DefenceMode::Planned {
+            return plan_rule(tool, &value, ledger, &listed);
+        }
+        let scope = Scope {
+            ledger,
+            declared: &[],
+        };
+        if let Some(finding) = provenance_rule(&value, &scope, &listed) {
             return Some(finding);
         }
-        if self.mode == DefenceMode::Strict && mutating {
-            return Some(Finding {
-                argument: String::new(),
-                value: String::new(),
-                source: ledger
-                    .first_untrusted_source()
-                    .unwrap_or("a tool")
-                    .to_owned(),
-                mode: DefenceMode::Strict,
-            });
-        }
-        None
+        (self.mode == DefenceMode::Strict).then(|| Finding {
+            mode: DefenceMode::Strict,
+            ..Finding::planned(FindingRule::Strict, ledger)
+        })
     }
 
     /// The error a flagged call gets when it is refused.
@@ -392,384 +472,13 @@ impl Defence {
     }
 }
 
-/// Values shorter than this many words are compared whole.
-const SHORT_WORDS: usize = 4;
-/// ... if they are no longer than this (chars).
-const SHORT_CHARS: usize = 100;
-/// A run of this many letters and digits from one untrusted text, across
-/// the call's short values, is flagged.
-const JOINED_RUN: usize = 12;
-
-fn provenance_rule(
-    arguments: &Value,
-    ledger: &Provenance,
-    listed: &dyn Fn(&str) -> bool,
-) -> Option<Finding> {
-    let mut found = None;
-    let mut joined = Joined::default();
-    leaves(arguments, &mut String::new(), &mut |path, text, number| {
-        if found.is_some() || exempt(text, number) {
-            return;
-        }
-        let folded = fold(text);
-        let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
-        if short {
-            joined.push(&folded.compact);
-            if let Some(f) = flag(ledger, path, text, &folded) {
-                // Asked only now: the schema costs more than the check.
-                if listed(text) {
-                    return;
-                }
-                found = Some(f);
-                return;
-            }
-        }
-        // Identifier tokens, and their hosts.
-        for token in text.split_whitespace() {
-            let token = token.trim_matches(|c: char| !c.is_alphanumeric());
-            if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token)
-            {
-                continue;
-            }
-            // A short value's whole token was compared above; its host not.
-            let whole = short && token == text.trim();
-            if let Some(f) = flag_token(ledger, path, token, !whole) {
-                found = Some(f);
-                return;
-            }
-        }
-        // Digit groups written with separators inside long values.
-        if !short {
-            for group in folded.groups() {
-                if !small_number(group)
-                    && let Some(f) = flag(ledger, path, group, &fold(group))
-                {
-                    found = Some(f);
-                    return;
-                }
-            }
-        }
-    });
-    found.or_else(|| joined_run(&joined, ledger))
-}
-
-/// The short values of a call, joined, with where each ends.
-#[derive(Default)]
-struct Joined {
-    text: String,
-    ends: Vec<usize>,
-}
-
-impl Joined {
-    fn push(&mut self, compact: &str) {
-        if !compact.is_empty() {
-            self.text.push_str(compact);
-            self.ends.push(self.text.len());
-        }
-    }
-
-    /// Whether `start..end` takes at least [`FROM_EACH`] bytes from each of
-    /// two values or more (a run inside one value, or one that only grazes
-    /// its neighbour, was judged with that value).
-    fn spans_values(&self, start: usize, end: usize) -> bool {
-        let mut from = 0;
-        let mut values = 0;
-        for &value_end in &self.ends {
-            let overlap = value_end.min(end).saturating_sub(from.max(start));
-            if overlap >= FROM_EACH {
-                values += 1;
-            }
-            from = value_end;
-        }
-        values >= 2
-    }
-}
-
-/// See [`Joined::spans_values`].
-const FROM_EACH: usize = 4;
-
-/// The strings a schema lists in `enum` or `const`, anywhere.
-fn enum_values(schema: &Value, found: &mut Vec<String>) {
-    match schema {
-        Value::Object(map) => {
-            for (key, value) in map {
-                match (key.as_str(), value) {
-                    ("enum", Value::Array(items)) => {
-                        found.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
-                    }
-                    ("const", Value::String(text)) => found.push(text.clone()),
-                    _ => enum_values(value, found),
-                }
-            }
-        }
-        Value::Array(items) => {
-            for item in items {
-                enum_values(item, found);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// For reads: the destinations in the arguments (URLs, hosts, e-mail
-/// addresses) and their hosts.
-fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
-    let mut found = None;
-    leaves(arguments, &mut String::new(), &mut |path, text, _| {
-        for token in text.split_whitespace() {
-            let token = token.trim_matches(|c: char| !c.is_alphanumeric());
-            if found.is_some() || !destination(token) {
-                continue;
-            }
-            if let Some(f) = flag_token(ledger, path, token, true) {
-                found = Some(f);
-                return;
-            }
-        }
-    });
-    found
-}
-
-/// Whether a token names a place a request can go: a URL, an e-mail
-/// address, `www.` anything, or a dotted name ending in letters that is not
-/// a file name (`report.docx`).
-fn destination(token: &str) -> bool {
-    const FILES: [&str; 34] = [
-        "doc", "docx", "xls", "xlsx", "ppt", "pptx", "pdf", "txt", "md", "csv", "tsv", "json",
-        "yaml", "yml", "toml", "xml", "html", "htm", "png", "jpg", "jpeg", "gif", "svg", "webp",
-        "mp3", "mp4", "wav", "log", "rs", "py", "js", "ts", "sh", "odt",
-    ];
-    if token.contains("://") || token.starts_with("www.") {
-        return true;
-    }
-    let (_, _, host) = host_part(token);
-    let Some((_, last)) = host.rsplit_once('.') else {
-        return false;
-    };
-    let dotted = host
-        .split('.')
-        .all(|l| !l.is_empty() && l.chars().all(|c| c.is_alphanumeric() || c == '-'));
-    dotted
-        && (2..=24).contains(&last.len())
-        && last.chars().all(|c| c.is_ascii_alphabetic())
-        && !FILES.contains(&last.to_ascii_lowercase().as_str())
-}
-
-/// [`flag`] for a token (unless `itself` is false) and then for its hosts.
-fn flag_token(ledger: &Provenance, path: &str, token: &str, itself: bool) -> Option<Finding> {
-    itself
-        .then_some(token)
-        .into_iter()
-        .chain(hosts(token))
-        .find_map(|candidate| flag(ledger, path, candidate, &fold(candidate)))
-}
-
-/// A value that appears in untrusted text and nowhere trusted.
-fn flag(ledger: &Provenance, path: &str, shown: &str, value: &Folded) -> Option<Finding> {
-    let index = ledger.untrusted_index(&value.compact, value.words())?;
-    if ledger.trusted_holds(value) {
-        return None;
-    }
-    Some(Finding {
-        argument: if path.is_empty() {
-            "/".into()
-        } else {
-            path.to_owned()
-        },
-        value: shorten(shown),
-        source: ledger.source_of(index).unwrap_or("a tool").to_owned(),
-        mode: DefenceMode::Provenance,
-    })
-}
-
-/// A run of [`JOINED_RUN`] or more letters and digits of the call's short
-/// values, joined, across two values or more, that one untrusted text holds
-/// and no trusted one.
-fn joined_run(joined: &Joined, ledger: &Provenance) -> Option<Finding> {
-    let bytes = joined.text.as_bytes();
-    if bytes.len() < JOINED_RUN {
-        return None;
-    }
-    let grams = bytes.len() + 1 - GRAM;
-    let mut start = 0;
-    while start < grams {
-        if !ledger.untrusted_gram(&bytes[start..start + GRAM]) {
-            start += 1;
-            continue;
-        }
-        let mut end = start + 1;
-        while end < grams && ledger.untrusted_gram(&bytes[end..end + GRAM]) {
-            end += 1;
-        }
-        let run_end = end - 1 + GRAM;
-        if run_end - start >= JOINED_RUN
-            && joined.spans_values(start, run_end)
-            && let Some(run) = joined.text.get(start..run_end)
-            && let Some(f) = flag(ledger, "(several arguments)", run, &fold(run))
-        {
-            return Some(f);
-        }
-        start = end;
-    }
-    None
-}
-
-/// Numbers under seven digits, and dates and times, are not compared.
-fn exempt(text: &str, number: bool) -> bool {
-    if number {
-        return small_number(text);
-    }
-    date_or_time(text)
-}
-
-/// A number of fewer than seven digits as text (`98.70`, `10,000`, `-5`).
-fn small_number(text: &str) -> bool {
-    let text = text.trim();
-    !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b".,-+eE".contains(&b))
-        && text.bytes().filter(u8::is_ascii_digit).count() < 7
-        && text.bytes().any(|b| b.is_ascii_digit())
-}
-
-/// `2024-05-19`, `19/05/2024`, `10:30`, `2024-05-19 10:30:00`,
-/// `2024-05-19T10:30:00Z`: a date (year 1900-2100, month, day, in either
-/// order) and/or a time (hours, minutes, seconds), every group in range,
-/// so phone numbers, account numbers and addresses are not dates.
-fn date_or_time(text: &str) -> bool {
-    let text = text.trim();
-    if text.is_empty()
-        || !text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b" -/:.TZ+".contains(&b))
-    {
-        return false;
-    }
-    let groups: Vec<&str> = text
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|g| !g.is_empty())
-        .collect();
-    let number = |g: &str| g.parse::<u32>().unwrap_or(u32::MAX);
-    let year = |g: &str| g.len() == 4 && (1900..=2100).contains(&number(g));
-    let upto = |g: &str, max: u32| g.len() <= 2 && number(g) <= max;
-    let date = |g: &[&str]| match g {
-        [y, m, d] if year(y) => upto(m, 12) && upto(d, 31) && number(m) > 0 && number(d) > 0,
-        [d, m, y] if year(y) => upto(m, 12) && upto(d, 31) && number(m) > 0 && number(d) > 0,
-        _ => false,
-    };
-    let time = |g: &[&str]| {
-        matches!(g.len(), 2 | 3)
-            && upto(g[0], 23)
-            && g[1..]
-                .iter()
-                .all(|part| part.len() == 2 && number(part) <= 59)
-    };
-    match groups.len() {
-        2 => time(&groups) && text.contains(':'),
-        3 => date(&groups) || (time(&groups) && text.contains(':')),
-        // A date with a time, and perhaps a zone offset.
-        5..=8 => date(&groups[..3]) && time(&groups[3..groups.len().min(6)]),
-        _ => false,
-    }
-}
-
-/// Whether a token looks like an identifier: a digit, or a connector
-/// between letters.
-fn identifier(token: &str) -> bool {
-    token.chars().count() >= 2
-        && token
-            .chars()
-            .any(|c| c.is_ascii_digit() || "@/:._\\#%=?&+~".contains(c))
-}
-
-/// The host of a URL, address or domain, with and without `www.`, and its
-/// last two labels. The authority is cut out first (up to `/ ? # \\`),
-/// then user info and port inside it, so `evil.com/?d=x@y` is `evil.com`.
-fn hosts(token: &str) -> Vec<&str> {
-    let (scheme, user, host) = host_part(token);
-    if host.is_empty() || (host == token && !host.contains('.')) {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    // A bare domain is compared whole already; a host inside a URL or an
-    // address is compared on its own, dotted or not (`http://3627734734/`).
-    if host != token && (scheme || user || host.contains('.')) {
-        out.push(host);
-    }
-    if let Some(bare) = host.strip_prefix("www.") {
-        out.push(bare);
-    }
-    out.extend(registrable(host));
-    out
-}
-
-/// The host in a URL, address or domain: after the scheme, before the
-/// path, query or fragment, after any user info, without the port (an IPv6
-/// literal without its brackets); with whether there was a scheme and user
-/// info.
-fn host_part(token: &str) -> (bool, bool, &str) {
-    let (scheme, rest) = match token.split_once("://") {
-        Some((_, rest)) => (true, rest),
-        None => (false, token),
-    };
-    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
-    let at = authority.rsplit_once('@');
-    let host = at.map_or(authority, |(_, host)| host);
-    let host = if host.starts_with('[') {
-        host.split_once(']')
-            .map_or(host, |(inside, _)| inside.trim_start_matches('['))
-    } else {
-        host.split(':').next().unwrap_or_default()
-    };
-    (scheme, at.is_some(), host)
-}
-
-fn registrable(host: &str) -> Option<&str> {
-    let labels = host.rsplitn(3, '.').collect::<Vec<_>>();
-    if labels.len() < 3 {
-        return None;
-    }
-    let cut = host.len() - labels[0].len() - labels[1].len() - 1;
-    host.get(cut..)
-}
-
-fn shorten(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= 80 {
-        return text.to_owned();
-    }
-    let mut short: String = text.chars().take(77).collect();
-    short.push('…');
-    short
-}
-
-/// Calls `visit(path, text, is_number)` for every string and number in
-/// `value`.
-fn leaves(value: &Value, path: &mut String, visit: &mut dyn FnMut(&str, &str, bool)) {
-    match value {
-        Value::String(text) => visit(path, text, false),
-        Value::Number(number) => visit(path, &number.to_string(), true),
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                leaves(item, path, visit);
-                path.truncate(len);
-            }
-        }
-        Value::Object(map) => {
-            for (key, item) in map {
-                let len = path.len();
-                path.push('/');
-                path.push_str(key);
-                leaves(item, path, visit);
-                path.truncate(len);
-            }
-        }
-        Value::Bool(_) | Value::Null => {}
-    }
+/// What a call does, for [`Defence::check`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Effects {
+    /// It changes something.
+    pub(crate) mutating: bool,
+    /// It reaches the open world.
+    pub(crate) open_world: bool,
 }
 
 #[cfg(test)]

@@ -28,10 +28,13 @@ pub(crate) mod batch;
 mod defence;
 mod keys;
 mod order;
+mod plan;
+mod rule;
 mod stages;
 
-pub use defence::{Defence, DefenceMode, Finding};
+pub use defence::{Defence, DefenceMode, Finding, FindingRule};
 pub use order::{Half, Place, STAGES, StageInfo, StageName};
+pub use plan::{DeclarePlan, PLAN_TOOL};
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -248,10 +248,14 @@ impl Pipeline {
             return Gate::Run;
         }
         let defence = self.defence();
+        let effects = super::defence::Effects {
+            mutating: prepared.mutating,
+            open_world: prepared.entry.tool.annotations().open_world,
+        };
         let Some(finding) = defence.check(
+            &call.name,
             &prepared.arguments,
-            prepared.mutating,
-            prepared.entry.tool.annotations().open_world,
+            effects,
             base.provenance(),
             &|| prepared.entry.tool.parameters(),
         ) else {

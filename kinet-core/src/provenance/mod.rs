@@ -2,6 +2,8 @@
 //! for the injection defence ([`pipeline::Defence`](crate::pipeline::Defence)).
 
 mod fold;
+mod plan;
+mod values;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,6 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use fold::{Fast, gram_key, word_key};
 pub(crate) use fold::{Folded, GRAM, fold};
+pub(crate) use plan::PLAN_SOURCE;
+pub use plan::{Plan, PlannedAction};
+pub(crate) use values::{Amount, Day, amount_of_value, day_of_value};
+use values::{days_in, numbers_in};
 
 /// Whether the author of some text is trusted to steer the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -80,6 +86,8 @@ struct Ledger {
     /// The next input was written by a model (a sub-agent's task), so it
     /// is not recorded as the user's.
     input_from_model: bool,
+    /// The actions declared before anything untrusted was read.
+    plan: Vec<PlannedAction>,
 }
 
 /// The index of one side (trusted or untrusted).
@@ -92,6 +100,10 @@ struct Side {
     grams: HashSet<u64, Fast>,
     /// The folded text of each piece, for exact confirmation.
     folded: Vec<(u32, String)>,
+    /// The days named, to the pieces naming them.
+    days: HashMap<Day, Vec<u32>, Fast>,
+    /// The numbers written, to the pieces writing them.
+    amounts: HashMap<Amount, Vec<u32>, Fast>,
 }
 
 impl std::fmt::Debug for Provenance {
@@ -182,10 +194,18 @@ impl Provenance {
         self.source_of(*index)
     }
 
-    /// Adds a piece of text the model read.
+    /// Adds a piece of text the model read. A plan (recorded by the
+    /// `declare_plan` tool) is kept as the plan, not as text.
     pub fn record(&mut self, seen: Seen) {
         let ledger = Arc::make_mut(&mut self.inner);
         let index = u32::try_from(ledger.seen.len()).unwrap_or(u32::MAX);
+        if seen.source == PLAN_SOURCE && seen.trust == Trust::Trusted {
+            if let Ok(plan) = serde_json::from_str::<Plan>(&seen.text) {
+                ledger.plan.extend(plan.actions);
+            }
+            ledger.seen.push(seen);
+            return;
+        }
         match seen.trust {
             Trust::Untrusted => ledger.untrusted.add(index, &seen.text),
             Trust::Trusted => ledger.trusted.add(&seen.text, &seen.echoed),
@@ -222,6 +242,12 @@ impl Provenance {
             self.record(seen);
         }
         self.set_input_from_model(true);
+    }
+
+    /// The actions the model declared before it read anything untrusted
+    /// (see [`Plan`]).
+    pub fn plan(&self) -> &[PlannedAction] {
+        &self.inner.plan
     }
 
     pub(crate) fn input_from_model(&self) -> bool {
@@ -267,6 +293,61 @@ impl Provenance {
         self.inner.untrusted.grams.contains(&gram_key(gram))
     }
 
+    /// The first untrusted piece holding a folded value whose source
+    /// `accept`s.
+    pub(crate) fn untrusted_index_where(
+        &self,
+        compact: &str,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Option<u32> {
+        self.inner
+            .untrusted
+            .folded
+            .iter()
+            .find(|(index, text)| {
+                self.source_of(*index).is_some_and(accept) && text.contains(compact)
+            })
+            .map(|(index, _)| *index)
+    }
+
+    /// The untrusted pieces naming `day` (or its day and month, where the
+    /// text gave no year).
+    pub(crate) fn untrusted_day(&self, day: Day) -> &[u32] {
+        let days = &self.inner.untrusted.days;
+        days.get(&day)
+            .or_else(|| days.get(&day.any_year()))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether trusted text names `day`.
+    pub(crate) fn trusted_day(&self, day: Day) -> bool {
+        let days = &self.inner.trusted.days;
+        days.contains(&day) || days.contains(&day.any_year())
+    }
+
+    /// The untrusted pieces writing `amount` as a number.
+    pub(crate) fn untrusted_amount(&self, amount: Amount) -> &[u32] {
+        self.inner
+            .untrusted
+            .amounts
+            .get(&amount)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether trusted text writes `amount` as a number.
+    pub(crate) fn trusted_amount(&self, amount: Amount) -> bool {
+        self.inner.trusted.amounts.contains(&amount)
+    }
+
+    /// Whether every window of a folded run is in trusted text.
+    pub(crate) fn trusted_run(&self, compact: &str) -> bool {
+        compact.len() >= GRAM
+            && compact
+                .as_bytes()
+                .windows(GRAM)
+                .all(|gram| self.inner.trusted.compact_grams.contains(&gram_key(gram)))
+    }
+
     pub(crate) fn source_of(&self, index: u32) -> Option<&str> {
         self.inner
             .seen
@@ -286,6 +367,12 @@ impl Side {
         }
         if !folded.compact.is_empty() {
             self.folded.push((index, folded.compact));
+        }
+        for day in days_in(text) {
+            self.days.entry(day).or_default().push(index);
+        }
+        for amount in numbers_in(text) {
+            self.amounts.entry(amount).or_default().push(index);
         }
     }
 
@@ -401,6 +488,13 @@ struct TrustedSide {
     grams: HashSet<u64, Fast>,
     /// The spaced text, in pieces.
     pieces: Vec<String>,
+    /// Every 6-byte window of the pieces without their spaces (for runs
+    /// of free text).
+    compact_grams: HashSet<u64, Fast>,
+    /// The days named (year 0 where the text gave none).
+    days: HashSet<Day, Fast>,
+    /// The numbers written.
+    amounts: HashSet<Amount, Fast>,
 }
 
 impl TrustedSide {
@@ -411,6 +505,19 @@ impl TrustedSide {
     fn add(&mut self, text: &str, echoed: &[String]) {
         let folded = fold(text);
         let dates = date_parts(text);
+        let echoed_text = echoed.join(" ");
+        let echoed_days = days_in(&echoed_text);
+        let echoed_amounts = numbers_in(&echoed_text);
+        self.days.extend(
+            days_in(text)
+                .into_iter()
+                .filter(|d| !echoed_days.contains(d)),
+        );
+        self.amounts.extend(
+            numbers_in(text)
+                .into_iter()
+                .filter(|a| !echoed_amounts.contains(a)),
+        );
         let mut echo_words: HashSet<&str> = HashSet::new();
         let mut echo_grams: HashSet<u64, Fast> = HashSet::default();
         let echoed: Vec<Folded> = echoed.iter().map(|e| fold(e)).collect();
@@ -465,6 +572,10 @@ impl TrustedSide {
         }
         for gram in piece.as_bytes().windows(GRAM) {
             self.grams.insert(gram_key(gram));
+        }
+        let compact: Vec<u8> = piece.bytes().filter(|b| *b != b' ').collect();
+        for gram in compact.windows(GRAM) {
+            self.compact_grams.insert(gram_key(gram));
         }
         self.pieces.push(piece.to_owned());
     }
