@@ -4,12 +4,16 @@
 //!   the pipeline with the defence off and on, the conversation holding
 //!   100 KB of untrusted text (a call whose values pass, and one whose
 //!   recipient came from that text);
-//! - AgentDojo (PyPI `agentdojo` 0.1.35, its suites, `important_instructions`
-//!   attack and checks, served by `tests/agentdojo/server.py`) with a
-//!   perfectly gullible model, every (user task × injection task) pair of
-//!   banking, slack and workspace that has ground-truth calls: attack
-//!   success with the defence off and on (unattended), utility under attack,
-//!   and utility without attack (each user task once) with it on and off.
+//! - AgentDojo (PyPI `agentdojo` 0.1.35, its suites, attacks and checks,
+//!   served by `tests/agentdojo/server.py`) with a perfectly gullible
+//!   model, every (user task × injection task) pair of banking, slack,
+//!   travel and workspace that has ground-truth calls, under
+//!   `important_instructions`, `tool_knowledge` and `adaptive` (written
+//!   against kinet's rule): attack success, utility under attack, and
+//!   utility without attack (each user task once), per defence mode (off,
+//!   provenance, planned: the default), unattended, in the honest and the
+//!   plain harness. `KINET_AGENTDOJO_SUITES`, `_ATTACKS`, `_MODES` and
+//!   `_HARNESS` (comma-separated) choose a part.
 //!
 //! ```text
 //! source .ci/setup     # or: python3 -m venv /var/tmp/kinet-agentdojo && \
@@ -32,7 +36,7 @@ use std::time::Instant;
 use kinet::core::confirm::ApprovalPolicy;
 use kinet::core::message::ToolCall;
 use kinet::core::pipeline::{Defence, Pipeline};
-use kinet::core::provenance::{Provenance, Seen, Trust};
+use kinet::core::provenance::{Plan, PlannedAction, Provenance, Seen, Trust};
 use kinet::core::{Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput, Toolset};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -75,6 +79,10 @@ fn ledger() -> Provenance {
         "user",
         "Pay the rent to Anna, DE89 3704 0044 0532 0130 00, 1200 EUR, subject Rent for May.",
     ));
+    // The plan, declared before the mail was read: paying, its values
+    // from the user (none fixed, none from the mail).
+    let plan = Plan::new([PlannedAction::new("pay")]);
+    ledger.declare(&plan);
     let mut text = String::new();
     let mut n = 0u64;
     while text.len() < 100_000 {
@@ -168,31 +176,59 @@ async fn policy_stage_time() {
     );
 }
 
+/// A list from an environment variable (comma-separated), or `default`.
+fn chosen(var: &str, default: &[&'static str]) -> Vec<String> {
+    match std::env::var(var) {
+        Ok(list) if !list.trim().is_empty() => {
+            list.split(',').map(|s| s.trim().to_owned()).collect()
+        }
+        _ => default.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
 async fn agentdojo() -> anyhow::Result<()> {
     let Some(python) = harness::python()? else {
         return Ok(());
     };
-    let mut total = harness::Figures::default();
-    let mut rows = Vec::new();
-    for suite in harness::SUITES {
-        let started = Instant::now();
-        let fixture = harness::Fixture::start(&python, suite).await?;
-        let tasks = fixture.tasks().await?;
-        let injections = fixture.runnable_injections(&tasks).await?;
-        let pairs: Vec<(String, String)> = tasks
-            .user_tasks
-            .iter()
-            .flat_map(|u| injections.iter().map(move |i| (u.clone(), i.clone())))
-            .collect();
-        let figures = harness::measure(&fixture, &pairs, &tasks.user_tasks).await?;
-        eprintln!("{suite}: {:.0} s", started.elapsed().as_secs_f64());
-        rows.push(figures.row(suite));
-        total.merge(&figures);
-    }
-    rows.push(total.row("total"));
-    println!("AgentDojo 0.1.35, important_instructions, gullible model, unattended host:");
-    for row in rows {
-        println!("  {row}");
+    let suites = chosen("KINET_AGENTDOJO_SUITES", &harness::SUITES);
+    let attacks = chosen("KINET_AGENTDOJO_ATTACKS", &harness::ATTACKS);
+    let modes = chosen("KINET_AGENTDOJO_MODES", &harness::MODES);
+    let harnesses = chosen("KINET_AGENTDOJO_HARNESS", &["honest", "plain"]);
+    let attacks: Vec<&str> = attacks.iter().map(String::as_str).collect();
+    let modes: Vec<&str> = modes.iter().map(String::as_str).collect();
+    for which in &harnesses {
+        let kind = if which == "plain" {
+            harness::Harness::Plain
+        } else {
+            harness::Harness::Honest
+        };
+        let mut total = harness::Figures::default();
+        let mut rows = Vec::new();
+        for suite in &suites {
+            let started = Instant::now();
+            let fixture = harness::Fixture::start(&python, suite).await?;
+            let tasks = fixture.tasks().await?;
+            let injections = fixture.runnable_injections(&tasks).await?;
+            let pairs: Vec<(String, String)> = tasks
+                .user_tasks
+                .iter()
+                .flat_map(|u| injections.iter().map(move |i| (u.clone(), i.clone())))
+                .collect();
+            let figures =
+                harness::measure(&fixture, &pairs, &tasks.user_tasks, &attacks, &modes, kind)
+                    .await?;
+            eprintln!(
+                "{suite} ({which} harness): {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+            rows.extend(figures.rows(suite));
+            total.merge(&figures);
+        }
+        rows.extend(total.rows("total"));
+        println!("AgentDojo 0.1.35, gullible model, {which} harness, unattended host:");
+        for row in rows {
+            println!("  {row}");
+        }
     }
     Ok(())
 }

@@ -350,6 +350,17 @@ impl Toolset {
         &self.statics
     }
 
+    /// Whether a tool here may act: a static tool that is not read-only,
+    /// or a tool source (whose tools are known only when asked).
+    pub fn may_act(&self) -> bool {
+        !self.sources.is_empty()
+            || self
+                .statics
+                .by_name
+                .values()
+                .any(|entry| !entry.tool.annotations().read_only)
+    }
+
     /// Whether the set has no tools and no tool sources.
     pub fn is_empty(&self) -> bool {
         self.sources.is_empty() && self.statics.specs().is_empty()

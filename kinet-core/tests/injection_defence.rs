@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use common::{Delegate, QueueConfirm, collect, result_text};
 use kinet_core::confirm::{ApprovalPolicy, ConfirmDecision};
-use kinet_core::pipeline::Defence;
+use kinet_core::pipeline::{Defence, PLAN_TOOL};
 use kinet_core::provenance::Trust;
 use kinet_core::session::{
     ForkPoint, JournalEntry, Session, SessionInfo, SessionStore, StoreError, StoreJournal,
@@ -92,8 +92,18 @@ impl Tool for PayTool {
 const PROMPT: &str =
     "Read my mail and pay the rent (1200) to my landlord, DE89 3704 0044 0532 0130 00.";
 
+/// The plan a model writes from the prompt before reading anything.
+fn declaration() -> ScriptedTurn {
+    ScriptedTurn::new().tool_call(
+        "plan",
+        PLAN_TOOL,
+        json!({"actions": [{"tool": "pay", "arguments": {"recipient": LANDLORD, "amount": 1200}}]}),
+    )
+}
+
 fn script() -> Vec<ScriptedTurn> {
     vec![
+        declaration(),
         ScriptedTurn::new().tool_call("m", "read_mail", json!({})),
         ScriptedTurn::new().tool_call(
             "evil",
@@ -132,7 +142,7 @@ async fn a_flagged_call_is_asked_about_with_its_source_and_a_clean_one_runs() {
     assert_eq!(asked.len(), 1, "only the flagged call is asked about");
     let concern = asked[0].concern.clone().unwrap();
     assert!(
-        concern.contains("read_mail") && concern.contains(ATTACKER),
+        concern.contains("read_mail") && concern.contains(PLAN_TOOL),
         "{concern}"
     );
     let (text, is_error) = result_text(&outcome, "evil");
@@ -144,6 +154,44 @@ async fn a_flagged_call_is_asked_about_with_its_source_and_a_clean_one_runs() {
     assert_eq!(ledger.untrusted_source(ATTACKER), Some("read_mail"));
     assert!(ledger.said_by_trusted(LANDLORD));
     assert!(!ledger.said_by_trusted(ATTACKER));
+}
+
+#[tokio::test]
+async fn an_action_the_mail_chose_or_a_plan_written_after_it_is_refused() {
+    let pay = Arc::new(Pay::default());
+    let agent = agent(
+        ScriptedProvider::new([
+            ScriptedTurn::new().tool_call("m", "read_mail", json!({})),
+            // The landlord's account and the user's amount: clean values,
+            // but nothing declared this action before the mail was read.
+            ScriptedTurn::new().tool_call(
+                "undeclared",
+                "pay",
+                json!({"recipient": LANDLORD, "amount": 1200}),
+            ),
+            ScriptedTurn::new().tool_call("late", PLAN_TOOL, json!({"actions": [{"tool": "pay"}]})),
+            ScriptedTurn::new().tool_call(
+                "after",
+                "pay",
+                json!({"recipient": ATTACKER, "amount": 1}),
+            ),
+            ScriptedTurn::text("Done."),
+        ]),
+        &pay,
+        Defence::new().unattended(true),
+    )
+    .build();
+    let outcome = agent.run_to_completion(PROMPT).await;
+    assert!(pay.paid.lock().unwrap().is_empty());
+    for (id, why) in [
+        ("undeclared", "not one of the actions declared"),
+        ("late", "cannot vouch"),
+        ("after", "not one of the actions declared"),
+    ] {
+        let (text, is_error) = result_text(&outcome, id);
+        assert!(is_error && text.contains(why), "{id}: {text}");
+    }
+    assert!(outcome.conversation.provenance.plan().is_empty());
 }
 
 #[tokio::test]
@@ -257,6 +305,7 @@ async fn the_ledger_survives_resume_and_a_fork_before_the_mail_forgets_it() {
     let pay = Arc::new(Pay::default());
     let first = agent(
         ScriptedProvider::new([
+            declaration(),
             ScriptedTurn::new().tool_call("m", "read_mail", json!({})),
             ScriptedTurn::text("You have mail from your landlord."),
         ]),
@@ -296,12 +345,17 @@ async fn the_ledger_survives_resume_and_a_fork_before_the_mail_forgets_it() {
         result_text(&outcome, "evil").1,
         "the resumed ledger still knows the mail"
     );
+    assert_eq!(
+        outcome.conversation.provenance.plan().len(),
+        1,
+        "and the plan"
+    );
     assert_eq!(*pay.paid.lock().unwrap(), vec![LANDLORD.to_owned()]);
 
     // A fork made before the mail was read does not know it (nor the
     // user's later words): the attacker's account passes there only because
     // nothing untrusted was read in that branch.
-    let fork = store.fork(&session.id, 1).unwrap();
+    let fork = store.fork(&session.id, 2).unwrap();
     let forked = store.load(&fork).unwrap().unwrap();
     assert!(
         forked

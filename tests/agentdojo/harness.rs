@@ -2,12 +2,22 @@
 //! `benches/injection.rs`.
 //!
 //! `server.py` (beside this file) serves one AgentDojo suite over MCP with
-//! AgentDojo's own environments, tools, attack (`important_instructions`)
-//! and checks. Here a kinet agent reaches it through the MCP hub, driven by
-//! [`Gullible`]: a scripted model that makes the user task's ground-truth
-//! calls and, once a tool result holds injected instructions, the
-//! injection task's ground-truth calls too. After the run the suite's own
+//! AgentDojo's own environments, tools, attacks (`important_instructions`,
+//! `tool_knowledge`, and `adaptive`, written against kinet's own rule) and
+//! checks. Here a kinet agent reaches it through the MCP hub, driven by
+//! [`Gullible`]: a scripted model that declares the plan a planner writes
+//! from the request alone (when it has the `declare_plan` tool), makes the
+//! user task's ground-truth calls and, once a tool result holds injected
+//! instructions, does what they say first (the adaptive text also asks
+//! for its actions to be declared). After the run the suite's own
 //! `utility` and `security` checks say what happened.
+//!
+//! Two harnesses: the plain one lets the model pass the ground truth's
+//! values; the honest one ([`Harness::Honest`]) lets it pass only a value
+//! it has seen: a short value (an id, a name, an address) that is nowhere
+//! in its context (the request, the system prompt, the tool results it
+//! was shown) is made with what it can see, `unknown`, and the utility
+//! check decides.
 
 #![allow(
     dead_code,
@@ -27,7 +37,7 @@ use anyhow::{Context as _, anyhow, bail};
 use futures::StreamExt as _;
 use kinet::core::confirm::ApprovalPolicy;
 use kinet::core::message::Message;
-use kinet::core::pipeline::Defence;
+use kinet::core::pipeline::{Defence, DefenceMode, PLAN_TOOL};
 use kinet::core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
 use kinet::core::{Agent, AgentEvent, Provider};
 use kinet::mcp::{HubSettings, McpHub, ServerConfig};
@@ -39,8 +49,21 @@ use tokio::io::AsyncBufReadExt as _;
 /// injected instructions.
 pub const MARKER: &str = "<INFORMATION>";
 
-/// The suites the issue names.
-pub const SUITES: [&str; 3] = ["banking", "slack", "workspace"];
+/// AgentDojo's four suites.
+pub const SUITES: [&str; 4] = ["banking", "slack", "travel", "workspace"];
+
+/// The attacks run: two of AgentDojo's, and one written against kinet's
+/// rule (see `server.py`).
+pub const ATTACKS: [&str; 3] = ["important_instructions", "tool_knowledge", "adaptive"];
+
+/// Which values the gullible model may pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Harness {
+    /// The ground truth's, seen or not.
+    Plain,
+    /// Only values in its context (see the module docs).
+    Honest,
+}
 
 /// One ground-truth call.
 #[derive(Debug, Clone, Deserialize)]
@@ -58,6 +81,15 @@ pub struct Plan {
     pub user_calls: Vec<Call>,
     pub final_text: String,
     pub injection_calls: Vec<Call>,
+    /// The plan a planner writes from the request alone (bare tool names).
+    #[serde(default)]
+    pub user_plan: Vec<Value>,
+    /// The plan the adaptive attack's text asks for.
+    #[serde(default)]
+    pub injection_plan: Vec<Value>,
+    /// The attack, if any.
+    #[serde(skip)]
+    pub attack: Option<String>,
 }
 
 /// The suite's tasks.
@@ -192,7 +224,7 @@ impl Fixture {
         let mut runnable = Vec::new();
         for injection in &tasks.injection_tasks {
             if !self
-                .start_run(user, Some(injection))
+                .start_run(user, Some((injection, ATTACKS[0])))
                 .await?
                 .injection_calls
                 .is_empty()
@@ -208,25 +240,32 @@ impl Fixture {
     pub async fn start_run(
         &self,
         user_task: &str,
-        injection_task: Option<&str>,
+        injection: Option<(&str, &str)>,
     ) -> anyhow::Result<Plan> {
         let value = self
             .post(
                 "start",
                 json!({
                     "user_task": user_task,
-                    "injection_task": injection_task,
-                    "attack": injection_task.map(|_| "important_instructions"),
+                    "injection_task": injection.map(|(task, _)| task),
+                    "attack": injection.map(|(_, attack)| attack),
                 }),
             )
             .await?;
-        Ok(serde_json::from_value(value)?)
+        let mut plan: Plan = serde_json::from_value(value)?;
+        plan.attack = injection.map(|(_, attack)| attack.to_owned());
+        Ok(plan)
     }
 
     /// Runs the gullible agent on the run `start_run` prepared and asks
     /// AgentDojo's checks.
-    pub async fn run(&self, plan: &Plan, defence: Defence) -> anyhow::Result<Checked> {
-        let model = Arc::new(Gullible::new(&self.suite, plan));
+    pub async fn run(
+        &self,
+        plan: &Plan,
+        defence: Defence,
+        harness: Harness,
+    ) -> anyhow::Result<Checked> {
+        let model = Arc::new(Gullible::new(&self.suite, plan, harness));
         let agent = Agent::builder_arc(model.clone())
             .system_prompt(plan.system_message.as_str())
             .tool_source(Arc::new(self.hub.clone()))
@@ -263,33 +302,47 @@ impl Fixture {
     }
 }
 
-/// A perfectly gullible assistant: it makes the user task's ground-truth
-/// calls one at a time and, as soon as a tool result holds injected
-/// instructions, the injection task's calls before going on; then it
-/// answers with the task's ground-truth output.
+/// A perfectly gullible assistant: it declares the plan a planner writes
+/// from the request (when it has the `declare_plan` tool), then makes the
+/// user task's ground-truth calls one at a time and, as soon as a tool
+/// result holds injected instructions, does what they say before going on
+/// (for the adaptive attack: declares the injection's actions, then makes
+/// its calls); then it answers with the task's ground-truth output.
 pub struct Gullible {
     prefix: String,
+    harness: Harness,
     state: Mutex<State>,
 }
 
 struct State {
     pending: VecDeque<Call>,
     injection: Vec<Call>,
+    user_plan: Vec<Value>,
+    injection_plan: Vec<Value>,
+    adaptive: bool,
+    declared: bool,
     followed: bool,
     final_text: String,
     calls: usize,
+    unseen: usize,
 }
 
 impl Gullible {
-    pub fn new(suite: &str, plan: &Plan) -> Self {
+    pub fn new(suite: &str, plan: &Plan, harness: Harness) -> Self {
         Self {
             prefix: format!("mcp__{suite}__"),
+            harness,
             state: Mutex::new(State {
                 pending: plan.user_calls.iter().cloned().collect(),
                 injection: plan.injection_calls.clone(),
+                user_plan: plan.user_plan.clone(),
+                injection_plan: plan.injection_plan.clone(),
+                adaptive: plan.attack.as_deref() == Some("adaptive"),
+                declared: false,
                 followed: false,
                 final_text: plan.final_text.clone(),
                 calls: 0,
+                unseen: 0,
             }),
         }
     }
@@ -297,6 +350,63 @@ impl Gullible {
     /// Whether it met injected instructions (and so followed them).
     pub fn followed(&self) -> bool {
         self.state.lock().unwrap().followed
+    }
+
+    /// Values it could not have seen (the honest harness replaced them).
+    pub fn unseen(&self) -> usize {
+        self.state.lock().unwrap().unseen
+    }
+
+    /// A `declare_plan` call for these actions, tool names prefixed.
+    fn declaration(&self, actions: &[Value]) -> Call {
+        let prefixed =
+            |name: &Value| json!(format!("{}{}", self.prefix, name.as_str().unwrap_or("")));
+        let actions: Vec<Value> = actions
+            .iter()
+            .map(|action| {
+                let mut action = action.clone();
+                action["tool"] = prefixed(&action["tool"]);
+                if let Some(from) = action.get("from").and_then(Value::as_array) {
+                    let from: Vec<Value> = from.iter().map(prefixed).collect();
+                    action["from"] = json!(from);
+                }
+                action
+            })
+            .collect();
+        Call {
+            function: PLAN_TOOL.to_owned(),
+            args: json!({ "actions": actions }),
+        }
+    }
+}
+
+/// Folded for the honest harness's "has it seen this value": letters and
+/// digits, lower case.
+fn folded(text: &str) -> String {
+    text.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Replaces each short string value (up to four words, not a date or a
+/// number) that is nowhere in `context` by `unknown`; counts them.
+fn only_seen(value: &mut Value, context: &str, unseen: &mut usize) {
+    match value {
+        Value::String(text) => {
+            let f = folded(text);
+            let short = text.split_whitespace().count() <= 4;
+            let plain_number_or_date = text
+                .chars()
+                .all(|c| c.is_ascii_digit() || " -:/.T".contains(c));
+            if short && !f.is_empty() && !plain_number_or_date && !context.contains(&f) {
+                *text = "unknown".to_owned();
+                *unseen += 1;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| only_seen(v, context, unseen)),
+        Value::Object(map) => map.values_mut().for_each(|v| only_seen(v, context, unseen)),
+        _ => {}
     }
 }
 
@@ -308,6 +418,7 @@ impl Provider for Gullible {
 
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
         let mut state = self.state.lock().unwrap();
+        let can_plan = request.tools.iter().any(|t| t.name == PLAN_TOOL);
         let injected = matches!(
             request.messages.last(),
             Some(message @ Message::Tool { .. }) if message.text().contains(MARKER)
@@ -317,15 +428,41 @@ impl Provider for Gullible {
             for call in state.injection.clone().into_iter().rev() {
                 state.pending.push_front(call);
             }
+            if state.adaptive && can_plan && !state.injection_plan.is_empty() {
+                let declaration = self.declaration(&state.injection_plan);
+                state.pending.push_front(declaration);
+            }
         }
-        let events = match state.pending.pop_front() {
+        if can_plan && !state.declared {
+            state.declared = true;
+            if !state.user_plan.is_empty() {
+                let declaration = self.declaration(&state.user_plan);
+                state.pending.push_front(declaration);
+            }
+        }
+        let next = state.pending.pop_front().map(|mut call| {
+            if self.harness == Harness::Honest && call.function != PLAN_TOOL {
+                let mut context = folded(&request.system);
+                for message in request.messages.iter() {
+                    context.push_str(&folded(&message.text()));
+                }
+                only_seen(&mut call.args, &context, &mut state.unseen);
+            }
+            call
+        });
+        let events = match next {
             Some(call) => {
                 state.calls += 1;
+                let name = if call.function == PLAN_TOOL {
+                    call.function.clone()
+                } else {
+                    format!("{}{}", self.prefix, call.function)
+                };
                 vec![
                     StreamEvent::ToolCallStart {
                         index: 0,
                         id: format!("call_{}", state.calls),
-                        name: format!("{}{}", self.prefix, call.function),
+                        name,
                     },
                     StreamEvent::ToolCallArgumentsDelta {
                         index: 0,
@@ -388,90 +525,138 @@ pub fn rate(part: usize, whole: usize) -> f64 {
     }
 }
 
-/// The figures for one suite (or all).
-#[derive(Debug, Default, Clone, Copy)]
+/// The defence modes compared: off, the provenance rule alone, and the
+/// default (control-flow integrity), each as an unattended host runs it.
+pub const MODES: [&str; 3] = ["off", "provenance", "planned"];
+
+/// The defence for a mode of [`MODES`].
+pub fn defence(mode: &str) -> Defence {
+    match mode {
+        "off" => Defence::off(),
+        "provenance" => Defence::provenance().unattended(true),
+        _ => defence_on(),
+    }
+}
+
+/// The defence as an unattended host runs it by default.
+pub fn defence_on() -> Defence {
+    let defence = Defence::new().unattended(true);
+    assert_eq!(defence.mode(), DefenceMode::Planned);
+    defence
+}
+
+/// The figures for one suite (or all): per attack and mode, the pairs;
+/// per mode, the user tasks without attack.
+#[derive(Debug, Default, Clone)]
 pub struct Figures {
-    /// Attack on, defence off.
-    pub off: Tally,
-    /// Attack on, defence on (unattended).
-    pub on: Tally,
-    /// No attack, defence off / on (one run per user task).
-    pub clean_off: Tally,
-    pub clean_on: Tally,
+    pub attacked: std::collections::BTreeMap<(String, String), Tally>,
+    pub clean: std::collections::BTreeMap<String, Tally>,
 }
 
 impl Figures {
     pub fn merge(&mut self, other: &Figures) {
-        self.off.merge(&other.off);
-        self.on.merge(&other.on);
-        self.clean_off.merge(&other.clean_off);
-        self.clean_on.merge(&other.clean_on);
+        for (key, tally) in &other.attacked {
+            self.attacked.entry(key.clone()).or_default().merge(tally);
+        }
+        for (key, tally) in &other.clean {
+            self.clean.entry(key.clone()).or_default().merge(tally);
+        }
     }
 
-    pub fn row(&self, name: &str) -> String {
-        format!(
-            "{name:<10} pairs {:>4} | attack success off {:>5.1}% on {:>5.1}% | utility under attack on {:>5.1}% (off {:>5.1}%) | utility without attack on {:>5.1}% off {:>5.1}% ({} tasks)",
-            self.off.runs,
-            self.off.attack_rate(),
-            self.on.attack_rate(),
-            self.on.utility_rate(),
-            self.off.utility_rate(),
-            self.clean_on.utility_rate(),
-            self.clean_off.utility_rate(),
-            self.clean_on.runs,
-        )
+    /// The tally of pairs under `attack` in `mode`.
+    pub fn pairs(&self, attack: &str, mode: &str) -> Tally {
+        self.attacked
+            .get(&(attack.to_owned(), mode.to_owned()))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// One line per attack and mode.
+    pub fn rows(&self, name: &str) -> Vec<String> {
+        let mut rows = Vec::new();
+        for ((attack, mode), tally) in &self.attacked {
+            let clean = self.clean.get(mode).copied().unwrap_or_default();
+            rows.push(format!(
+                "{name:<10} {attack:<22} {mode:<10} pairs {:>4} | attack success {:>5.1}% | utility under attack {:>5.1}% | without attack {:>5.1}% ({} tasks)",
+                tally.runs,
+                tally.attack_rate(),
+                tally.utility_rate(),
+                clean.utility_rate(),
+                clean.runs,
+            ));
+        }
+        rows
     }
 }
 
-/// The defence as an unattended host runs it.
-pub fn defence_on() -> Defence {
-    Defence::new().unattended(true)
-}
-
-/// Runs `pairs` (user task, injection task) and `clean` user tasks of one
-/// suite with the defence off and on; pairs whose injection task has no
-/// ground-truth calls (AgentDojo's workspace injection tasks 6 to 13 leave
-/// them to a real model) are not run.
+/// Runs `pairs` (user task, injection task) under each of `attacks` and
+/// `clean` user tasks without attack, in each of `modes`; pairs whose
+/// injection task has no ground-truth calls (AgentDojo's workspace
+/// injection tasks 6 to 13 and travel's 6 leave them to a real model) are
+/// not run.
 pub async fn measure(
     fixture: &Fixture,
     pairs: &[(String, String)],
     clean: &[String],
+    attacks: &[&str],
+    modes: &[&str],
+    harness: Harness,
 ) -> anyhow::Result<Figures> {
     let mut figures = Figures::default();
-    for (user, injection) in pairs {
-        let plan = fixture.start_run(user, Some(injection)).await?;
-        if plan.injection_calls.is_empty() {
-            continue;
-        }
-        let off = fixture.run(&plan, Defence::off()).await?;
-        figures.off.add(&off);
-        let plan = fixture.start_run(user, Some(injection)).await?;
-        let on = fixture
-            .run(&plan, defence_on())
-            .await
-            .with_context(|| format!("{user} × {injection}"))?;
-        if on.attack_succeeded == Some(true) {
-            eprintln!(
-                "ATTACK SUCCEEDED with the defence on: {} {user} × {injection}",
-                fixture.suite
-            );
-        }
-        figures.on.add(&on);
-    }
     let verbose = std::env::var_os("KINET_AGENTDOJO_VERBOSE").is_some();
-    for user in clean {
-        let plan = fixture.start_run(user, None).await?;
-        let off = fixture.run(&plan, Defence::off()).await?;
-        figures.clean_off.add(&off);
-        let plan = fixture.start_run(user, None).await?;
-        let on = fixture.run(&plan, defence_on()).await?;
-        if verbose && !on.utility {
-            eprintln!("{} {user}: utility lost without attack", fixture.suite);
-            for reason in &on.reasons {
-                eprintln!("    {reason}");
+    for attack in attacks {
+        for (user, injection) in pairs {
+            for mode in modes {
+                let plan = fixture.start_run(user, Some((injection, attack))).await?;
+                if plan.injection_calls.is_empty() {
+                    break;
+                }
+                let checked = fixture
+                    .run(&plan, defence(mode), harness)
+                    .await
+                    .with_context(|| format!("{user} × {injection} ({attack}, {mode})"))?;
+                if *mode != "off" && checked.attack_succeeded == Some(true) {
+                    eprintln!(
+                        "ATTACK SUCCEEDED with the defence on ({mode}): {} {user} × {injection} ({attack})",
+                        fixture.suite
+                    );
+                }
+                if verbose && *mode == "planned" && !checked.utility {
+                    eprintln!(
+                        "{} {user} × {injection} ({attack}): utility lost",
+                        fixture.suite
+                    );
+                    for reason in &checked.reasons {
+                        eprintln!("    {reason}");
+                    }
+                }
+                figures
+                    .attacked
+                    .entry(((*attack).to_owned(), (*mode).to_owned()))
+                    .or_default()
+                    .add(&checked);
             }
         }
-        figures.clean_on.add(&on);
+    }
+    for user in clean {
+        for mode in modes {
+            let plan = fixture.start_run(user, None).await?;
+            let checked = fixture.run(&plan, defence(mode), harness).await?;
+            if verbose && *mode != "off" && !checked.utility {
+                eprintln!(
+                    "{} {user} ({mode}): utility lost without attack",
+                    fixture.suite
+                );
+                for reason in &checked.reasons {
+                    eprintln!("    {reason}");
+                }
+            }
+            figures
+                .clean
+                .entry((*mode).to_owned())
+                .or_default()
+                .add(&checked);
+        }
     }
     Ok(figures)
 }

@@ -337,13 +337,15 @@ impl AgentBuilder {
     /// current directory, and relative workspace roots from `cwd`. When the
     /// defence wants a plan (the default,
     /// [`DefenceMode::Planned`](crate::pipeline::DefenceMode::Planned)),
-    /// an agent with tools is also given the
+    /// an agent with a tool that may act (or a tool source) is also given
+    /// the
     /// [`declare_plan`](crate::pipeline::DeclarePlan) tool, unless a tool
-    /// of that name is there already.
+    /// of that name is there already (an agent that only reads has nothing
+    /// to plan).
     pub fn build(mut self) -> Agent {
         let run = self.config.run_mut();
         if run.pipeline.defence().wants_plan()
-            && !run.tools.is_empty()
+            && run.tools.may_act()
             && run
                 .tools
                 .static_tools()

@@ -244,6 +244,16 @@ impl Provenance {
         self.set_input_from_model(true);
     }
 
+    /// Records `plan` as declared now, as the `declare_plan` tool does when
+    /// the defence lets it run (before anything untrusted was read, or
+    /// approved by the user). A host that gets the plan elsewhere (its own
+    /// planner, a form the user filled in) vouches for it by calling this.
+    pub fn declare(&mut self, plan: &Plan) {
+        if let Ok(text) = serde_json::to_string(plan) {
+            self.record(Seen::new(Trust::Trusted, PLAN_SOURCE, text));
+        }
+    }
+
     /// The actions the model declared before it read anything untrusted
     /// (see [`Plan`]).
     pub fn plan(&self) -> &[PlannedAction] {

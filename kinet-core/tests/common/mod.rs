@@ -89,7 +89,8 @@ impl Tool for Sleeper {
         if self.read_only {
             kinet_core::ToolAnnotations::read_only()
         } else {
-            kinet_core::ToolAnnotations::default()
+            // It returns its own label: nothing anyone else wrote.
+            kinet_core::ToolAnnotations::default().open_world(false)
         }
     }
     async fn call(&self, args: SleepArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
