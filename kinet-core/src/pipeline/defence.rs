@@ -10,27 +10,54 @@
 //! prompt among the trusted text.
 //!
 //! Before a mutating call, or a read that reaches the open world, runs,
-//! the defence looks at its arguments ([`DefenceMode`] says how; for a
-//! read only its destinations: URLs, hosts, e-mail addresses); a call it
-//! flags goes to the host's [`ConfirmHandler`](crate::ConfirmHandler) with
-//! the reason and the untrusted source named (session approvals do not
-//! skip it), or is refused when the host runs [unattended](Defence::unattended).
+//! the defence looks at it ([`DefenceMode`] says how; for a read only its
+//! destinations: URLs, hosts, e-mail addresses); a call it flags goes to
+//! the host's [`ConfirmHandler`](crate::ConfirmHandler) with the reason and
+//! the untrusted source named (session approvals do not skip it), or is
+//! refused when the host runs [unattended](Defence::unattended).
+//!
+//! # Who chose the action: the plan (the default mode)
+//!
+//! Values alone cannot show who chose an action: text that asks for a
+//! calendar event on a date with a title, or a booking of a hotel the
+//! listing names, leaves nothing a value rule can trace. So in
+//! [`DefenceMode::Planned`] the model declares, with the `declare_plan`
+//! tool ([`DeclarePlan`](super::DeclarePlan)), the actions the task needs
+//! before it reads any data: each tool, the values the user's request
+//! fixes, and the tools whose results may supply the rest. The plan is
+//! trusted because of when it was written: `declare_plan` runs unasked only
+//! while the ledger holds nothing untrusted (later, it is a flagged call
+//! like any action). After untrusted text was read, an acting call runs
+//! only when some declared action for its tool has its fixed values
+//! (compared folded; dates as days, numbers as amounts, lists in any
+//! order) and its other values pass the provenance rule below with the
+//! action's sources allowed. Everything else is asked about, or refused
+//! unattended, whatever its values. Before the first untrusted read,
+//! nothing is checked: every decision so far came from the user, the host
+//! and trusted tools.
 //!
 //! # What the provenance rule looks at
 //!
-//! Each argument value (every string, and numbers of seven digits or more,
-//! at any depth) is compared, folded (see [`provenance`](crate::provenance):
-//! case, Unicode width and look-alikes, zero-width characters, percent and
-//! HTML escapes, separators), against the ledger. A value is flagged when
-//! it appears in untrusted text and in nothing the user or a trusted source
-//! said. The values compared are:
+//! Each argument value (every string and number, at any depth) is
+//! compared, folded (see [`provenance`](crate::provenance): case, Unicode
+//! width and look-alikes, zero-width characters, percent and HTML escapes,
+//! separators), against the ledger. A value is flagged when it appears in
+//! untrusted text (outside a declared action's sources) and in nothing the
+//! user or a trusted source said. The values compared are:
 //!
 //! - a whole short value (up to four words): a recipient, an account, an
 //!   id, a path, a password, a short command;
+//! - a date (`2024-05-13`, `May 13, 2024`, with or without a time), as
+//!   the day it names, against the days untrusted text names however it
+//!   writes them ("the 13th to the 17th of May 2024", `13/05/2024`);
+//! - a number of two digits or more, or with a fraction, as an amount
+//!   (`98.7` is "$98.70");
 //! - inside any value, every token that looks like an identifier (holds a
 //!   digit or one of `@ / : . _ \ # % = ? & + ~` between letters): e-mail
 //!   addresses, URLs, IBANs, file names, phone numbers; and digit groups
 //!   written with separators (`US13 3000 0001`);
+//! - in long values (a message body, an event's title, a file's content),
+//!   every run of 24 letters and digits copied from one untrusted text;
 //! - for URLs and addresses, the host too, with and without `www.`, and its
 //!   last two labels, so a query string or path added to an untrusted
 //!   host (`evil.com/?q=<secret>`) is still caught;
@@ -48,17 +75,19 @@
 //!
 //! # What it does not cover
 //!
-//! - Values the model transforms: decoded base64, translated or
-//!   paraphrased text, arithmetic, a value spelled out in words. Strict
-//!   mode covers them, at the price of asking before every action once
-//!   anything untrusted was read.
-//! - Free text in long values (a message body, a file's content) is
-//!   compared only by its identifier tokens: an attacker's prose copied
-//!   into an e-mail body is not flagged, an address or link in it is.
-//! - Small numbers (under seven digits) given as JSON numbers or inside
-//!   longer text (amounts, counts), and dates and times, are not compared;
-//!   an injected amount sent to a recipient the user named passes. The
-//!   same digits as a whole string value (an id such as `"13"`) are.
+//! - A declared action whose values the plan left to a source, when the
+//!   attacker writes into that very source: a bill the user asked to pay
+//!   that holds the attacker's account. The plan said the bill decides;
+//!   the defence cannot tell the bill's author from the attacker. Fix the
+//!   values the user knows in the plan (the tool description asks for it)
+//!   or trust the source only as far as the host does.
+//! - Without a plan ([`DefenceMode::Provenance`]): an action chosen by
+//!   untrusted text whose values the user also said, and values the model
+//!   transforms (decoded base64, translated or paraphrased text,
+//!   arithmetic, a value spelled out in words). The plan covers both:
+//!   such an action was not declared.
+//! - Single digits (counts, small amounts) are not compared, nor times
+//!   of day on their own.
 //! - Object keys are not compared, only values; booleans are not.
 //! - A value of one or two letters or digits is compared as a whole word
 //!   (`13` is found in "file 13", not in "2130"); the user saying it in a
@@ -66,6 +95,9 @@
 //!   does.
 //! - Images the model saw are not text and are not recorded.
 //! - A value the user also said passes, even if an injection asked for it.
+//! - A conversation that read untrusted text earlier cannot declare a new
+//!   plan for a new request without the user: the earlier text could have
+//!   written it. An attended host is asked once, for the plan.
 
 use serde_json::Value;
 
@@ -172,6 +204,12 @@ pub enum FindingRule {
     },
     /// A plan declared after untrusted text was read.
     LatePlan,
+    /// A destination a declared source supplied, beside another of the
+    /// same kind there: the text chose which.
+    OneOfSeveral {
+        /// The other one (shortened).
+        other: String,
+    },
     /// Strict mode: any action after untrusted text was read.
     Strict,
 }
@@ -193,6 +231,10 @@ impl Finding {
             ),
             FindingRule::LatePlan => format!(
                 "a plan declared after reading text from `{source}`, which is not trusted, cannot vouch for actions"
+            ),
+            FindingRule::OneOfSeveral { other } => format!(
+                "the value `{}` in `{}` is one of several that text from `{source}` (not trusted) gives, with `{other}`: which one to use was that text's choice, not the user's",
+                self.value, self.argument
             ),
             FindingRule::Provenance => format!(
                 "the value `{}` in `{}` comes from text returned by `{source}`, which is not trusted, and not from anything the user or a trusted source said",

@@ -96,6 +96,13 @@ fn long_value(
     folded: &Folded,
     short: bool,
 ) -> Option<Finding> {
+    // A link, address or account written into free text is a place to
+    // send to: a plan's sources supply prose, not destinations.
+    let strict = Scope {
+        ledger: scope.ledger,
+        declared: &[],
+    };
+    let inside = if short { scope } else { &strict };
     for token in text.split_whitespace() {
         let token = token.trim_matches(|c: char| !c.is_alphanumeric());
         if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token) {
@@ -103,7 +110,7 @@ fn long_value(
         }
         // A short value's whole token was compared above; its host not.
         let whole = short && token == text.trim();
-        if let Some(f) = flag_token(scope, path, token, !whole) {
+        if let Some(f) = flag_token(inside, path, token, !whole) {
             return Some(f);
         }
     }
@@ -112,7 +119,7 @@ fn long_value(
     }
     for group in folded.groups() {
         if !small_number(group)
-            && let Some(f) = flag(scope, path, group, &fold(group))
+            && let Some(f) = flag(&strict, path, group, &fold(group))
         {
             return Some(f);
         }
@@ -292,15 +299,69 @@ fn flag(scope: &Scope<'_>, path: &str, shown: &str, value: &Folded) -> Option<Fi
     if ledger.trusted_holds(value) {
         return None;
     }
-    if !scope.declared.is_empty()
-        && (scope.allows(index)
-            || ledger
-                .untrusted_index_where(&value.compact, &|s| scope.allows_source(s))
-                .is_some())
-    {
-        return None;
+    if !scope.declared.is_empty() {
+        let allowed = if scope.allows(index) {
+            Some(index)
+        } else {
+            ledger.untrusted_index_where(&value.compact, &|s| scope.allows_source(s))
+        };
+        if let Some(allowed) = allowed {
+            return one_of_several(scope, path, shown, allowed);
+        }
     }
     Some(finding(scope, path, shown, index))
+}
+
+/// A destination (an e-mail address, a link or host, an account or card
+/// number) a declared source supplied, when that source gives another of
+/// the same kind that no trusted text says: which one the call uses was
+/// the text's choice (the bill holding the attacker's account beside the
+/// biller's). `None` when it is the only one.
+fn one_of_several(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Option<Finding> {
+    let ledger = scope.ledger;
+    let kind = destination_kind(shown.trim())?;
+    let own = fold(shown).compact;
+    let text = &ledger.seen().get(index as usize)?.text;
+    let other = text
+        .split_whitespace()
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|t| destination_kind(t) == Some(kind))
+        .find(|t| {
+            let folded = fold(t);
+            folded.compact != own && !ledger.trusted_holds(&folded)
+        })?;
+    Some(Finding {
+        rule: FindingRule::OneOfSeveral {
+            other: shorten(other),
+        },
+        ..finding(scope, path, shown, index)
+    })
+}
+
+/// The kinds of destination [`one_of_several`] tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Address,
+    Link,
+    Account,
+}
+
+fn destination_kind(token: &str) -> Option<Kind> {
+    if token.contains(char::is_whitespace) {
+        return None;
+    }
+    if let Some((user, host)) = token.rsplit_once('@')
+        && !user.is_empty()
+        && host.contains('.')
+    {
+        return Some(Kind::Address);
+    }
+    if destination(token) {
+        return Some(Kind::Link);
+    }
+    let digits = token.bytes().filter(u8::is_ascii_digit).count();
+    let alnum = token.chars().filter(|c| c.is_alphanumeric()).count();
+    (digits >= 8 && alnum >= 10).then_some(Kind::Account)
 }
 
 fn finding(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Finding {
