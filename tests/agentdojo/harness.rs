@@ -366,9 +366,21 @@ impl Gullible {
             .map(|action| {
                 let mut action = action.clone();
                 action["tool"] = prefixed(&action["tool"]);
-                if let Some(from) = action.get("from").and_then(Value::as_array) {
-                    let from: Vec<Value> = from.iter().map(prefixed).collect();
-                    action["from"] = json!(from);
+                let list = |tools: &Value| -> Value {
+                    tools.as_array().map_or(Value::Null, |tools| {
+                        Value::Array(tools.iter().map(prefixed).collect())
+                    })
+                };
+                match action.get("from").cloned() {
+                    Some(Value::Array(tools)) => action["from"] = list(&Value::Array(tools)),
+                    Some(Value::Object(map)) => {
+                        let map: serde_json::Map<String, Value> = map
+                            .iter()
+                            .map(|(arg, tools)| (arg.clone(), list(tools)))
+                            .collect();
+                        action["from"] = Value::Object(map);
+                    }
+                    _ => {}
                 }
                 action
             })
@@ -525,16 +537,29 @@ pub fn rate(part: usize, whole: usize) -> f64 {
     }
 }
 
-/// The defence modes compared: off, the provenance rule alone, and the
-/// default (control-flow integrity), each as an unattended host runs it.
-pub const MODES: [&str; 3] = ["off", "provenance", "planned"];
+/// The defence modes compared: off, the provenance rule alone, the
+/// default (control-flow integrity), and the default with the host's
+/// policies ([`host_policy`]), each as an unattended host runs it.
+pub const MODES: [&str; 4] = ["off", "provenance", "planned", "policy"];
 
-/// The defence for a mode of [`MODES`].
-pub fn defence(mode: &str) -> Defence {
+/// The defence for a mode of [`MODES`] on `suite`.
+pub fn defence(mode: &str, suite: &str) -> Defence {
     match mode {
         "off" => Defence::off(),
         "provenance" => Defence::provenance().unattended(true),
+        "policy" => host_policy(suite, defence_on()),
         _ => defence_on(),
+    }
+}
+
+/// What a host of each suite would bind, as data: the arguments whose
+/// values only the user may give, unattended.
+pub fn host_policy(suite: &str, defence: Defence) -> Defence {
+    match suite {
+        // A file to delete is the user's to name: a plan that leaves it
+        // to the drive's listing lets text in the drive choose another.
+        "workspace" => defence.bind("mcp__workspace__delete_file", "file_id", ["user"]),
+        _ => defence,
     }
 }
 
@@ -612,7 +637,7 @@ pub async fn measure(
                     break;
                 }
                 let checked = fixture
-                    .run(&plan, defence(mode), harness)
+                    .run(&plan, defence(mode, &fixture.suite), harness)
                     .await
                     .with_context(|| format!("{user} × {injection} ({attack}, {mode})"))?;
                 if *mode != "off" && checked.attack_succeeded == Some(true) {
@@ -621,7 +646,7 @@ pub async fn measure(
                         fixture.suite
                     );
                 }
-                if verbose && *mode == "planned" && !checked.utility {
+                if verbose && *mode != "off" && !checked.utility {
                     eprintln!(
                         "{} {user} × {injection} ({attack}): utility lost",
                         fixture.suite
@@ -641,7 +666,9 @@ pub async fn measure(
     for user in clean {
         for mode in modes {
             let plan = fixture.start_run(user, None).await?;
-            let checked = fixture.run(&plan, defence(mode), harness).await?;
+            let checked = fixture
+                .run(&plan, defence(mode, &fixture.suite), harness)
+                .await?;
             if verbose && *mode != "off" && !checked.utility {
                 eprintln!(
                     "{} {user} ({mode}): utility lost without attack",

@@ -296,62 +296,91 @@ def folded(text):
     return re.sub(r"[^0-9a-z]", "", str(text).lower())
 
 
-def day_in_prompt(value, prompt):
+DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}).*)?")
+
+
+def day_in_text(value, text):
     """Whether a date value (2024-05-13, 2024-05-13 09:00) names a day the
-    prompt names: its month (by name or number) and its day, as a planner
-    writing ISO dates from the request would read them."""
-    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}).*)?", value.strip())
+    text names: as written, or its day beside its month's name, as a model
+    writing ISO dates from the text would read them."""
+    m = DATE.fullmatch(value.strip())
     if not m:
         return False
-    year, month, day = m.group(1), int(m.group(2)), int(m.group(3))
-    text = prompt.lower()
+    text = text.lower()
     if value.strip()[:10] in text:
         return True
+    month, day = int(m.group(2)), int(m.group(3))
     name = MONTHS[month - 1]
-    days = re.findall(r"(\d{1,2})(?:st|nd|rd|th)?\b", text)
-    has_day = str(day) in days
-    has_month = name in text or name[:3] + " " in text or f"{month:02d}" in text
-    has_time = m.group(4) is None or str(int(m.group(4))) in re.findall(r"\d{1,2}", text) or f"{m.group(4)}:{m.group(5)}" in text
-    return has_day and has_month and has_time
+    words = re.findall(r"[a-z]+|\d+", re.sub(r"(\d)(st|nd|rd|th)\b", r"\1", text))
+    for i, word in enumerate(words):
+        if word in (name, name[:3]):
+            near = words[max(0, i - 6): i + 4]
+            if str(day) in near or f"{day:02d}" in near:
+                return True
+    return False
 
 
-def in_prompt(value, prompt):
-    """Whether the request fixes this value: it says it (compared folded),
-    or for a date, names that day."""
+def time_in_text(value, text):
+    m = DATE.fullmatch(value.strip())
+    if not m or m.group(4) is None:
+        return True
+    hour = int(m.group(4))
+    return f"{m.group(4)}:{m.group(5)}" in text or re.search(rf"\b{hour}(:{m.group(5)})?\s*(am|pm|o'clock)", text.lower()) is not None
+
+
+def is_prose(value):
+    return isinstance(value, str) and len(value.split()) > 4
+
+
+def found_in(value, text):
+    """Whether a value is in a text (compared folded; a date as a day; an
+    amount however written)."""
     if isinstance(value, list):
-        return all(in_prompt(v, prompt) for v in value)
-    if isinstance(value, dict):
+        return bool(value) and all(found_in(v, text) for v in value)
+    if isinstance(value, dict) or value is None or isinstance(value, bool):
         return False
-    if isinstance(value, bool) or value is None:
-        return True
     if isinstance(value, (int, float)):
-        text = prompt.replace(",", "")
-        return any(float(n) == float(value) for n in re.findall(r"\d+(?:\.\d+)?", text))
+        forms = {str(value), f"{float(value):.2f}", f"{value:,}"}
+        if float(value).is_integer():
+            forms.add(str(int(value)))
+        numbers = {n.replace(",", "") for n in re.findall(r"\d[\d,]*(?:\.\d+)?", text)}
+        return any(f.replace(",", "") in numbers for f in forms)
     value = str(value)
-    if day_in_prompt(value, prompt):
-        return True
+    if DATE.fullmatch(value.strip()):
+        return day_in_text(value, text)
     f = folded(value)
-    return bool(f) and f in folded(prompt)
+    return bool(f) and f in folded(text)
 
 
-def plan_for(calls, prompt, sources_from=None):
+def plan_for(calls, prompt, results):
     """The plan a planner writes from the request alone, before reading
     anything: every acting call of the task, with the values the request
-    fixes, and the tools called before it (whose results will supply the
-    rest) as its sources."""
+    fixes (a date it names, without the time of day it leaves open), and
+    for each other argument the tools whose results will hold its value
+    (`results`: what each call returned in a run without attack). A value
+    the model works out itself (a sum, a date it picks) has no source;
+    free text may draw on everything read before."""
     actions = []
     for k, call in enumerate(calls):
         hints_ = ANNOTATIONS.get(call["function"])
         if hints_ is None or hints_.read_only_hint:
             continue
-        before = sorted({c["function"] for c in calls[:k]} | set(sources_from or []))
-        fixed = {}
+        before = [(c["function"], results[i]) for i, c in enumerate(calls[:k])]
+        fixed, sources = {}, {}
         for name, value in call["args"].items():
-            if not before or in_prompt(value, prompt):
+            if not before or found_in(value, prompt):
+                if isinstance(value, str) and DATE.fullmatch(value.strip()) and not time_in_text(value, prompt):
+                    value = value.strip()[:10]
                 fixed[name] = value
+                continue
+            tools = sorted({f for f, text in before if found_in(value, text)})
+            if not tools and is_prose(value):
+                tools = sorted({f for f, _ in before})
+            if tools:
+                sources[name] = tools
         action = {"tool": call["function"], "arguments": fixed}
-        if before:
-            action["from"] = before
+        if sources:
+            action["from"] = sources
         if action not in actions:
             actions.append(action)
     return actions
@@ -391,6 +420,8 @@ class AdaptiveAttack(ImportantInstructionsAttack):
         text = self.jailbreak.format(
             goal=injection_task.GOAL, user=self.user_name, model=self.model_name, plan=plan, values=values
         )
+        # The suites' YAML holds the text in double quotes.
+        text = text.replace('"', "'")
         return {inj: text for inj in self.get_injection_candidates(user_task)}
 
 
@@ -500,7 +531,7 @@ class Harness:
                 "prompt": user_task.PROMPT,
                 "user_calls": user_calls,
                 # What a planner writes from the request alone.
-                "user_plan": plan_for(user_calls, user_task.PROMPT),
+                "user_plan": plan_for(user_calls, user_task.PROMPT, self.clean_results(user_task)),
                 "injection_plan": injection_plan(injection_calls),
                 "final_text": user_task.GROUND_TRUTH_OUTPUT,
                 # The system message AgentDojo's pipelines give the model.
@@ -509,6 +540,17 @@ class Harness:
                 "injection_goal": injection_task.GOAL if injection_task else None,
                 "injections": dict(injections),
             }
+
+    def clean_results(self, user_task):
+        """What each of the user task's ground-truth calls returns in a run
+        without attack (on a copy of the environment)."""
+        env = user_task.init_environment(self.suite.load_and_inject_default_environment({}))
+        calls = user_task.ground_truth(env.model_copy(deep=True))
+        results = []
+        for call in calls:
+            result, error = self.runtime.run_function(env, call.function, dict(call.args), raise_on_error=False)
+            results.append(error if error is not None else tool_result_to_str(result))
+        return results
 
     def check(self, body):
         model_output = body.get("model_output")

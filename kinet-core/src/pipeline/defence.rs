@@ -163,6 +163,7 @@ pub enum DefenceMode {
 pub struct Defence {
     mode: DefenceMode,
     rules: Vec<(String, Trust)>,
+    bindings: Vec<crate::rules::SourceRule>,
     unattended: bool,
     check_reads: bool,
 }
@@ -204,11 +205,11 @@ pub enum FindingRule {
     },
     /// A plan declared after untrusted text was read.
     LatePlan,
-    /// A destination a declared source supplied, beside another of the
-    /// same kind there: the text chose which.
-    OneOfSeveral {
-        /// The other one (shortened).
-        other: String,
+    /// A value of an argument the plan (or a host policy) said its
+    /// sources supply that those sources did not return, nor the user say.
+    NotFromSources {
+        /// The declared sources.
+        sources: Vec<String>,
     },
     /// Strict mode: any action after untrusted text was read.
     Strict,
@@ -232,9 +233,15 @@ impl Finding {
             FindingRule::LatePlan => format!(
                 "a plan declared after reading text from `{source}`, which is not trusted, cannot vouch for actions"
             ),
-            FindingRule::OneOfSeveral { other } => format!(
-                "the value `{}` in `{}` is one of several that text from `{source}` (not trusted) gives, with `{other}`: which one to use was that text's choice, not the user's",
+            FindingRule::NotFromSources { sources } if sources.is_empty() => format!(
+                "the value `{}` in `{}` is not one the user gave, and only the user may give it (the model has read text from `{source}`, which is not trusted)",
                 self.value, self.argument
+            ),
+            FindingRule::NotFromSources { sources } => format!(
+                "the value `{}` in `{}` is not in what the tools named for it (`{}`) returned, nor in anything the user said (the model has read text from `{source}`, which is not trusted)",
+                self.value,
+                self.argument,
+                sources.join("`, `")
             ),
             FindingRule::Provenance => format!(
                 "the value `{}` in `{}` comes from text returned by `{source}`, which is not trusted, and not from anything the user or a trusted source said",
@@ -266,6 +273,7 @@ impl Defence {
         Self {
             mode: DefenceMode::Planned,
             rules: Vec::new(),
+            bindings: Vec::new(),
             unattended: false,
             check_reads: true,
         }
@@ -310,6 +318,55 @@ impl Defence {
     pub fn trust(mut self, pattern: impl Into<String>, trust: Trust) -> Self {
         self.rules.push((pattern.into(), trust));
         self
+    }
+
+    /// A host policy: the values of `argument` of tools matching `tool` (a
+    /// name, or a prefix ending in `*`) come only from the tools `from`
+    /// names, or from the user when it holds `user` (what the user said,
+    /// and values a plan written from the request fixed). In either mode
+    /// a value must then be in what those tools returned or what the user
+    /// said; a plan's own sources for that argument count only where this
+    /// allows them. The last matching binding wins.
+    ///
+    /// ```
+    /// use kinet_core::pipeline::Defence;
+    ///
+    /// // New payees only from the user or the payments they scheduled.
+    /// let defence = Defence::new().bind(
+    ///     "mcp__bank__send_money",
+    ///     "recipient",
+    ///     ["user", "mcp__bank__get_scheduled_transactions"],
+    /// );
+    /// ```
+    pub fn bind(
+        mut self,
+        tool: impl Into<String>,
+        argument: impl Into<String>,
+        from: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.bindings.push(crate::rules::SourceRule {
+            tool: tool.into(),
+            argument: argument.into(),
+            from: from.into_iter().map(Into::into).collect(),
+            justification: None,
+        });
+        self
+    }
+
+    /// The `[[source]]` rules of a rules file, as [`bind`](Self::bind)s.
+    pub fn with_source_rules(mut self, rules: &crate::rules::Rules) -> Self {
+        self.bindings.extend(rules.sources.iter().cloned());
+        self
+    }
+
+    /// The sources a host policy allows for `argument` of `tool`, if one
+    /// binds it.
+    pub(super) fn binding(&self, tool: &str, argument: &str) -> Option<&[String]> {
+        self.bindings
+            .iter()
+            .rev()
+            .find(|b| b.argument == argument && crate::rules::pattern_matches(&b.tool, tool))
+            .map(|b| b.from.as_slice())
     }
 
     /// Refuse flagged calls instead of asking (a host with no one to ask).
@@ -487,7 +544,10 @@ impl Defence {
                 .any(|choice| choice == text)
         };
         if self.mode == DefenceMode::Planned {
-            return plan_rule(tool, &value, ledger, &listed);
+            return plan_rule(self, tool, &value, ledger, &listed);
+        }
+        if let Some(finding) = self.host_bound(tool, &value, &[], ledger, &listed) {
+            return Some(finding);
         }
         let scope = Scope {
             ledger,
@@ -500,6 +560,32 @@ impl Defence {
             mode: DefenceMode::Strict,
             ..Finding::planned(FindingRule::Strict, ledger)
         })
+    }
+
+    /// The host policies ([`bind`](Self::bind)) for the arguments of a call
+    /// to `tool`, less those in `skip`: a bound argument's values are in
+    /// what its allowed tools returned, or what the user said.
+    pub(super) fn host_bound(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        skip: &[&str],
+        ledger: &Provenance,
+        listed: &dyn Fn(&str) -> bool,
+    ) -> Option<Finding> {
+        if self.bindings.is_empty() {
+            return None;
+        }
+        let Value::Object(map) = arguments else {
+            return None;
+        };
+        map.iter()
+            .filter(|(name, _)| !skip.contains(&name.as_str()))
+            .find_map(|(name, value)| {
+                let from = self.binding(tool, name)?;
+                let tools: Vec<String> = from.iter().filter(|t| *t != "user").cloned().collect();
+                super::rule::bound_rule(name, value, &tools, ledger, listed)
+            })
     }
 
     /// The error a flagged call gets when it is refused.

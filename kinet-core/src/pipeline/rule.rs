@@ -87,6 +87,94 @@ pub(super) fn provenance_rule(
     found.or_else(|| joined_run(&joined, scope))
 }
 
+/// The rule for an argument a declared action's sources supply: every
+/// value in it (a whole short value, a date, an amount; in free text, each
+/// identifier token) is in what those tools returned or in what the user
+/// said; free text copies no run from other untrusted text.
+pub(super) fn bound_rule(
+    name: &str,
+    value: &Value,
+    sources: &[String],
+    ledger: &Provenance,
+    listed: &dyn Fn(&str) -> bool,
+) -> Option<Finding> {
+    let scope = Scope {
+        ledger,
+        declared: sources,
+    };
+    let accept = |source: &str| scope.allows_source(source);
+    let mut found = None;
+    let mut path = format!("/{name}");
+    leaves(value, &mut path, &mut |path, text, number| {
+        if found.is_some() {
+            return;
+        }
+        let supplied = if number || small_number(text) {
+            match amount_of_value(text) {
+                Some(amount) => {
+                    ledger.user_said_amount(amount)
+                        || ledger.tool_text_writes_amount(amount, &accept)
+                }
+                None => true,
+            }
+        } else if let Some(day) = day_of_value(text) {
+            ledger.user_said_day(day) || ledger.tool_text_names_day(day, &accept)
+        } else {
+            let folded = fold(text);
+            let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
+            if !short {
+                found = bound_free_text(&scope, path, text, &folded);
+                return;
+            }
+            folded.compact.is_empty()
+                || ledger.user_said(&folded)
+                || ledger.tool_text_holds(&folded.compact, &accept)
+                || listed(text)
+        };
+        if !supplied {
+            found = Some(not_from_sources(&scope, path, text));
+        }
+    });
+    found
+}
+
+/// [`bound_rule`] for free text: the sources supply its prose, but a link,
+/// address, account or other identifier written into it is one the user
+/// said or a trusted source among them returned (a page's prose may be
+/// summarised; its links are not passed on); and it copies no run from
+/// untrusted text the sources did not return.
+fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -> Option<Finding> {
+    let ledger = scope.ledger;
+    let accept = |source: &str| scope.allows_source(source);
+    for token in text.split_whitespace() {
+        let token = token.trim_matches(|c: char| !c.is_alphanumeric());
+        if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token) {
+            continue;
+        }
+        let value = fold(token);
+        if !(ledger.user_said(&value) || ledger.trusted_tool_holds(&value.compact, &accept)) {
+            return Some(not_from_sources(scope, path, token));
+        }
+    }
+    free_run(scope, path, &folded.compact)
+}
+
+fn not_from_sources(scope: &Scope<'_>, path: &str, shown: &str) -> Finding {
+    Finding {
+        argument: path.to_owned(),
+        value: shorten(shown),
+        source: scope
+            .ledger
+            .first_untrusted_source()
+            .unwrap_or("a tool")
+            .to_owned(),
+        mode: DefenceMode::Planned,
+        rule: FindingRule::NotFromSources {
+            sources: scope.declared.to_vec(),
+        },
+    }
+}
+
 /// The parts of a value compared beyond the whole: identifier tokens and
 /// their hosts; in long values, digit groups and runs of free text.
 fn long_value(
@@ -305,63 +393,11 @@ fn flag(scope: &Scope<'_>, path: &str, shown: &str, value: &Folded) -> Option<Fi
         } else {
             ledger.untrusted_index_where(&value.compact, &|s| scope.allows_source(s))
         };
-        if let Some(allowed) = allowed {
-            return one_of_several(scope, path, shown, allowed);
+        if allowed.is_some() {
+            return None;
         }
     }
     Some(finding(scope, path, shown, index))
-}
-
-/// A destination (an e-mail address, a link or host, an account or card
-/// number) a declared source supplied, when that source gives another of
-/// the same kind that no trusted text says: which one the call uses was
-/// the text's choice (the bill holding the attacker's account beside the
-/// biller's). `None` when it is the only one.
-fn one_of_several(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Option<Finding> {
-    let ledger = scope.ledger;
-    let kind = destination_kind(shown.trim())?;
-    let own = fold(shown).compact;
-    let text = &ledger.seen().get(index as usize)?.text;
-    let other = text
-        .split_whitespace()
-        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
-        .filter(|t| destination_kind(t) == Some(kind))
-        .find(|t| {
-            let folded = fold(t);
-            folded.compact != own && !ledger.trusted_holds(&folded)
-        })?;
-    Some(Finding {
-        rule: FindingRule::OneOfSeveral {
-            other: shorten(other),
-        },
-        ..finding(scope, path, shown, index)
-    })
-}
-
-/// The kinds of destination [`one_of_several`] tells apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Address,
-    Link,
-    Account,
-}
-
-fn destination_kind(token: &str) -> Option<Kind> {
-    if token.contains(char::is_whitespace) {
-        return None;
-    }
-    if let Some((user, host)) = token.rsplit_once('@')
-        && !user.is_empty()
-        && host.contains('.')
-    {
-        return Some(Kind::Address);
-    }
-    if destination(token) {
-        return Some(Kind::Link);
-    }
-    let digits = token.bytes().filter(u8::is_ascii_digit).count();
-    let alnum = token.chars().filter(|c| c.is_alphanumeric()).count();
-    (digits >= 8 && alnum >= 10).then_some(Kind::Account)
 }
 
 fn finding(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Finding {

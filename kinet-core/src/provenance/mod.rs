@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use fold::{Fast, gram_key, word_key};
 pub(crate) use fold::{Folded, GRAM, fold};
 pub(crate) use plan::PLAN_SOURCE;
-pub use plan::{Plan, PlannedAction};
+pub use plan::{Plan, PlannedAction, Sources};
 pub(crate) use values::{Amount, Day, amount_of_value, day_of_value};
 use values::{days_in, numbers_in};
 
@@ -83,6 +83,10 @@ struct Ledger {
     seen: Vec<Seen>,
     untrusted: Side,
     trusted: TrustedSide,
+    /// What the user and the system prompt said (a part of `trusted`).
+    said: TrustedSide,
+    /// The folded text of each trusted tool's output.
+    trusted_tools: Vec<(u32, String)>,
     /// The next input was written by a model (a sub-agent's task), so it
     /// is not recorded as the user's.
     input_from_model: bool,
@@ -208,7 +212,17 @@ impl Provenance {
         }
         match seen.trust {
             Trust::Untrusted => ledger.untrusted.add(index, &seen.text),
-            Trust::Trusted => ledger.trusted.add(&seen.text, &seen.echoed),
+            Trust::Trusted => {
+                ledger.trusted.add(&seen.text, &seen.echoed);
+                if matches!(seen.source.as_str(), "user" | "system") {
+                    ledger.said.add(&seen.text, &seen.echoed);
+                } else {
+                    let folded = fold(&seen.text).compact;
+                    if !folded.is_empty() {
+                        ledger.trusted_tools.push((index, folded));
+                    }
+                }
+            }
         }
         ledger.seen.push(seen);
     }
@@ -318,6 +332,75 @@ impl Provenance {
                 self.source_of(*index).is_some_and(accept) && text.contains(compact)
             })
             .map(|(index, _)| *index)
+    }
+
+    /// Whether the user or the system prompt said a folded value (as
+    /// whole words), a day or an amount.
+    pub(crate) fn user_said(&self, value: &Folded) -> bool {
+        self.inner.said.holds(value)
+    }
+
+    pub(crate) fn user_said_day(&self, day: Day) -> bool {
+        let days = &self.inner.said.days;
+        days.contains(&day) || days.contains(&day.any_year())
+    }
+
+    pub(crate) fn user_said_amount(&self, amount: Amount) -> bool {
+        self.inner.said.amounts.contains(&amount)
+    }
+
+    /// Whether the output of a tool whose name `accept`s (trusted or not)
+    /// holds a folded value.
+    pub(crate) fn tool_text_holds(&self, compact: &str, accept: &dyn Fn(&str) -> bool) -> bool {
+        self.untrusted_index_where(compact, accept).is_some()
+            || self.trusted_tool_holds(compact, accept)
+    }
+
+    /// Whether the output of a trusted tool whose name `accept`s holds a
+    /// folded value.
+    pub(crate) fn trusted_tool_holds(&self, compact: &str, accept: &dyn Fn(&str) -> bool) -> bool {
+        self.inner.trusted_tools.iter().any(|(index, text)| {
+            self.source_of(*index).is_some_and(accept) && text.contains(compact)
+        })
+    }
+
+    /// Whether the output of a tool whose name `accept`s names `day`.
+    pub(crate) fn tool_text_names_day(&self, day: Day, accept: &dyn Fn(&str) -> bool) -> bool {
+        self.untrusted_day(day)
+            .iter()
+            .any(|i| self.source_of(*i).is_some_and(accept))
+            || self.trusted_tool_texts(accept).any(|text| {
+                days_in(text)
+                    .into_iter()
+                    .any(|d| d == day || d == day.any_year())
+            })
+    }
+
+    /// Whether the output of a tool whose name `accept`s writes `amount`.
+    pub(crate) fn tool_text_writes_amount(
+        &self,
+        amount: Amount,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> bool {
+        self.untrusted_amount(amount)
+            .iter()
+            .any(|i| self.source_of(*i).is_some_and(accept))
+            || self
+                .trusted_tool_texts(accept)
+                .any(|text| numbers_in(text).contains(&amount))
+    }
+
+    fn trusted_tool_texts<'a>(
+        &'a self,
+        accept: &'a dyn Fn(&str) -> bool,
+    ) -> impl Iterator<Item = &'a str> {
+        self.inner
+            .trusted_tools
+            .iter()
+            .filter_map(move |(index, _)| {
+                let seen = self.inner.seen.get(*index as usize)?;
+                accept(&seen.source).then_some(seen.text.as_str())
+            })
     }
 
     /// The untrusted pieces naming `day` (or its day and month, where the

@@ -41,6 +41,11 @@
 //! [[host]]                      # the sandbox's network allowlist
 //! name = "*.crates.io"
 //! decision = "allow"
+//!
+//! [[source]]                    # for the injection defence
+//! tool = "mcp__bank__send_money"
+//! argument = "recipient"
+//! from = ["user", "mcp__bank__get_scheduled_transactions"]
 //! ```
 //!
 //! When several rules match, `forbid` wins over `ask`, and `ask` over
@@ -150,6 +155,31 @@ pub struct VariableRule {
     pub justification: Option<String>,
 }
 
+/// A `[[source]]` rule: the values of `argument` of the tools matching
+/// `tool` come only from the tools in `from` (`user`: what the user said).
+///
+/// ```toml
+/// [[source]]
+/// tool = "mcp__bank__send_money"
+/// argument = "recipient"
+/// from = ["user", "mcp__bank__get_scheduled_transactions"]
+/// justification = "a new payee is the user's to name"
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct SourceRule {
+    /// A tool name, or a prefix ending in `*`.
+    pub tool: String,
+    /// The argument (a top-level name).
+    pub argument: String,
+    /// Tool names or patterns, and `user`.
+    pub from: Vec<String>,
+    /// Why, for people reading the file.
+    #[serde(default)]
+    pub justification: Option<String>,
+}
+
 /// A loaded, checked rules file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -172,6 +202,10 @@ pub struct Rules {
     /// The network rules for sandboxed commands, in file order.
     #[serde(default, rename = "host")]
     pub hosts: Vec<HostRule>,
+    /// Where tools' arguments may take their values from (for the
+    /// injection defence: [`Defence::with_source_rules`](crate::pipeline::Defence::with_source_rules)).
+    #[serde(default, rename = "source")]
+    pub sources: Vec<SourceRule>,
     /// Command rules by program name (last path component), built at
     /// load; empty for rules built by hand (then every rule is tried).
     #[serde(skip)]
