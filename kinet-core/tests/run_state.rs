@@ -111,6 +111,8 @@ fn run(turns: &[Vec<(u8, u8)>], answers: &[u8]) -> (Conversation, Vec<JournalEnt
     let agent = Agent::builder(ScriptedProvider::new(script))
         .tool(Fetch)
         .tool(Note)
+        // The values rule alone: the notes are not declared in a plan.
+        .defence(kinet_core::pipeline::Defence::provenance())
         .confirm_handler_arc(confirm)
         .journal(journal.clone())
         .build();

@@ -157,7 +157,7 @@ pub enum DefenceMode {
 ///     .trust("mcp__bank__get_balance", Trust::Trusted)
 ///     .trust("read_file", Trust::Untrusted)
 ///     .unattended(true);
-/// assert_eq!(defence.mode(), DefenceMode::Provenance);
+/// assert_eq!(defence.mode(), DefenceMode::Planned);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Defence {
