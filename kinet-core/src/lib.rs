@@ -47,11 +47,13 @@
 //!   conversation's [`provenance`] ledger with its trust (the host declares
 //!   it per tool or tool source; open-world tools are untrusted by
 //!   default), and the pipeline's defence stage checks each mutating or
-//!   open-world call against it before it runs: an argument value found in
-//!   untrusted text and in nothing the user or a trusted source said sends
-//!   the call to the [`ConfirmHandler`] with the reason, or refuses it when
-//!   the host runs unattended ([`pipeline::Defence`] lists what it covers
-//!   and what it does not). Tools never implement the defence.
+//!   open-world call against it before it runs. Once untrusted text was
+//!   read, an action must be one the model declared with `declare_plan`
+//!   before (its fixed values, its values from the tools the plan named),
+//!   and no value may come from other untrusted text; anything else goes
+//!   to the [`ConfirmHandler`] with the reason, or is refused when the host
+//!   runs unattended ([`pipeline::Defence`] lists what it covers and what
+//!   it does not). Tools never implement the defence.
 //!
 //! - Long sessions: [`session`] keeps a conversation with its approvals and
 //!   tool state (versioned, resumable, forkable, journalled step by step into

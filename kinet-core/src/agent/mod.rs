@@ -143,8 +143,11 @@ impl AgentBuilder {
     }
 
     /// The injection defence (see [`Defence`](crate::pipeline::Defence)).
-    /// Default: [`Defence::new`](crate::pipeline::Defence::new), provenance
-    /// checks with flagged calls sent to the confirmation handler.
+    /// Default: [`Defence::new`](crate::pipeline::Defence::new): once the
+    /// model has read untrusted text, only actions it declared before
+    /// (with `declare_plan`, which the agent is given) run, and no value
+    /// comes from other untrusted text; flagged calls go to the
+    /// confirmation handler.
     pub fn defence(self, defence: crate::pipeline::Defence) -> Self {
         self.pipeline(|p| p.with_defence(defence))
     }

@@ -15,9 +15,11 @@
 //! half runs it and records what it returned. A host puts its own stage
 //! (a [`Hook`]) at a named place with [`Pipeline::with_stage`].
 //!
-//! The defence stage ([`Defence`]) checks a call's arguments against the
-//! conversation's [`Provenance`](crate::provenance::Provenance) ledger,
-//! which the engine passes in the call's [`ToolCtx::provenance`].
+//! The defence stage ([`Defence`]) checks a call against the conversation's
+//! [`Provenance`](crate::provenance::Provenance) ledger (what the model
+//! read, who wrote it, and the plan declared with [`DeclarePlan`] before
+//! anything untrusted was read), which the engine passes in the call's
+//! [`ToolCtx::provenance`].
 //!
 //! One runner drives the list: a turn's calls go through it as a batch
 //! (confirmations one at a time, each phase's calls run together, see
@@ -26,6 +28,7 @@
 
 pub(crate) mod batch;
 mod defence;
+mod finding;
 mod keys;
 mod order;
 mod plan;
@@ -244,8 +247,8 @@ impl Pipeline {
         self.inner.record_content
     }
 
-    /// Sets the injection defence (default [`Defence::new`]: provenance
-    /// checks, flagged calls asked about).
+    /// Sets the injection defence (default [`Defence::new`]: the plan and
+    /// provenance checks, flagged calls asked about).
     pub fn with_defence(mut self, defence: Defence) -> Self {
         self.settings().defence = defence;
         self

@@ -20,8 +20,9 @@ pub enum StageName {
     /// The approval policy and the rules file: run, ask or refuse; on a
     /// resume, the decision given later.
     Policy,
-    /// The injection defence: a call whose values came from others' text
-    /// is asked about (or refused when unattended).
+    /// The injection defence: an action not declared in the plan, or whose
+    /// values came from others' text, is asked about (or refused when
+    /// unattended).
     Defence,
     /// The host's confirmation handler, when the policy or the defence
     /// asks.

@@ -13,7 +13,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::defence::{Finding, FindingRule};
+use super::finding::{DefenceMode, Finding, FindingRule};
 use super::rule::{Scope, bound_rule, provenance_rule, shorten};
 use crate::ctx::ToolCtx;
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
@@ -22,7 +22,7 @@ use crate::provenance::{Plan, PlannedAction, Provenance, Sources, day_of_value, 
 use crate::tooldef::Tool;
 
 /// The name of the tool a model declares its plan with.
-pub const PLAN_TOOL: &str = "declare_plan";
+pub const PLAN_TOOL: &str = crate::provenance::PLAN_TOOL;
 
 /// The `declare_plan` tool: records the actions a task will take, before
 /// the model reads anything. The agent builder adds it when the defence
@@ -104,25 +104,24 @@ fn describe(action: &PlannedAction) -> String {
 /// other values pass the provenance rule with the action's sources
 /// allowed.
 pub(super) fn plan_rule(
-    defence: &super::Defence,
+    binding: &dyn Fn(&str) -> Option<Vec<String>>,
     tool: &str,
     arguments: &Value,
     ledger: &Provenance,
     listed: &dyn Fn(&str) -> bool,
 ) -> Option<Finding> {
+    let call = Call {
+        binding,
+        arguments,
+        ledger,
+        listed,
+    };
     let mut first = None;
     for action in ledger
         .plan()
         .iter()
         .filter(|a| crate::rules::pattern_matches(&a.tool, tool))
     {
-        let call = Call {
-            defence,
-            tool,
-            arguments,
-            ledger,
-            listed,
-        };
         match call.against(action) {
             None => return None,
             Some(finding) => {
@@ -135,8 +134,8 @@ pub(super) fn plan_rule(
 
 /// A call checked against the plan.
 struct Call<'a> {
-    defence: &'a super::Defence,
-    tool: &'a str,
+    /// The host's allowed sources for an argument, if a policy binds it.
+    binding: &'a dyn Fn(&str) -> Option<Vec<String>>,
     arguments: &'a Value,
     ledger: &'a Provenance,
     listed: &'a dyn Fn(&str) -> bool,
@@ -160,9 +159,7 @@ impl Call<'_> {
                 if let Some(finding) = self.sourced(action, name, value) {
                     return Some(finding);
                 }
-                if action.from.for_argument(name).is_empty()
-                    && self.defence.binding(self.tool, name).is_none()
-                {
+                if action.from.for_argument(name).is_empty() && (self.binding)(name).is_none() {
                     free.insert(name.clone(), value.clone());
                 }
             }
@@ -187,7 +184,7 @@ impl Call<'_> {
     /// supply: its values are in what they returned, or the user said.
     fn sourced(&self, action: &PlannedAction, name: &str, value: &Value) -> Option<Finding> {
         let planned_sources = action.from.for_argument(name);
-        let sources: Vec<String> = match self.defence.binding(self.tool, name) {
+        let sources: Vec<String> = match (self.binding)(name) {
             Some(allowed) => planned_sources
                 .iter()
                 .filter(|tool| {
@@ -206,7 +203,7 @@ impl Call<'_> {
 
 fn planned(finding: Finding) -> Finding {
     Finding {
-        mode: super::DefenceMode::Planned,
+        mode: DefenceMode::Planned,
         ..finding
     }
 }

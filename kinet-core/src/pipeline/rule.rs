@@ -3,8 +3,7 @@
 
 use serde_json::Value;
 
-use super::DefenceMode;
-use super::defence::{Finding, FindingRule};
+use super::finding::{DefenceMode, Finding, FindingRule};
 use crate::provenance::{Folded, GRAM, Provenance, amount_of_value, day_of_value, fold};
 
 /// Values shorter than this many words are compared whole.

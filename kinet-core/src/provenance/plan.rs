@@ -7,6 +7,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The name of the tool a model declares its plan with (exported as
+/// `pipeline::PLAN_TOOL`).
+pub(crate) const PLAN_TOOL: &str = "declare_plan";
+
 /// The ledger's source name for a declared plan (a name no tool can have).
 pub(crate) const PLAN_SOURCE: &str = "kinet:plan";
 
