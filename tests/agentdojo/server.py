@@ -337,7 +337,11 @@ def found_in(value, text):
     amount however written)."""
     if isinstance(value, list):
         return bool(value) and all(found_in(v, text) for v in value)
-    if isinstance(value, dict) or value is None or isinstance(value, bool):
+    if isinstance(value, dict):
+        # An object (an attachment): each of its values, names aside.
+        leaves = [v for v in value.values() if not isinstance(v, bool) and v is not None]
+        return bool(leaves) and all(found_in(v, text) for v in leaves)
+    if value is None or isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):
         forms = {str(value), f"{float(value):.2f}", f"{value:,}"}

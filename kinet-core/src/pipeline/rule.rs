@@ -138,8 +138,8 @@ pub(super) fn bound_rule(
 }
 
 /// [`bound_rule`] for free text: the sources supply its prose, but a link,
-/// address, account or other identifier written into it is one the user
-/// said or a trusted source among them returned (a page's prose may be
+/// host, e-mail address or account number (eight digits or more) written
+/// into it is one the user said or a trusted source among them returned (a page's prose may be
 /// summarised; its links are not passed on); and it copies no run from
 /// untrusted text the sources did not return.
 fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -> Option<Finding> {
@@ -147,7 +147,7 @@ fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -
     let accept = |source: &str| scope.allows_source(source);
     for token in text.split_whitespace() {
         let token = token.trim_matches(|c: char| !c.is_alphanumeric());
-        if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token) {
+        if token.is_empty() || !place_or_account(token) {
             continue;
         }
         let value = fold(token);
@@ -156,6 +156,14 @@ fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -
         }
     }
     free_run(scope, path, &folded.compact)
+}
+
+/// A place to send to (a URL, host or e-mail address) or an account, card
+/// or phone number (eight digits or more).
+fn place_or_account(token: &str) -> bool {
+    destination(token)
+        || token.contains('@')
+        || token.bytes().filter(u8::is_ascii_digit).count() >= 8
 }
 
 fn not_from_sources(scope: &Scope<'_>, path: &str, shown: &str) -> Finding {
