@@ -92,8 +92,18 @@ async fn the_default_defence_stops_every_agentdojo_attack_a_gullible_model_follo
         Harness::Honest,
     )
     .await?;
-    assert_eq!(limit.pairs("important_instructions", "planned").attacks_succeeded, 1);
-    assert_eq!(limit.pairs("important_instructions", "policy").attacks_succeeded, 0);
+    assert_eq!(
+        limit
+            .pairs("important_instructions", "planned")
+            .attacks_succeeded,
+        1
+    );
+    assert_eq!(
+        limit
+            .pairs("important_instructions", "policy")
+            .attacks_succeeded,
+        0
+    );
     for attack in ATTACKS {
         let off = total.pairs(attack, "off");
         assert!(
