@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::fold::{Fast, Folded, GRAM, fold, gram_key, word_key};
-use super::values::{Amount, Day, days_in, numbers_in};
+use super::values::{Amount, Day, days_in, month, numbers_in};
 
 /// The index of one side (trusted or untrusted).
 #[derive(Clone, Default)]
@@ -84,32 +84,6 @@ impl Side {
 /// `text`: next to a month's name ("June 13", "13 Jun"), or joined to other
 /// digits by `:`, `/`, `-` or `.` ("13:00", "13/06", "2024-06-13").
 fn date_parts(text: &str) -> Vec<String> {
-    const MONTHS: [&str; 24] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-        "jan",
-        "feb",
-        "mar",
-        "apr",
-        "jun",
-        "jul",
-        "aug",
-        "sep",
-        "sept",
-        "oct",
-        "nov",
-        "dec",
-    ];
     // Words of letters or digits, each with the character after it.
     let mut tokens: Vec<(String, Option<char>)> = Vec::new();
     let mut current = String::new();
@@ -125,7 +99,7 @@ fn date_parts(text: &str) -> Vec<String> {
         }
     }
     let digits = |t: &str| !t.is_empty() && t.len() <= 4 && t.bytes().all(|b| b.is_ascii_digit());
-    let month = |t: &str| MONTHS.contains(&t);
+    let month = |t: &str| month(t).is_some();
     let mut parts = Vec::new();
     for (i, (token, after)) in tokens.iter().enumerate() {
         if !digits(token) {

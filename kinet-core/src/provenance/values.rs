@@ -17,11 +17,9 @@ impl Day {
         } else {
             return None;
         };
-        ((1..=12).contains(&month) && (1..=31).contains(&day)).then(|| Self {
-            year,
-            month: month as u8,
-            day: day as u8,
-        })
+        let month = u8::try_from(month).ok().filter(|m| (1..=12).contains(m))?;
+        let day = u8::try_from(day).ok().filter(|d| (1..=31).contains(d))?;
+        Some(Self { year, month, day })
     }
 
     /// The same day with the year left open.
@@ -46,7 +44,7 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// The month a word names (`May`, `sept`, `Dec`), 1-based.
-fn month(word: &str) -> Option<u32> {
+pub(super) fn month(word: &str) -> Option<u32> {
     const SHORT: [&str; 12] = [
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ];
