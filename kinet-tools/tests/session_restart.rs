@@ -49,6 +49,9 @@ fn agent(
         .toolset(pack.toolset())
         .cwd(dir)
         .workspace_root(dir)
+        // Approvals across a restart; the scripted model declares no plan,
+        // so the values rule alone (the shell's output is untrusted).
+        .defence(kinet_core::pipeline::Defence::provenance())
         .confirm_handler_arc(handler)
         .build()
 }
