@@ -115,6 +115,20 @@ pub struct Checked {
     pub injection_seen: bool,
 }
 
+impl Checked {
+    /// When the task lost its utility: says so, and why each flagged call
+    /// was flagged.
+    pub fn explain_loss(&self, run: &str) {
+        if self.utility {
+            return;
+        }
+        eprintln!("{run}: utility lost");
+        for reason in &self.reasons {
+            eprintln!("    {reason}");
+        }
+    }
+}
+
 /// A running `server.py` for one suite and a hub connected to it.
 pub struct Fixture {
     pub suite: String,
@@ -646,14 +660,11 @@ pub async fn measure(
                         fixture.suite
                     );
                 }
-                if verbose && *mode != "off" && !checked.utility {
-                    eprintln!(
-                        "{} {user} × {injection} ({attack}): utility lost",
+                if verbose && *mode != "off" {
+                    checked.explain_loss(&format!(
+                        "{} {user} × {injection} ({attack}, {mode})",
                         fixture.suite
-                    );
-                    for reason in &checked.reasons {
-                        eprintln!("    {reason}");
-                    }
+                    ));
                 }
                 figures
                     .attacked
@@ -669,14 +680,11 @@ pub async fn measure(
             let checked = fixture
                 .run(&plan, defence(mode, &fixture.suite), harness)
                 .await?;
-            if verbose && *mode != "off" && !checked.utility {
-                eprintln!(
-                    "{} {user} ({mode}): utility lost without attack",
+            if verbose && *mode != "off" {
+                checked.explain_loss(&format!(
+                    "{} {user} ({mode}), without attack",
                     fixture.suite
-                );
-                for reason in &checked.reasons {
-                    eprintln!("    {reason}");
-                }
+                ));
             }
             figures
                 .clean

@@ -103,7 +103,7 @@ use serde_json::Value;
 
 pub use super::finding::{DefenceMode, Finding, FindingRule};
 use super::plan::{PLAN_TOOL, plan_rule};
-use super::rule::{Scope, destination_rule, enum_values, leaves, provenance_rule};
+use super::rule::{bound_rule, destination_rule, enum_values, leaves, provenance_rule};
 use crate::context::{SUMMARY_ENDS, SUMMARY_OPENS};
 use crate::data::output::{ToolError, ToolErrorKind};
 use crate::data::spec::ToolAnnotations;
@@ -416,17 +416,13 @@ impl Defence {
                 .any(|choice| choice == text)
         };
         if self.mode == DefenceMode::Planned {
-            let binding = |argument: &str| self.binding(tool, argument).map(<[String]>::to_vec);
+            let binding = |argument: &str| self.binding(tool, argument);
             return plan_rule(&binding, tool, &value, ledger, &listed);
         }
-        if let Some(finding) = self.host_bound(tool, &value, &[], ledger, &listed) {
+        if let Some(finding) = self.host_bound(tool, &value, ledger, &listed) {
             return Some(finding);
         }
-        let scope = Scope {
-            ledger,
-            declared: &[],
-        };
-        if let Some(finding) = provenance_rule(&value, &scope, &listed) {
+        if let Some(finding) = provenance_rule(&value, ledger, &listed) {
             return Some(finding);
         }
         (self.mode == DefenceMode::Strict).then(|| Finding {
@@ -436,13 +432,12 @@ impl Defence {
     }
 
     /// The host policies ([`bind`](Self::bind)) for the arguments of a call
-    /// to `tool`, less those in `skip`: a bound argument's values are in
-    /// what its allowed tools returned, or what the user said.
-    pub(super) fn host_bound(
+    /// to `tool`: a bound argument's values are in what its allowed tools
+    /// returned, or what the user said.
+    fn host_bound(
         &self,
         tool: &str,
         arguments: &Value,
-        skip: &[&str],
         ledger: &Provenance,
         listed: &dyn Fn(&str) -> bool,
     ) -> Option<Finding> {
@@ -452,13 +447,11 @@ impl Defence {
         let Value::Object(map) = arguments else {
             return None;
         };
-        map.iter()
-            .filter(|(name, _)| !skip.contains(&name.as_str()))
-            .find_map(|(name, value)| {
-                let from = self.binding(tool, name)?;
-                let tools: Vec<String> = from.iter().filter(|t| *t != "user").cloned().collect();
-                super::rule::bound_rule(name, value, &tools, ledger, listed)
-            })
+        map.iter().find_map(|(name, value)| {
+            let from = self.binding(tool, name)?;
+            let tools: Vec<String> = from.iter().filter(|t| *t != "user").cloned().collect();
+            bound_rule(name, value, &tools, ledger, listed)
+        })
     }
 
     /// The error a flagged call gets when it is refused.

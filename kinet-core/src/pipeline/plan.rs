@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::finding::{DefenceMode, Finding, FindingRule};
-use super::rule::{Scope, bound_rule, provenance_rule, shorten};
+use super::rule::{bound_rule, provenance_rule, shorten};
 use crate::ctx::ToolCtx;
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::ToolAnnotations;
@@ -103,8 +103,8 @@ fn describe(action: &PlannedAction) -> String {
 /// declared action for `tool` whose fixed values the call has, and whose
 /// other values pass the provenance rule with the action's sources
 /// allowed.
-pub(super) fn plan_rule(
-    binding: &dyn Fn(&str) -> Option<Vec<String>>,
+pub(super) fn plan_rule<'a>(
+    binding: &dyn Fn(&str) -> Option<&'a [String]>,
     tool: &str,
     arguments: &Value,
     ledger: &Provenance,
@@ -133,15 +133,15 @@ pub(super) fn plan_rule(
 }
 
 /// A call checked against the plan.
-struct Call<'a> {
+struct Call<'a, 'b> {
     /// The host's allowed sources for an argument, if a policy binds it.
-    binding: &'a dyn Fn(&str) -> Option<Vec<String>>,
+    binding: &'a dyn Fn(&str) -> Option<&'b [String]>,
     arguments: &'a Value,
     ledger: &'a Provenance,
     listed: &'a dyn Fn(&str) -> bool,
 }
 
-impl Call<'_> {
+impl Call<'_, '_> {
     /// Why the call is not `action`, if it is not.
     fn against(&self, action: &PlannedAction) -> Option<Finding> {
         let ledger = self.ledger;
@@ -156,11 +156,17 @@ impl Call<'_> {
                     }
                     continue;
                 }
-                if let Some(finding) = self.sourced(action, name, value) {
-                    return Some(finding);
-                }
-                if action.from.for_argument(name).is_empty() && (self.binding)(name).is_none() {
-                    free.insert(name.clone(), value.clone());
+                match self.sources(action, name) {
+                    Some(sources) => {
+                        if let Some(finding) =
+                            bound_rule(name, value, &sources, ledger, self.listed)
+                        {
+                            return Some(planned(finding));
+                        }
+                    }
+                    None => {
+                        free.insert(name.clone(), value.clone());
+                    }
                 }
             }
         }
@@ -173,31 +179,29 @@ impl Call<'_> {
         }
         // The rest may hold only what the user said or the model works
         // out, nothing from untrusted text.
-        let scope = Scope {
-            ledger,
-            declared: &[],
-        };
-        provenance_rule(&Value::Object(free), &scope, self.listed).map(planned)
+        provenance_rule(&Value::Object(free), ledger, self.listed).map(planned)
     }
 
-    /// An argument the plan's sources (within the host's bindings)
-    /// supply: its values are in what they returned, or the user said.
-    fn sourced(&self, action: &PlannedAction, name: &str, value: &Value) -> Option<Finding> {
+    /// The tools that may supply an argument's values: the plan's sources
+    /// for it, within the host's binding when one binds it (none: only the
+    /// user); `None` when neither names any, and its values are free.
+    fn sources(&self, action: &PlannedAction, name: &str) -> Option<Vec<String>> {
         let planned_sources = action.from.for_argument(name);
-        let sources: Vec<String> = match (self.binding)(name) {
-            Some(allowed) => planned_sources
-                .iter()
-                .filter(|tool| {
-                    allowed
-                        .iter()
-                        .any(|pattern| crate::rules::pattern_matches(pattern, tool))
-                })
-                .cloned()
-                .collect(),
-            None if planned_sources.is_empty() => return None,
-            None => planned_sources.to_vec(),
-        };
-        bound_rule(name, value, &sources, self.ledger, self.listed).map(planned)
+        match (self.binding)(name) {
+            Some(allowed) => Some(
+                planned_sources
+                    .iter()
+                    .filter(|tool| {
+                        allowed
+                            .iter()
+                            .any(|pattern| crate::rules::pattern_matches(pattern, tool))
+                    })
+                    .cloned()
+                    .collect(),
+            ),
+            None if planned_sources.is_empty() => None,
+            None => Some(planned_sources.to_vec()),
+        }
     }
 }
 
@@ -266,7 +270,9 @@ fn same(declared: &Value, actual: &Value) -> bool {
     }
 }
 
-/// A value that is only a number, in hundredths.
+/// A value that is only a number, in hundredths (rounded, unlike the
+/// ledger's index of amounts, so two fixed values are equal only to the
+/// cent).
 fn amount(text: &str) -> Option<i64> {
     let number = text.trim().replace(',', "").parse::<f64>().ok()?;
     (number.is_finite() && number.abs() < 1e15).then(|| (number * 100.0).round() as i64)

@@ -18,41 +18,19 @@ const JOINED_RUN: usize = 12;
 /// that one untrusted text holds and no trusted one is flagged.
 const FREE_RUN: usize = 24;
 
-/// What a value is compared against: the ledger, less the untrusted
-/// sources a declared action may take values from.
-pub(super) struct Scope<'a> {
-    pub(super) ledger: &'a Provenance,
-    /// Tool names or patterns (`mcp__bank__*`) whose text is allowed.
-    pub(super) declared: &'a [String],
+/// Whether `source` is one of `sources` (tool names or patterns such as
+/// `mcp__bank__*`).
+fn among(sources: &[String], source: &str) -> bool {
+    sources
+        .iter()
+        .any(|pattern| crate::rules::pattern_matches(pattern, source))
 }
 
-impl Scope<'_> {
-    fn allows(&self, index: u32) -> bool {
-        !self.declared.is_empty()
-            && self
-                .ledger
-                .source_of(index)
-                .is_some_and(|source| self.allows_source(source))
-    }
-
-    fn allows_source(&self, source: &str) -> bool {
-        self.declared
-            .iter()
-            .any(|pattern| crate::rules::pattern_matches(pattern, source))
-    }
-
-    /// The first of `pieces` not allowed, when none is.
-    fn first_disallowed(&self, pieces: &[u32]) -> Option<u32> {
-        if pieces.iter().any(|&i| self.allows(i)) {
-            return None;
-        }
-        pieces.first().copied()
-    }
-}
-
+/// The provenance rule: the first value of `arguments` that untrusted text
+/// holds and no trusted text does.
 pub(super) fn provenance_rule(
     arguments: &Value,
-    scope: &Scope<'_>,
+    ledger: &Provenance,
     listed: &dyn Fn(&str) -> bool,
 ) -> Option<Finding> {
     let mut found = None;
@@ -61,7 +39,7 @@ pub(super) fn provenance_rule(
         if found.is_some() {
             return;
         }
-        if let Some(f) = flag_date_or_number(scope, path, text, number) {
+        if let Some(f) = flag_date_or_number(ledger, path, text, number) {
             found = Some(f);
             return;
         }
@@ -72,7 +50,7 @@ pub(super) fn provenance_rule(
         let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
         if short {
             joined.push(&folded.compact);
-            if let Some(f) = flag(scope, path, text, &folded) {
+            if let Some(f) = flag(ledger, path, text, &folded) {
                 // Asked only now: the schema costs more than the check.
                 if listed(text) {
                     return;
@@ -81,9 +59,9 @@ pub(super) fn provenance_rule(
                 return;
             }
         }
-        found = long_value(scope, path, text, &folded, short);
+        found = long_value(ledger, path, text, &folded, short);
     });
-    found.or_else(|| joined_run(&joined, scope))
+    found.or_else(|| joined_run(&joined, ledger))
 }
 
 /// The rule for an argument a declared action's sources supply: every
@@ -97,11 +75,7 @@ pub(super) fn bound_rule(
     ledger: &Provenance,
     listed: &dyn Fn(&str) -> bool,
 ) -> Option<Finding> {
-    let scope = Scope {
-        ledger,
-        declared: sources,
-    };
-    let accept = |source: &str| scope.allows_source(source);
+    let accept = |source: &str| among(sources, source);
     let mut found = None;
     let mut path = format!("/{name}");
     leaves(value, &mut path, &mut |path, text, number| {
@@ -122,7 +96,7 @@ pub(super) fn bound_rule(
             let folded = fold(text);
             let short = folded.word_count() <= SHORT_WORDS && text.chars().count() <= SHORT_CHARS;
             if !short {
-                found = bound_free_text(&scope, path, text, &folded);
+                found = bound_free_text(ledger, sources, path, text, &folded);
                 return;
             }
             folded.compact.is_empty()
@@ -131,7 +105,7 @@ pub(super) fn bound_rule(
                 || listed(text)
         };
         if !supplied {
-            found = Some(not_from_sources(&scope, path, text));
+            found = Some(not_from_sources(ledger, sources, path, text));
         }
     });
     found
@@ -142,9 +116,14 @@ pub(super) fn bound_rule(
 /// into it is one the user said or a trusted source among them returned (a page's prose may be
 /// summarised; its links are not passed on); and it copies no run from
 /// untrusted text the sources did not return.
-fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -> Option<Finding> {
-    let ledger = scope.ledger;
-    let accept = |source: &str| scope.allows_source(source);
+fn bound_free_text(
+    ledger: &Provenance,
+    sources: &[String],
+    path: &str,
+    text: &str,
+    folded: &Folded,
+) -> Option<Finding> {
+    let accept = |source: &str| among(sources, source);
     for token in text.split_whitespace() {
         let token = token.trim_matches(|c: char| !c.is_alphanumeric());
         if token.is_empty() || !place_or_account(token) {
@@ -152,10 +131,10 @@ fn bound_free_text(scope: &Scope<'_>, path: &str, text: &str, folded: &Folded) -
         }
         let value = fold(token);
         if !(ledger.user_said(&value) || ledger.trusted_tool_holds(&value.compact, &accept)) {
-            return Some(not_from_sources(scope, path, token));
+            return Some(not_from_sources(ledger, sources, path, token));
         }
     }
-    free_run(scope, path, &folded.compact)
+    free_run(ledger, sources, path, &folded.compact)
 }
 
 /// A place to send to (a URL, host or e-mail address) or an account, card
@@ -166,18 +145,17 @@ fn place_or_account(token: &str) -> bool {
         || token.bytes().filter(u8::is_ascii_digit).count() >= 8
 }
 
-fn not_from_sources(scope: &Scope<'_>, path: &str, shown: &str) -> Finding {
+fn not_from_sources(ledger: &Provenance, sources: &[String], path: &str, shown: &str) -> Finding {
     Finding {
         argument: path.to_owned(),
         value: shorten(shown),
-        source: scope
-            .ledger
+        source: ledger
             .first_untrusted_source()
             .unwrap_or("a tool")
             .to_owned(),
         mode: DefenceMode::Planned,
         rule: FindingRule::NotFromSources {
-            sources: scope.declared.to_vec(),
+            sources: sources.to_vec(),
         },
     }
 }
@@ -185,19 +163,12 @@ fn not_from_sources(scope: &Scope<'_>, path: &str, shown: &str) -> Finding {
 /// The parts of a value compared beyond the whole: identifier tokens and
 /// their hosts; in long values, digit groups and runs of free text.
 fn long_value(
-    scope: &Scope<'_>,
+    ledger: &Provenance,
     path: &str,
     text: &str,
     folded: &Folded,
     short: bool,
 ) -> Option<Finding> {
-    // A link, address or account written into free text is a place to
-    // send to: a plan's sources supply prose, not destinations.
-    let strict = Scope {
-        ledger: scope.ledger,
-        declared: &[],
-    };
-    let inside = if short { scope } else { &strict };
     for token in text.split_whitespace() {
         let token = token.trim_matches(|c: char| !c.is_alphanumeric());
         if token.is_empty() || !identifier(token) || small_number(token) || date_or_time(token) {
@@ -205,7 +176,7 @@ fn long_value(
         }
         // A short value's whole token was compared above; its host not.
         let whole = short && token == text.trim();
-        if let Some(f) = flag_token(inside, path, token, !whole) {
+        if let Some(f) = flag_token(ledger, path, token, !whole) {
             return Some(f);
         }
     }
@@ -214,41 +185,44 @@ fn long_value(
     }
     for group in folded.groups() {
         if !small_number(group)
-            && let Some(f) = flag(&strict, path, group, &fold(group))
+            && let Some(f) = flag(ledger, path, group, &fold(group))
         {
             return Some(f);
         }
     }
-    free_run(scope, path, &folded.compact)
+    free_run(ledger, &[], path, &folded.compact)
 }
 
 /// A date or a number (two digits or more, or a fraction) that untrusted
 /// text names, however it wrote it, and no trusted text does.
-fn flag_date_or_number(scope: &Scope<'_>, path: &str, text: &str, number: bool) -> Option<Finding> {
-    let ledger = scope.ledger;
+fn flag_date_or_number(
+    ledger: &Provenance,
+    path: &str,
+    text: &str,
+    number: bool,
+) -> Option<Finding> {
     let index = if number || small_number(text) {
         let amount = amount_of_value(text)?;
-        let index = scope.first_disallowed(ledger.untrusted_amount(amount))?;
+        let index = *ledger.untrusted_amount(amount).first()?;
         if ledger.trusted_amount(amount) {
             return None;
         }
         index
     } else {
         let day = day_of_value(text)?;
-        let index = scope.first_disallowed(ledger.untrusted_day(day))?;
+        let index = *ledger.untrusted_day(day).first()?;
         if ledger.trusted_day(day) {
             return None;
         }
         index
     };
-    Some(finding(scope, path, text, index))
+    Some(finding(ledger, path, text, index))
 }
 
 /// Free text the call writes (a message body, an event's title) that
 /// copies a run of [`FREE_RUN`] letters and digits from untrusted text no
-/// trusted text holds.
-fn free_run(scope: &Scope<'_>, path: &str, compact: &str) -> Option<Finding> {
-    let ledger = scope.ledger;
+/// trusted text holds, nor the output of one of `sources`.
+fn free_run(ledger: &Provenance, sources: &[String], path: &str, compact: &str) -> Option<Finding> {
     let bytes = compact.as_bytes();
     if bytes.len() < FREE_RUN {
         return None;
@@ -259,12 +233,13 @@ fn free_run(scope: &Scope<'_>, path: &str, compact: &str) -> Option<Finding> {
         if window.windows(GRAM).all(|gram| ledger.untrusted_gram(gram))
             && let Some(run) = compact.get(start..start + FREE_RUN)
             && !ledger.trusted_run(run)
-            && let Some(index) = ledger.untrusted_index_where(run, &|_| true)
-            && ledger
-                .untrusted_index_where(run, &|s| scope.allows_source(s))
-                .is_none()
+            && let Some(index) = ledger.untrusted_index(run, std::iter::empty())
+            && (sources.is_empty()
+                || ledger
+                    .untrusted_index_where(run, &|source| among(sources, source))
+                    .is_none())
         {
-            return Some(finding(scope, path, run, index));
+            return Some(finding(ledger, path, run, index));
         }
         start += FREE_RUN / 2;
     }
@@ -332,10 +307,6 @@ pub(super) fn enum_values(schema: &Value, found: &mut Vec<String>) {
 /// For reads: the destinations in the arguments (URLs, hosts, e-mail
 /// addresses) and their hosts.
 pub(super) fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option<Finding> {
-    let scope = Scope {
-        ledger,
-        declared: &[],
-    };
     let mut found = None;
     leaves(arguments, &mut String::new(), &mut |path, text, _| {
         for token in text.split_whitespace() {
@@ -343,7 +314,7 @@ pub(super) fn destination_rule(arguments: &Value, ledger: &Provenance) -> Option
             if found.is_some() || !destination(token) {
                 continue;
             }
-            if let Some(f) = flag_token(&scope, path, token, true) {
+            if let Some(f) = flag_token(ledger, path, token, true) {
                 found = Some(f);
                 return;
             }
@@ -378,36 +349,24 @@ pub(super) fn destination(token: &str) -> bool {
 }
 
 /// [`flag`] for a token (unless `itself` is false) and then for its hosts.
-fn flag_token(scope: &Scope<'_>, path: &str, token: &str, itself: bool) -> Option<Finding> {
+fn flag_token(ledger: &Provenance, path: &str, token: &str, itself: bool) -> Option<Finding> {
     itself
         .then_some(token)
         .into_iter()
         .chain(hosts(token))
-        .find_map(|candidate| flag(scope, path, candidate, &fold(candidate)))
+        .find_map(|candidate| flag(ledger, path, candidate, &fold(candidate)))
 }
 
-/// A value that appears in untrusted text (outside the allowed sources)
-/// and nowhere trusted.
-fn flag(scope: &Scope<'_>, path: &str, shown: &str, value: &Folded) -> Option<Finding> {
-    let ledger = scope.ledger;
+/// A value that appears in untrusted text and nowhere trusted.
+fn flag(ledger: &Provenance, path: &str, shown: &str, value: &Folded) -> Option<Finding> {
     let index = ledger.untrusted_index(&value.compact, value.words())?;
     if ledger.trusted_holds(value) {
         return None;
     }
-    if !scope.declared.is_empty() {
-        let allowed = if scope.allows(index) {
-            Some(index)
-        } else {
-            ledger.untrusted_index_where(&value.compact, &|s| scope.allows_source(s))
-        };
-        if allowed.is_some() {
-            return None;
-        }
-    }
-    Some(finding(scope, path, shown, index))
+    Some(finding(ledger, path, shown, index))
 }
 
-fn finding(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Finding {
+fn finding(ledger: &Provenance, path: &str, shown: &str, index: u32) -> Finding {
     Finding {
         argument: if path.is_empty() {
             "/".into()
@@ -415,7 +374,7 @@ fn finding(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Finding {
             path.to_owned()
         },
         value: shorten(shown),
-        source: scope.ledger.source_of(index).unwrap_or("a tool").to_owned(),
+        source: ledger.source_of(index).unwrap_or("a tool").to_owned(),
         mode: DefenceMode::Provenance,
         rule: FindingRule::Provenance,
     }
@@ -424,8 +383,7 @@ fn finding(scope: &Scope<'_>, path: &str, shown: &str, index: u32) -> Finding {
 /// A run of [`JOINED_RUN`] or more letters and digits of the call's short
 /// values, joined, across two values or more, that one untrusted text holds
 /// and no trusted one.
-fn joined_run(joined: &Joined, scope: &Scope<'_>) -> Option<Finding> {
-    let ledger = scope.ledger;
+fn joined_run(joined: &Joined, ledger: &Provenance) -> Option<Finding> {
     let bytes = joined.text.as_bytes();
     if bytes.len() < JOINED_RUN {
         return None;
@@ -445,7 +403,7 @@ fn joined_run(joined: &Joined, scope: &Scope<'_>) -> Option<Finding> {
         if run_end - start >= JOINED_RUN
             && joined.spans_values(start, run_end)
             && let Some(run) = joined.text.get(start..run_end)
-            && let Some(f) = flag(scope, "(several arguments)", run, &fold(run))
+            && let Some(f) = flag(ledger, "(several arguments)", run, &fold(run))
         {
             return Some(f);
         }

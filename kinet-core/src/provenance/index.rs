@@ -142,6 +142,11 @@ pub(super) struct TrustedSide {
 }
 
 impl TrustedSide {
+    /// Whether this side names `day` (or its day and month, with no year).
+    pub(super) fn names_day(&self, day: Day) -> bool {
+        self.days.contains(&day) || self.days.contains(&day.any_year())
+    }
+
     /// Adds trusted text, less what it echoes of `echoed` (the call's own
     /// argument values: every 6-byte window and every word they share)
     /// and less the numbers of its dates ("June 13" does not vouch for a

@@ -309,14 +309,7 @@ impl Provenance {
         compact: &str,
         accept: &dyn Fn(&str) -> bool,
     ) -> Option<u32> {
-        self.inner
-            .untrusted
-            .folded
-            .iter()
-            .find(|(index, text)| {
-                self.source_of(*index).is_some_and(accept) && text.contains(compact)
-            })
-            .map(|(index, _)| *index)
+        self.piece_where(&self.inner.untrusted.folded, compact, accept)
     }
 
     /// Whether the user or the system prompt said a folded value (as
@@ -326,8 +319,7 @@ impl Provenance {
     }
 
     pub(crate) fn user_said_day(&self, day: Day) -> bool {
-        let days = &self.inner.said.days;
-        days.contains(&day) || days.contains(&day.any_year())
+        self.inner.said.names_day(day)
     }
 
     pub(crate) fn user_said_amount(&self, amount: Amount) -> bool {
@@ -344,9 +336,24 @@ impl Provenance {
     /// Whether the output of a trusted tool whose name `accept`s holds a
     /// folded value.
     pub(crate) fn trusted_tool_holds(&self, compact: &str, accept: &dyn Fn(&str) -> bool) -> bool {
-        self.inner.trusted_tools.iter().any(|(index, text)| {
-            self.source_of(*index).is_some_and(accept) && text.contains(compact)
-        })
+        self.piece_where(&self.inner.trusted_tools, compact, accept)
+            .is_some()
+    }
+
+    /// The first of `pieces` (folded text by ledger index) holding a folded
+    /// value whose source `accept`s.
+    fn piece_where(
+        &self,
+        pieces: &[(u32, String)],
+        compact: &str,
+        accept: &dyn Fn(&str) -> bool,
+    ) -> Option<u32> {
+        pieces
+            .iter()
+            .find(|(index, text)| {
+                self.source_of(*index).is_some_and(accept) && text.contains(compact)
+            })
+            .map(|(index, _)| *index)
     }
 
     /// Whether the output of a tool whose name `accept`s names `day`.
@@ -357,7 +364,7 @@ impl Provenance {
             || self.trusted_tool_texts(accept).any(|text| {
                 days_in(text)
                     .into_iter()
-                    .any(|d| d == day || d == day.any_year())
+                    .any(|named| day.is_named_by(named))
             })
     }
 
@@ -399,8 +406,7 @@ impl Provenance {
 
     /// Whether trusted text names `day`.
     pub(crate) fn trusted_day(&self, day: Day) -> bool {
-        let days = &self.inner.trusted.days;
-        days.contains(&day) || days.contains(&day.any_year())
+        self.inner.trusted.names_day(day)
     }
 
     /// The untrusted pieces writing `amount` as a number.

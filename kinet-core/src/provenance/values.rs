@@ -26,6 +26,12 @@ impl Day {
     pub(crate) fn any_year(self) -> Self {
         Self { year: 0, ..self }
     }
+
+    /// Whether text naming `named` names this day: the same day, or its
+    /// day and month with no year.
+    pub(crate) fn is_named_by(self, named: Day) -> bool {
+        named == self || named == self.any_year()
+    }
 }
 
 const MONTHS: [&str; 12] = [
