@@ -23,6 +23,7 @@
     clippy::expect_used
 )]
 
+use kinet::builder::Workspace;
 use std::path::Path;
 use std::process::Command;
 
@@ -125,7 +126,14 @@ fn main() {
     if std::env::args().any(|a| a == "--agent") {
         let runtime = runtime();
         runtime
-            .block_on(AcpServer::new(|cwd| Agent::builder(Chunks).cwd(cwd).build()).serve_stdio())
+            .block_on(
+                AcpServer::new(|cwd| {
+                    Agent::builder(Chunks)
+                        .workspace(Workspace::new().cwd(cwd))
+                        .build()
+                })
+                .serve_stdio(),
+            )
             .unwrap();
         return;
     }

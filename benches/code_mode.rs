@@ -19,6 +19,7 @@
     clippy::expect_used
 )]
 
+use kinet::builder::Limits;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -144,8 +145,8 @@ async fn measure(turns: Vec<ScriptedTurn>, with_code: bool) -> Outcome {
     }
     let agent = Agent::builder(provider)
         .system_prompt("You answer questions about prices. Use the tools.")
-        .toolset(tools)
-        .max_turns(30)
+        .tools(tools)
+        .limits(Limits::new().max_turns(30))
         .build();
     let start = Instant::now();
     let outcome = agent
@@ -224,7 +225,7 @@ fn per_call(rt: &tokio::runtime::Runtime) {
             ScriptedTurn::new().tool_call("s", "run_code", json!({ "code": script_of(n) })),
             ScriptedTurn::text("ok"),
         ]))
-        .toolset(tools.clone())
+        .tools(tools.clone())
         .build();
         rt.block_on(async {
             let start = Instant::now();
@@ -245,7 +246,7 @@ fn per_call(rt: &tokio::runtime::Runtime) {
     let script_per_call = (with_calls[2].saturating_sub(without[2])).as_secs_f64() / calls as f64;
     // The same calls through the pipeline directly.
     let agent = Agent::builder(ScriptedProvider::new([]))
-        .toolset(tools.clone())
+        .tools(tools.clone())
         .build();
     let direct: Vec<Duration> = (0..5)
         .map(|_| {

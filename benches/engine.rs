@@ -21,6 +21,8 @@
     clippy::unwrap_used
 )]
 
+use kinet::builder::Calls;
+use kinet::builder::Limits;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -150,11 +152,14 @@ fn overhead_agent(layers: bool) -> Agent {
     turns.push(ScriptedTurn::text("done"));
     let builder = Agent::builder(ScriptedProvider::new(turns))
         .tool(Noop)
-        .max_turns(u32::try_from(TURNS + 1).unwrap());
+        .limits(Limits::new().max_turns(u32::try_from(TURNS + 1).unwrap()));
     if layers {
         builder
-            .layer(CallCounter::default())
-            .layer(kinet::core::layer::ConcurrencyLimitLayer::new(64))
+            .calls(
+                Calls::new()
+                    .layer(CallCounter::default())
+                    .layer(kinet::core::layer::ConcurrencyLimitLayer::new(64)),
+            )
             .build()
     } else {
         builder.build()

@@ -31,6 +31,7 @@
 #[path = "../tests/agentdojo/harness.rs"]
 mod harness;
 
+use kinet::core::tool::engine::EngineCtx as _;
 use std::time::Instant;
 
 use kinet::core::confirm::ApprovalPolicy;

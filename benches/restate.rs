@@ -38,7 +38,7 @@ fn agent_builder(
     model: std::sync::Arc<dyn kinet::Provider>,
     dir: &std::path::Path,
 ) -> kinet::core::AgentBuilder {
-    Agent::builder_arc(model)
+    Agent::builder(model)
         .tool(Effect {
             dir: dir.to_owned(),
             pause: Duration::ZERO,

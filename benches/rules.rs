@@ -44,7 +44,7 @@ fn main() {
         file.push_str(&format!(
             "[[command]]\nprogram = \"{program}\"\nargs = [\"{allowed}\"]\ndecision = \"allow\"\nmatch = [\"{program} {allowed} -v\"]\nnot_match = [\"{program} {strict}\"]\n\n"
         ));
-        let decision = if n % 2 == 0 { "ask" } else { "forbid" };
+        let decision = if n % 2 == 0 { "ask" } else { "deny" };
         file.push_str(&format!(
             "[[command]]\nprogram = \"{program}\"\nargs = [\"{strict}\"]\ndecision = \"{decision}\"\n\n"
         ));

@@ -18,6 +18,7 @@
     clippy::expect_used
 )]
 
+use kinet::builder::Sessions;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -107,10 +108,12 @@ fn main() {
         let provider = ScriptedProvider::new([ScriptedTurn::text("ok")]);
         let agent = Agent::builder(provider)
             .model("m")
-            .context(
-                ContextPolicy::new()
-                    .window(16_000)
-                    .summarizer(Arc::new(Instant0)),
+            .sessions(
+                Sessions::new().context(
+                    ContextPolicy::new()
+                        .window(16_000)
+                        .summarizer(Arc::new(Instant0)),
+                ),
             )
             .build();
         let with_compaction = rt.block_on(async {
@@ -174,7 +177,7 @@ fn deferred_resume(rt: &tokio::runtime::Runtime, store: &SqliteSessionStore) {
         Agent::builder(ScriptedProvider::new(turns))
             .tool(Touch)
             .policy(ApprovalPolicy::ask().defer_questions(true))
-            .journal(journal)
+            .sessions(Sessions::new().journal(journal))
             .build()
     };
     let call = || ScriptedTurn::new().tool_call("t1", "touch", serde_json::json!({}));
@@ -199,7 +202,7 @@ fn deferred_resume(rt: &tokio::runtime::Runtime, store: &SqliteSessionStore) {
         let agent = agent(vec![ScriptedTurn::text("done")], journal);
         let outcome = rt.block_on(async {
             agent
-                .resume(conversation, Decisions::new().approve("t1"))
+                .resume(conversation, Decisions::new().allow("t1"))
                 .finish()
                 .await
         });
@@ -214,7 +217,7 @@ fn deferred_resume(rt: &tokio::runtime::Runtime, store: &SqliteSessionStore) {
             &self,
             _request: kinet::core::confirm::ConfirmRequest,
         ) -> Result<ConfirmDecision, kinet::core::confirm::ConfirmError> {
-            Ok(ConfirmDecision::Approve)
+            Ok(ConfirmDecision::Allow)
         }
     }
     let mut in_place = Vec::new();
@@ -228,7 +231,7 @@ fn deferred_resume(rt: &tokio::runtime::Runtime, store: &SqliteSessionStore) {
         ]))
         .tool(Touch)
         .confirm_handler(Yes)
-        .journal(journal)
+        .sessions(Sessions::new().journal(journal))
         .build();
         let start = Instant::now();
         let outcome = rt.block_on(agent.run_to_completion("touch it"));

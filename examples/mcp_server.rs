@@ -43,13 +43,13 @@ impl Provider for Echo {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let builder = match from_env()? {
-        Some(chosen) => Agent::builder_arc(chosen.provider).model(chosen.model),
+        Some(chosen) => Agent::builder(chosen.provider).model(chosen.model),
         None => Agent::builder(Echo),
     };
     // Read-only local tools: the served agent can look but not change.
     let agent = builder
         .system_prompt("You are a coding assistant serving other agents over MCP.")
-        .toolset(kinet::tools::default_tools())
+        .tools(kinet::tools::default_tools())
         .policy(kinet::ApprovalPolicy::deny_all())
         .build();
     let server = McpServer::builder(agent).name("kinet").build();

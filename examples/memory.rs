@@ -12,6 +12,7 @@
 //! `ANTHROPIC_API_KEY` or `KINET_BASE_URL` set, a real model drives it.
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Calls;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -70,17 +71,17 @@ async fn main() -> anyhow::Result<()> {
         )
     };
     let builder = match from_env()? {
-        Some(chosen) => Agent::builder_arc(chosen.provider).model(chosen.model),
+        Some(chosen) => Agent::builder(chosen.provider).model(chosen.model),
         None => Agent::builder(ScriptedProvider::new(script)),
     };
     let memory = MemoryPack::new(store.clone(), if first_run { "run-1" } else { "run-2" });
     let agent = builder
         .system_prompt("You are an assistant with long-term memory. Save what matters about the user; recall before answering about the past.")
-        .toolset(memory.toolset())
-        .hook(BlocksHook::new(store.clone()))
+        .tools(memory.toolset())
+        .calls(Calls::new().hook(BlocksHook::new(store.clone())))
         // Records the conversation for recall_memory, which then leaves out
         // the turn in progress (its own question).
-        .hook(memory.history_hook())
+        .calls(Calls::new().hook(memory.history_hook()))
         .build();
 
     println!("\nuser: {question}");

@@ -127,7 +127,7 @@ impl ConfirmHandler for PrintAndApprove {
         request: ConfirmRequest,
     ) -> Result<ConfirmDecision, kinet::core::confirm::ConfirmError> {
         println!("  ? approve `{}`: {} -> yes", request.tool, request.summary);
-        Ok(ConfirmDecision::Approve)
+        Ok(ConfirmDecision::Allow)
     }
 }
 
@@ -173,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
     let builder = match kinet::core::provider::from_env()? {
         Some(chosen) => {
             println!("model: {}\n", chosen.label);
-            Agent::builder_arc(chosen.provider).model(chosen.model)
+            Agent::builder(chosen.provider).model(chosen.model)
         }
         None => {
             println!(

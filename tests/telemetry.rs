@@ -4,6 +4,7 @@
 //! context it received) and a failing tool; then cost and content opt-in.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kinet::Toolset;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -131,11 +132,13 @@ async fn a_run_with_a_sub_agent_an_mcp_call_and_a_failing_tool_is_traced() {
     let agent = Agent::builder(provider)
         .model("test-model")
         .telemetry(Telemetry::new().agent_name("tracer"))
-        .prices(PriceTable::new().with("test-model", Price::new(1.0, 10.0)))
+        .telemetry(
+            Telemetry::new().prices(PriceTable::new().with("test-model", Price::new(1.0, 10.0))),
+        )
         .policy(ApprovalPolicy::never())
         .tool(Broken)
         .tool(kinet::tools::agents::DispatchAgentTool)
-        .tool_source(Arc::new(hub.clone()))
+        .tools(Toolset::new().with_source(Arc::new(hub.clone())))
         .build();
     let mut run = agent.run("trace this");
     let mut costs = Vec::new();

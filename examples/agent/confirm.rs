@@ -55,8 +55,8 @@ impl ConfirmHandler for TerminalConfirm {
             .await
             .ok_or_else(|| ConfirmError("the terminal closed".into()))?;
         Ok(match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => ConfirmDecision::Approve,
-            "a" | "always" => ConfirmDecision::ApproveForSession,
+            "y" | "yes" => ConfirmDecision::Allow,
+            "a" | "always" => ConfirmDecision::AllowForSession,
             "q" | "quit" => ConfirmDecision::Abort,
             _ => {
                 let reason = self
@@ -89,6 +89,6 @@ impl ConfirmHandler for DemoConfirm {
                 "approved automatically: this is the demonstration (a real session asks you here)"
             )
         ));
-        Ok(ConfirmDecision::Approve)
+        Ok(ConfirmDecision::Allow)
     }
 }

@@ -242,8 +242,13 @@ async fn serve_acp(
     let bench =
         workbench::open(chosen.provider, Some(chosen.model), confirm, &options, &out).await?;
     let agent = bench.agent.clone();
-    let mut server =
-        kinet_acp::AcpServer::new(move |cwd| agent.with_cwd(cwd)).store(bench.sessions.clone());
+    let mut server = kinet_acp::AcpServer::new(move |cwd| {
+        agent
+            .to_builder()
+            .workspace(kinet::builder::Workspace::new().cwd(cwd))
+            .build()
+    })
+    .store(bench.sessions.clone());
     // Commands run in the editor's terminals, started by this program.
     if let Some(launcher) = launcher {
         server = server.terminals(launcher);

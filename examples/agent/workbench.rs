@@ -2,6 +2,7 @@
 //! local tools, the MCP servers from the user's config files, memory and
 //! sessions in one SQLite file under the project, and the approval handler.
 
+use kinet::builder::{Calls, Sessions, Workspace};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -278,16 +279,18 @@ pub async fn open(
     };
     let journal = sessions.journal(&session_id, states);
 
-    let mut builder = Agent::builder_arc(provider)
+    let mut builder = Agent::builder(provider)
         .system_prompt(system_prompt(&project))
-        .toolset(tools)
-        .hook(BlocksHook::new(memory.clone()))
-        .hook(memory_pack.history_hook())
-        .confirm_handler_arc(confirm)
-        .cwd(&project)
-        .workspace_root(&project);
+        .tools(tools)
+        .calls(
+            Calls::new()
+                .hook(BlocksHook::new(memory.clone()))
+                .hook(memory_pack.history_hook()),
+        )
+        .confirm_handler(confirm)
+        .workspace(Workspace::new().cwd(&project).root(&project));
     if options.own_sessions {
-        builder = builder.journal(journal.clone());
+        builder = builder.sessions(Sessions::new().journal(journal.clone()));
     }
     if let Some(rules) = rules {
         builder = builder.policy(ApprovalPolicy::ask().with_rules(rules));

@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
     ]);
     let agent = Agent::builder(model)
         // Navigating and clicking ask approval; snapshots and screenshots do not.
-        .toolset(BrowserTools::new(session.clone()).toolset())
+        .tools(BrowserTools::new(session.clone()).toolset())
         .policy(kinet::ApprovalPolicy::never())
         .build();
     let mut run = agent.run("What is on the page?");

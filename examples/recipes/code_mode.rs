@@ -8,6 +8,7 @@
 //! `cargo run --example recipe_code_mode --features code-mode`
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Workspace;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::tools::code_mode::CodeMode;
 use kinet::{Agent, AgentEvent, Message};
@@ -39,9 +40,8 @@ async fn main() -> anyhow::Result<()> {
         ScriptedTurn::text("There are 60 TODO lines in 30 notes."),
     ]);
     let agent = Agent::builder(model)
-        .toolset(tools)
-        .workspace_root(dir.path())
-        .cwd(dir.path())
+        .tools(tools)
+        .workspace(Workspace::new().root(dir.path()).cwd(dir.path()))
         .build();
     let mut run = agent.run("How many TODO lines are in notes/?");
     let mut calls = 0;

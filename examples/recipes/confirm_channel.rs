@@ -3,6 +3,7 @@
 //! (up to the policy's timeout). `cargo run --example recipe_confirm_channel`
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Workspace;
 use kinet::core::confirm::ConfirmError;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::{Agent, ConfirmDecision, ConfirmHandler, ConfirmRequest, async_trait};
@@ -29,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
     let ui = tokio::spawn(async move {
         while let Some((request, answer)) = inbox.recv().await {
             println!("[dialog] {} wants to:\n{}", request.tool, request.summary);
-            let _ = answer.send(ConfirmDecision::Approve); // or Deny { reason }, Abort, ...
+            let _ = answer.send(ConfirmDecision::Allow); // or Deny { reason }, Abort, ...
         }
     });
     let dir = tempfile::tempdir()?;
@@ -42,9 +43,8 @@ async fn main() -> anyhow::Result<()> {
         ScriptedTurn::text("Created hello.txt."),
     ]);
     let agent = Agent::builder(model)
-        .toolset(kinet::tools::default_tools())
-        .workspace_root(dir.path())
-        .cwd(dir.path())
+        .tools(kinet::tools::default_tools())
+        .workspace(Workspace::new().root(dir.path()).cwd(dir.path()))
         .confirm_handler(ChannelConfirm(asks))
         .build();
     let outcome = agent.run_to_completion("Create hello.txt").await;

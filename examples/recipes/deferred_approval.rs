@@ -5,6 +5,7 @@
 //! `cargo run --example recipe_deferred_approval`
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Workspace;
 use kinet::core::deferred::Decisions;
 use kinet::core::session::Session;
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
@@ -13,9 +14,8 @@ use kinet::{Agent, ApprovalPolicy, RunStop};
 /// The same agent on every replica (with a scripted model here).
 fn agent(dir: &std::path::Path, model: ScriptedProvider) -> Agent {
     Agent::builder(model)
-        .toolset(kinet::tools::default_tools())
-        .workspace_root(dir)
-        .cwd(dir)
+        .tools(kinet::tools::default_tools())
+        .workspace(Workspace::new().root(dir).cwd(dir))
         .policy(ApprovalPolicy::ask().defer_questions(true))
         .build()
 }
@@ -44,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
     // Later, anywhere: load, answer, finish. The approved call runs once.
     let session = Session::from_json(&std::fs::read_to_string(&saved)?)?;
     let (conversation, _) = session.resume(&[])?;
-    let decisions = Decisions::new().approve("c1"); // or .deny("c1", "why"), .edit(...)
+    let decisions = Decisions::new().allow("c1"); // or .deny("c1", "why"), .edit(...)
     let later = ScriptedProvider::new([ScriptedTurn::text("Created hello.txt.")]);
     let done = agent(dir.path(), later)
         .resume(conversation, decisions)

@@ -4,6 +4,7 @@
 //! `cargo run --example recipe_memory --features memory`
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Calls;
 use std::sync::Arc;
 
 use kinet::Agent;
@@ -37,9 +38,9 @@ async fn main() -> anyhow::Result<()> {
     ]);
     let memory = MemoryPack::new(store.clone(), session);
     let agent = Agent::builder(model)
-        .toolset(memory.toolset())
-        .hook(BlocksHook::new(store.clone())) // blocks at the top of the latest user message
-        .hook(memory.history_hook()) // messages and results, for recall (minus the turn in progress)
+        .tools(memory.toolset())
+        .calls(Calls::new().hook(BlocksHook::new(store.clone()))) // blocks at the top of the latest user message
+        .calls(Calls::new().hook(memory.history_hook())) // messages and results, for recall (minus the turn in progress)
         .policy(kinet::ApprovalPolicy::never()) // memory writes need no approval here
         .build();
     let outcome = agent

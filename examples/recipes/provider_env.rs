@@ -33,9 +33,9 @@ async fn main() -> anyhow::Result<()> {
     };
     // Transport errors, 429 and 5xx are retried; a context-length error is
     // answered by compacting the conversation and trying again.
-    let agent = Agent::builder_arc(provider)
+    let agent = Agent::builder(provider)
         .model(model)
-        .toolset(kinet::tools::default_tools())
+        .tools(kinet::tools::default_tools())
         .build();
     let outcome = agent.run_to_completion("Say hello in five words.").await;
     match outcome.final_text() {

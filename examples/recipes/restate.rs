@@ -15,6 +15,7 @@
 //! ```
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::Workspace;
 use kinet::restate::AgentObject;
 use kinet::{Agent, ApprovalPolicy};
 
@@ -30,11 +31,10 @@ async fn main() -> anyhow::Result<()> {
     // would build it anywhere else. Every approval question waits for
     // the host (an awakeable), whatever the handler.
     let object = AgentObject::new_arc(chosen.provider, move |model| {
-        Agent::builder_arc(model)
+        Agent::builder(model)
             .model(model_name.clone())
-            .toolset(kinet::tools::default_tools())
-            .workspace_root(&workspace)
-            .cwd(&workspace)
+            .tools(kinet::tools::default_tools())
+            .workspace(Workspace::new().root(&workspace).cwd(&workspace))
             .policy(ApprovalPolicy::ask())
     });
     // Events of the runs this process serves (replayed steps send theirs

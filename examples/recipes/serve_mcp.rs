@@ -12,10 +12,10 @@ async fn main() -> anyhow::Result<()> {
     let chosen = kinet::core::provider::from_env()?.ok_or_else(|| {
         anyhow::anyhow!("set OPENAI_API_KEY, ANTHROPIC_API_KEY or KINET_BASE_URL")
     })?;
-    let agent = Agent::builder_arc(chosen.provider)
+    let agent = Agent::builder(chosen.provider)
         .model(chosen.model)
         .system_prompt("You answer questions about the code in this directory.")
-        .toolset(kinet::tools::default_tools())
+        .tools(kinet::tools::default_tools())
         // No one is there to approve over MCP: mutating calls are refused.
         .policy(ApprovalPolicy::deny_all())
         .build();

@@ -5,6 +5,7 @@
 //! `cargo run --example recipe_sub_agents`
 #![allow(clippy::print_stdout, missing_docs)]
 
+use kinet::builder::SubAgents;
 use std::time::Duration;
 
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
@@ -29,8 +30,8 @@ async fn main() {
     let tools = kinet::tools::default_tools() // includes dispatch_agent
         .merged(TeamPack::new(team.clone(), Duration::from_secs(120)).toolset());
     let agent = Agent::builder(model)
-        .toolset(tools)
-        .max_sub_agent_depth(1) // sub-agents may not start their own
+        .tools(tools)
+        .sub_agents(SubAgents::new().max_depth(1)) // sub-agents may not start their own
         .build();
     let mut run = agent.run("Which file is the entry point?");
     while let Some(event) = futures::StreamExt::next(&mut run).await {

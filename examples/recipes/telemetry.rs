@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout, missing_docs)]
 
 use kinet::Agent;
+use kinet::builder::Limits;
 use kinet::core::telemetry::{Price, PriceTable, Telemetry, otel};
 use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet::core::{ApprovalPolicy, RunOutcome, provider::Usage};
@@ -34,11 +35,13 @@ pub async fn traced_run(endpoint: &str) -> anyhow::Result<RunOutcome> {
     ]);
     let agent = Agent::builder(model)
         .model("gpt-4o-mini")
-        .toolset(kinet::tools::default_tools())
+        .tools(kinet::tools::default_tools())
         .policy(ApprovalPolicy::never())
         .telemetry(Telemetry::new().agent_name("recipe")) // .record_content(true) adds prompts
-        .prices(PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60))) // per 1M tokens
-        .budget(0.05) // the run ends cleanly once it has cost this much
+        .telemetry(
+            Telemetry::new().prices(PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60))),
+        ) // per 1M tokens
+        .limits(Limits::new().budget(0.05)) // the run ends cleanly once it has cost this much
         .build();
     let outcome = agent.run_to_completion("What is in this workspace?").await;
     drop(guard); // flushes the spans

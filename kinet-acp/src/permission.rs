@@ -9,7 +9,7 @@ use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use kinet_core::ConfirmDecision;
 use kinet_core::confirm::{ConfirmError, ConfirmHandler, ConfirmRequest};
-use kinet_core::tool::EditorFiles;
+use kinet_core::editor::EditorFiles;
 
 use crate::updates::{kind, title};
 
@@ -72,8 +72,8 @@ impl ConfirmHandler for EditorApproval {
             .map_err(|e| ConfirmError(format!("the editor did not answer: {e}")))?;
         Ok(match answer.outcome {
             acp::RequestPermissionOutcome::Selected(selected) => match &*selected.option_id.0 {
-                ALLOW => ConfirmDecision::Approve,
-                ALLOW_ALWAYS => ConfirmDecision::ApproveForSession,
+                ALLOW => ConfirmDecision::Allow,
+                ALLOW_ALWAYS => ConfirmDecision::AllowForSession,
                 _ => ConfirmDecision::Deny {
                     reason: Some("the user rejected it in the editor".into()),
                 },

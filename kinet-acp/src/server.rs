@@ -10,9 +10,9 @@ use agent_client_protocol::{
     Agent as AgentRole, ByteStreams, Client, ConnectTo, Responder, Stdio, V1,
     on_receive_notification, on_receive_request,
 };
+use kinet_core::editor::Editor;
 use kinet_core::sandbox::launcher::Launcher;
 use kinet_core::session::{JournalEntry, Session, SessionStore};
-use kinet_core::tool::Editor;
 use kinet_core::{Agent, Conversation, Message, RunStop};
 use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
 use tokio_util::sync::CancellationToken;
@@ -41,7 +41,7 @@ type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 /// `fs.readTextFile`, the file tools read files' text from the editor's
 /// buffers, unsaved changes included; with `fs.writeTextFile`, `edit_file`
 /// and `write_file` hand their result to the editor instead of writing
-/// the disk ([`Editor`](kinet_core::tool::Editor)); both after kinet's own
+/// the disk ([`Editor`](kinet_core::editor::Editor)); both after kinet's own
 /// confinement checks on the path. With [`terminals`](Self::terminals)
 /// and an editor that offers `terminal`, shell commands run in the
 /// editor's terminals, confined by kinet's launcher. With a
@@ -367,16 +367,16 @@ impl Inner {
         if let Ok(mut running) = slot.running.lock() {
             *running = Some(cancel.clone());
         }
-        let mut agent = slot.agent.with_confirm_handler(Arc::new(EditorApproval {
+        let mut agent = slot.agent.to_builder().confirm_handler(EditorApproval {
             client: client.clone(),
             session: request.session_id.clone(),
-        }));
+        });
         let offers = self.offers.lock().map(|o| o.clone()).unwrap_or_default();
         // The file tools write through an editor only when it also gives
         // the text (see `EditorFiles::writes`): one that only takes writes
         // is not used.
         if offers.fs.read_text_file {
-            agent = agent.with_extension(Editor(Arc::new(EditorBuffers {
+            agent = agent.extension(Editor(Arc::new(EditorBuffers {
                 client: client.clone(),
                 session: request.session_id.clone(),
                 writes: offers.fs.write_text_file,
@@ -384,9 +384,11 @@ impl Inner {
         }
         let open = Open::new();
         if let (true, Some(launcher)) = (offers.terminal, &self.launcher) {
-            agent = agent.with_extension(terminals(&client, &request.session_id, launcher, &open));
+            agent = agent.extension(terminals(&client, &request.session_id, launcher, &open));
         }
-        let mut run = agent.run_with_cancellation(conversation.clone(), cancel);
+        let mut run = agent
+            .build()
+            .run_with_cancellation(conversation.clone(), cancel);
         let mut updates = Updates::new(&slot.cwd);
         let mut events = Coalesced::new(&mut run);
         while let Some(event) = events.next().await {

@@ -14,7 +14,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
 use async_trait::async_trait;
 use kinet_core::ToolCtx;
-use kinet_core::tool::{EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit};
+use kinet_core::editor::{EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit};
 
 use crate::permission::ask;
 use crate::updates::{PACK, Shown};
@@ -143,8 +143,8 @@ pub(crate) fn terminals(
     session: &acp::SessionId,
     launcher: &kinet_core::sandbox::launcher::Launcher,
     open: &Open,
-) -> kinet_core::tool::Terminals {
-    kinet_core::tool::Terminals {
+) -> kinet_core::editor::Terminals {
+    kinet_core::editor::Terminals {
         editor: Arc::new(EditorTerms {
             client: client.clone(),
             session: session.clone(),

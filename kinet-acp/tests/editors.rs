@@ -14,6 +14,7 @@
     clippy::print_stdout
 )]
 
+use kinet_core::builder::Workspace;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -84,10 +85,9 @@ fn stage(script: &str, store: &Path, launcher: Launcher) {
         let shell = ShellTool::default().sandboxed(SandboxPolicy::workspace_write());
         let tools = kinet_tools::default_tools().with(shell);
         AcpServer::new(move |cwd| {
-            Agent::builder_arc(model.clone())
-                .toolset(tools.clone())
-                .workspace_root(cwd)
-                .cwd(cwd)
+            Agent::builder(model.clone())
+                .tools(tools.clone())
+                .workspace(Workspace::new().root(cwd).cwd(cwd))
                 .policy(ApprovalPolicy::ask())
                 .build()
         })

@@ -10,6 +10,7 @@
     clippy::print_stderr
 )]
 
+use kinet_core::tool::engine::EngineCtx as _;
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -23,3 +23,15 @@ pub trait Provider: Send + Sync {
     /// Starts one model call.
     async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError>;
 }
+
+/// A shared provider is a provider: pass an `Arc` where one is taken.
+#[async_trait]
+impl<P: Provider + ?Sized> Provider for std::sync::Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    async fn stream(&self, request: ChatRequest<'_>) -> Result<ProviderStream, ProviderError> {
+        (**self).stream(request).await
+    }
+}

@@ -6,38 +6,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Serialize;
 
 use crate::command::CheckedCommand;
 use crate::rules::{Decision, Rules, pattern_matches};
 use tokio::sync::{mpsc, oneshot};
 
-pub use crate::deferred::ConfirmRequest;
-
-/// The user's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ConfirmDecision {
-    /// Run this call.
-    Approve,
-    /// Run this call and every later call of the same tool in this
-    /// conversation without asking.
-    ApproveForSession,
-    /// Do not run it; the model is told, with the reason if one is given.
-    Deny {
-        /// Shown to the model.
-        reason: Option<String>,
-    },
-    /// Do not run it and end the run.
-    Abort,
-    /// Answer later, perhaps in another process: the run stops with
-    /// [`RunStop::AwaitingApproval`](crate::RunStop::AwaitingApproval),
-    /// the pending calls and the turn saved in the conversation (and its
-    /// session), and [`Agent::resume`](crate::Agent::resume) finishes it
-    /// with the decisions.
-    Defer,
-}
+pub use crate::decision::{ConfirmDecision, ConfirmRequest};
 
 /// A confirmation that could not be obtained. The call is denied.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -61,7 +35,7 @@ pub struct ConfirmError(pub String);
 ///         if request.summary.contains("rm ") {
 ///             Ok(ConfirmDecision::Deny { reason: Some("no deletions".into()) })
 ///         } else {
-///             Ok(ConfirmDecision::Approve)
+///             Ok(ConfirmDecision::Allow)
 ///         }
 ///     }
 /// }
@@ -71,6 +45,19 @@ pub trait ConfirmHandler: Send + Sync {
     /// Asks the user about one call.
     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError>;
 }
+
+/// A shared handler is a handler: pass an `Arc` where one is taken.
+#[async_trait]
+impl<H: ConfirmHandler + ?Sized> ConfirmHandler for std::sync::Arc<H> {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        (**self).confirm(request).await
+    }
+}
+
+/// Why [`DenyingHandler`] denies: what the host can do about it.
+pub(crate) const NO_HANDLER: &str = "nobody was asked, because the host set no confirmation handler \
+(AgentBuilder::confirm_handler) while its approval policy asks before calls that change something \
+(ApprovalPolicy::never() or an allow rule runs them unasked)";
 
 /// A handler with no UI: denies every request it is asked about. It is the
 /// default, so an agent without a handler never runs a mutating tool unless
@@ -82,7 +69,7 @@ pub struct DenyingHandler;
 impl ConfirmHandler for DenyingHandler {
     async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
         Ok(ConfirmDecision::Deny {
-            reason: Some("no confirmation handler is configured".into()),
+            reason: Some(NO_HANDLER.into()),
         })
     }
 }
@@ -121,11 +108,11 @@ impl PendingConfirm {
 /// let (handler, mut requests) = ChannelConfirmHandler::new(8);
 /// tokio::spawn(async move {
 ///     while let Some(pending) = requests.recv().await {
-///         pending.respond(ConfirmDecision::Approve);
+///         pending.respond(ConfirmDecision::Allow);
 ///     }
 /// });
 /// let request = ConfirmRequest::new("shell", "1", serde_json::json!({"command": "ls"}), "ls");
-/// assert_eq!(handler.confirm(request).await.unwrap(), ConfirmDecision::Approve);
+/// assert_eq!(handler.confirm(request).await.unwrap(), ConfirmDecision::Allow);
 /// # }
 /// ```
 #[derive(Debug, Clone)]
@@ -168,19 +155,6 @@ pub enum ApprovalMode {
     DenyAll,
 }
 
-/// A per-tool rule; the pattern is a tool name or a prefix ending in `*`
-/// (`mcp__github__*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ToolRule {
-    /// Run without asking.
-    Allow,
-    /// Always ask, even for read-only calls.
-    Ask,
-    /// Never run.
-    Deny,
-}
-
 /// Which calls need the user's approval.
 ///
 /// Rules are checked first; when several match, the strictest wins
@@ -201,7 +175,7 @@ pub enum ToolRule {
 #[derive(Debug, Clone)]
 pub struct ApprovalPolicy {
     mode: ApprovalMode,
-    rules: Vec<(String, ToolRule)>,
+    rules: Vec<(String, Decision)>,
     timeout: Duration,
     /// A rules file ([`crate::rules`]) and the tools whose argument is a
     /// shell command line: (tool name, argument field).
@@ -311,24 +285,24 @@ impl ApprovalPolicy {
     }
 
     /// Adds a rule.
-    pub fn rule(mut self, pattern: impl Into<String>, rule: ToolRule) -> Self {
+    pub fn rule(mut self, pattern: impl Into<String>, rule: Decision) -> Self {
         self.rules.push((pattern.into(), rule));
         self
     }
 
     /// Runs calls of matching tools without asking.
     pub fn allow(self, pattern: impl Into<String>) -> Self {
-        self.rule(pattern, ToolRule::Allow)
+        self.rule(pattern, Decision::Allow)
     }
 
     /// Never runs matching tools.
     pub fn deny(self, pattern: impl Into<String>) -> Self {
-        self.rule(pattern, ToolRule::Deny)
+        self.rule(pattern, Decision::Deny)
     }
 
     /// Always asks for matching tools, also read-only calls.
     pub fn ask_for(self, pattern: impl Into<String>) -> Self {
-        self.rule(pattern, ToolRule::Ask)
+        self.rule(pattern, Decision::Ask)
     }
 
     /// How long to wait for the handler before denying. Default 5 minutes.
@@ -354,7 +328,7 @@ impl ApprovalPolicy {
             rules: self
                 .rules
                 .iter()
-                .filter(|(_, rule)| *rule != ToolRule::Allow)
+                .filter(|(_, rule)| *rule != Decision::Allow)
                 .map(|(pattern, rule)| (pattern.clone(), *rule))
                 .collect(),
             timeout: self.timeout,
@@ -373,12 +347,12 @@ impl ApprovalPolicy {
         arguments: &str,
         place: Place<'_>,
         command: Option<&CheckedCommand>,
-    ) -> Option<(ToolRule, Option<String>)> {
-        let mut strictest: Option<(ToolRule, Option<String>)> = None;
-        let mut consider = |rule: ToolRule, reason: Option<String>| {
+    ) -> Option<(Decision, Option<String>)> {
+        let mut strictest: Option<(Decision, Option<String>)> = None;
+        let mut consider = |rule: Decision, reason: Option<String>| {
             let stricter = match &strictest {
                 None => true,
-                Some((held, _)) => rank(rule) > rank(*held),
+                Some((held, _)) => rule > *held,
             };
             if stricter {
                 strictest = Some((rule, reason));
@@ -439,13 +413,11 @@ impl ApprovalPolicy {
     /// A rules-file decision as a rule of this policy. For a sub-agent,
     /// the file's asks deny and its allows do not apply (sub-agents run no
     /// mutating call the host did not name in an ask rule).
-    fn as_rule(&self, decision: Decision) -> Option<ToolRule> {
+    fn as_rule(&self, decision: Decision) -> Option<Decision> {
         match decision {
-            Decision::Forbid => Some(ToolRule::Deny),
-            Decision::Ask if self.sub_agent => Some(ToolRule::Deny),
-            Decision::Ask => Some(ToolRule::Ask),
-            _ if self.sub_agent => None,
-            _ => Some(ToolRule::Allow),
+            Decision::Ask if self.sub_agent => Some(Decision::Deny),
+            Decision::Allow if self.sub_agent => None,
+            decision => Some(decision),
         }
     }
 
@@ -486,14 +458,14 @@ impl ApprovalPolicy {
         command: Option<&CheckedCommand>,
     ) -> Verdict {
         match self.matching_rule(tool, arguments, place, command) {
-            Some((ToolRule::Deny, reason)) => {
+            Some((Decision::Deny, reason)) => {
                 return Verdict::Deny(match reason {
                     Some(reason) => format!("`{tool}` is forbidden by the rules ({reason})"),
                     None => format!("calls to `{tool}` are denied by the approval policy"),
                 });
             }
-            Some((ToolRule::Allow, _)) => return Verdict::Run,
-            Some((ToolRule::Ask, _)) => {
+            Some((Decision::Allow, _)) => return Verdict::Run,
+            Some((Decision::Ask, _)) => {
                 return if session_approved {
                     Verdict::Run
                 } else {
@@ -517,15 +489,6 @@ impl ApprovalPolicy {
 
 /// Where a call is made: its directory and workspace roots.
 pub(crate) type Place<'a> = (&'a std::path::Path, &'a [std::path::PathBuf]);
-
-/// Deny over Ask over Allow.
-fn rank(rule: ToolRule) -> u8 {
-    match rule {
-        ToolRule::Allow => 0,
-        ToolRule::Ask => 1,
-        ToolRule::Deny => 2,
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -599,11 +562,11 @@ decision = "allow"
 match = ["cargo test -p kinet-core"]
 [[command]]
 program = "rm"
-decision = "forbid"
+decision = "deny"
 justification = "use the file tools"
 [[tool]]
 name = "mcp__prod__*"
-decision = "forbid"
+decision = "deny"
 "#,
         )
         .unwrap();
@@ -671,7 +634,7 @@ decision = "forbid"
             r#"
 [[path]]
 pattern = "secrets/**"
-decision = "forbid"
+decision = "deny"
 
 [[path]]
 pattern = "docs/**"

@@ -24,44 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::message::ToolCall;
-
-/// What the user is asked to approve.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConfirmRequest {
-    /// The tool name.
-    pub tool: String,
-    /// The tool call id.
-    pub call_id: String,
-    /// The arguments as the model gave them (parsed JSON when they parse).
-    pub arguments: serde_json::Value,
-    /// A human-readable summary: the shell command, a unified diff, or the
-    /// pretty-printed arguments.
-    pub summary: String,
-    /// Set when the injection defence flagged the call: why, naming the
-    /// untrusted source its arguments came from (see
-    /// [`Defence`](crate::pipeline::Defence)). Show it to the user; an
-    /// approval then covers this call only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concern: Option<String>,
-}
-
-impl ConfirmRequest {
-    /// A request with no concern.
-    pub fn new(
-        tool: impl Into<String>,
-        call_id: impl Into<String>,
-        arguments: serde_json::Value,
-        summary: impl Into<String>,
-    ) -> Self {
-        Self {
-            tool: tool.into(),
-            call_id: call_id.into(),
-            arguments,
-            summary: summary.into(),
-            concern: None,
-        }
-    }
-}
+use crate::decision::{ConfirmDecision, ConfirmRequest};
 
 /// A turn whose calls wait for approvals given later: kept in the
 /// [`Conversation`](crate::Conversation) (and its session) when a run
@@ -127,39 +90,18 @@ pub(crate) struct Resumption {
     pub(crate) saved: BTreeMap<String, serde_json::Value>,
 }
 
-/// The decision for one pending call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Resolution {
-    /// Run it.
-    Approve,
-    /// Run it, and later calls of the same tool without asking.
-    ApproveForSession,
-    /// Do not run it; the model is told, with the reason if one is given.
-    Deny {
-        /// Shown to the model.
-        reason: Option<String>,
-    },
-    /// Run it with these arguments instead of the model's.
-    Edit {
-        /// The arguments to run with.
-        arguments: serde_json::Value,
-    },
-}
-
 /// The decisions that finish a deferred turn, by call id.
 ///
 /// ```
 /// use kinet_core::deferred::Decisions;
 ///
 /// let decisions = Decisions::new()
-///     .approve("call_1")
+///     .allow("call_1")
 ///     .deny("call_2", "not on Fridays");
 /// assert_eq!(decisions.len(), 2);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Decisions(pub BTreeMap<String, Resolution>);
+pub struct Decisions(pub BTreeMap<String, ConfirmDecision>);
 
 impl Decisions {
     /// No decisions yet.
@@ -168,21 +110,21 @@ impl Decisions {
     }
 
     /// Sets the decision for a call.
-    pub fn set(mut self, call_id: impl Into<String>, resolution: Resolution) -> Self {
-        self.0.insert(call_id.into(), resolution);
+    pub fn set(mut self, call_id: impl Into<String>, decision: ConfirmDecision) -> Self {
+        self.0.insert(call_id.into(), decision);
         self
     }
 
-    /// Approves a call.
-    pub fn approve(self, call_id: impl Into<String>) -> Self {
-        self.set(call_id, Resolution::Approve)
+    /// Allows a call.
+    pub fn allow(self, call_id: impl Into<String>) -> Self {
+        self.set(call_id, ConfirmDecision::Allow)
     }
 
     /// Denies a call, telling the model why.
     pub fn deny(self, call_id: impl Into<String>, reason: impl Into<String>) -> Self {
         self.set(
             call_id,
-            Resolution::Deny {
+            ConfirmDecision::Deny {
                 reason: Some(reason.into()),
             },
         )
@@ -190,11 +132,11 @@ impl Decisions {
 
     /// Runs a call with other arguments.
     pub fn edit(self, call_id: impl Into<String>, arguments: serde_json::Value) -> Self {
-        self.set(call_id, Resolution::Edit { arguments })
+        self.set(call_id, ConfirmDecision::Edit { arguments })
     }
 
     /// The decision for a call.
-    pub fn get(&self, call_id: &str) -> Option<&Resolution> {
+    pub fn get(&self, call_id: &str) -> Option<&ConfirmDecision> {
         self.0.get(call_id)
     }
 
@@ -215,8 +157,8 @@ impl Decisions {
     /// ```
     /// use kinet_core::deferred::Decisions;
     ///
-    /// let all = Decisions::new().approve("c1.s1").approve("c2");
-    /// assert_eq!(all.within("c1"), Decisions::new().approve("s1"));
+    /// let all = Decisions::new().allow("c1.s1").allow("c2");
+    /// assert_eq!(all.within("c1"), Decisions::new().allow("s1"));
     /// ```
     pub fn within(&self, call_id: &str) -> Decisions {
         let prefix = format!("{call_id}.");

@@ -37,7 +37,7 @@ pub enum RunStop {
         reason: String,
     },
     /// The run's cost reached its budget
-    /// ([`AgentBuilder::budget`](crate::AgentBuilder::budget)); the tool
+    /// ([`Limits::budget`](crate::builder::Limits::budget)); the tool
     /// calls of the last turn were answered without running.
     BudgetReached {
         /// What the run cost.
@@ -53,7 +53,7 @@ pub enum RunStop {
     /// another, with [`Agent::resume`](crate::Agent::resume).
     AwaitingApproval {
         /// The calls waiting, with what the user is to see.
-        pending: Vec<crate::deferred::ConfirmRequest>,
+        pending: Vec<crate::decision::ConfirmRequest>,
     },
     /// A provider, hook or fatal tool error ended the run.
     Failed(AgentError),

@@ -24,7 +24,7 @@
 //!   and sent again), record the assistant's turn, run its tool calls,
 //!   decide whether to go on. The calls go through the [`pipeline`], one
 //!   ordered list of stages ([`pipeline::STAGES`]; a host adds its own at a
-//!   named place, [`AgentBuilder::stage`]): a gate half (parse → policy →
+//!   named place, [`Calls::stage`](builder::Calls::stage)): a gate half (parse → policy →
 //!   injection defence → confirm → before-tool [hooks](hook)), one call at
 //!   a time, and an execution half ([layers](layer) → panic guard →
 //!   after-tool hooks → truncation → provenance → record), consecutive
@@ -127,6 +127,7 @@ pub mod confirm;
 pub mod context;
 mod ctx;
 mod data;
+mod decision;
 mod engine;
 pub mod hook;
 pub mod layer;
@@ -144,7 +145,9 @@ mod tooldef;
 mod toolset;
 
 // The public module map: re-exports only, imported by nothing inside.
+pub mod builder;
 pub mod deferred;
+pub mod editor;
 pub mod event;
 pub mod message;
 pub mod provenance;

@@ -1,12 +1,13 @@
-//! Writing tools: the traits, what they return, how they are described and
-//! scheduled, the context they run in, and toolsets.
+//! Writing tools: the [`Tool`] trait, what a tool returns, how it is
+//! described and scheduled, the [`ToolCtx`] it runs in and the workspace
+//! files it opens through it, and toolsets.
+//!
+//! Two submodules hold what tool authors rarely need: [`engine`] (setting
+//! up a context as the engine does, sub-agent plumbing) and
+//! [`workspace`] (the confined file handles [`ToolCtx::workspace_path`]
+//! returns).
 
-pub use crate::ctx::{
-    AgentHandle, Confinement, DirEntry, Editor, EditorFiles, EditorTerminal, EditorTerminals,
-    EntryKind, EntryMetadata, EventSink, Extensions, PendingWrite, SubAgentReport, SubAgentRequest,
-    SubAgentSpawner, TerminalCommand, TerminalExit, Terminals, ToolCaller, ToolCtx, WorkspaceDir,
-    WorkspacePath, confinement,
-};
+pub use crate::ctx::ToolCtx;
 pub use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 pub use crate::data::spec::{Scheduling, ToolAnnotations, ToolSpec};
 pub use crate::data::truncate::TruncationPolicy;
@@ -16,3 +17,22 @@ pub use crate::tooldef::{
 pub use crate::toolset::{ToolSnapshot, ToolSource, Toolset, is_valid_tool_name};
 /// The cancellation token type of [`ToolCtx::cancellation`].
 pub use tokio_util::sync::CancellationToken;
+
+/// The engine-facing side of a tool context: [`EngineCtx`](engine::EngineCtx)
+/// (building a context and reading its plumbing), host extensions, the
+/// event sink, tools calling tools, and sub-agents.
+pub mod engine {
+    pub use crate::ctx::{
+        AgentHandle, EngineCtx, EventSink, Extensions, SubAgentReport, SubAgentRequest,
+        SubAgentSpawner, ToolCaller,
+    };
+}
+
+/// Files opened beneath the workspace roots, with the kernel's help (see
+/// [`ToolCtx::workspace_path`](crate::ToolCtx::workspace_path)).
+pub mod workspace {
+    pub use crate::ctx::{
+        Confinement, DirEntry, EntryKind, EntryMetadata, PendingWrite, WorkspaceDir, WorkspacePath,
+        confinement,
+    };
+}

@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinet_core::builder::{Limits, Workspace};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -34,13 +35,12 @@ async fn a_denied_call_never_runs_and_the_model_reads_the_reason() {
         write_call("w", "x"),
         ScriptedTurn::text("ok, I won't").expect(Expectation::ToolResultContains {
             call_id: "w".into(),
-            text: "The user denied this `change` call; it did not run. Reason: not on a Friday."
-                .into(),
+            text: "This `change` call was denied; it did not run. Reason: not on a Friday.".into(),
         }),
     ]);
     let agent = Agent::builder(provider)
         .tool(change)
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let (events, outcome) = collect(agent.run("go")).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -68,7 +68,7 @@ async fn never_policy_runs_without_asking_and_read_only_calls_never_ask() {
     let agent = Agent::builder(provider)
         .tool(change)
         .policy(ApprovalPolicy::never())
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed());
@@ -81,7 +81,7 @@ async fn never_policy_runs_without_asking_and_read_only_calls_never_ask() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     assert!(agent.run_to_completion("go").await.stop.is_completed());
     assert!(confirm.asked().is_empty());
@@ -92,7 +92,7 @@ async fn approve_for_session_asks_once() {
     let timeline = Timeline::default();
     let change = Sleeper::new("change", false, &timeline);
     let calls = Arc::clone(&change.calls);
-    let confirm = QueueConfirm::new([ConfirmDecision::ApproveForSession]);
+    let confirm = QueueConfirm::new([ConfirmDecision::AllowForSession]);
     let provider = ScriptedProvider::new([
         write_call("a", "a").tool_call("b", "change", json!({"label": "b", "ms": 0})),
         write_call("c", "c"),
@@ -102,7 +102,7 @@ async fn approve_for_session_asks_once() {
     ]);
     let agent = Agent::builder(provider)
         .tool(change)
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed());
@@ -144,7 +144,7 @@ async fn rules_allow_and_deny_specific_tools() {
         .tool(change)
         .tool(look)
         .policy(ApprovalPolicy::ask().allow("change").deny("lo*"))
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -174,7 +174,7 @@ async fn a_handler_that_errors_times_out_or_is_dropped_denies() {
     ]);
     let agent = Agent::builder(provider)
         .tool(change)
-        .confirm_handler_arc(confirm)
+        .confirm_handler(confirm)
         .build();
     assert!(agent.run_to_completion("go").await.stop.is_completed());
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -196,7 +196,7 @@ async fn a_handler_that_errors_times_out_or_is_dropped_denies() {
     let agent = Agent::builder(provider)
         .tool(change)
         .policy(ApprovalPolicy::ask().confirm_timeout(Duration::from_secs(30)))
-        .confirm_handler_arc(slow)
+        .confirm_handler(slow)
         .build();
     assert!(agent.run_to_completion("go").await.stop.is_completed());
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -227,13 +227,13 @@ async fn abort_ends_the_run_and_answers_every_call() {
     let timeline = Timeline::default();
     let change = Sleeper::new("change", false, &timeline);
     let calls = Arc::clone(&change.calls);
-    let confirm = QueueConfirm::new([ConfirmDecision::Approve, ConfirmDecision::Abort]);
+    let confirm = QueueConfirm::new([ConfirmDecision::Allow, ConfirmDecision::Abort]);
     let provider = ScriptedProvider::new([write_call("a", "a")
         .tool_call("b", "change", json!({"label": "b", "ms": 0}))
         .tool_call("c", "change", json!({"label": "c", "ms": 0}))]);
     let agent = Agent::builder(provider)
         .tool(change)
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(
@@ -280,15 +280,15 @@ impl Tool for Shell {
 
 #[tokio::test]
 async fn the_confirm_request_carries_the_tools_summary() {
-    let confirm = QueueConfirm::new([ConfirmDecision::Approve]);
+    let confirm = QueueConfirm::new([ConfirmDecision::Allow]);
     let provider = ScriptedProvider::new([
         ScriptedTurn::new().tool_call("s", "shell", json!({"command": "ls -la"})),
         ScriptedTurn::text("listed"),
     ]);
     let agent = Agent::builder(provider)
         .tool(Shell)
-        .cwd("/srv/project")
-        .confirm_handler_arc(confirm.clone())
+        .workspace(Workspace::new().cwd("/srv/project"))
+        .confirm_handler(confirm.clone())
         .build();
     let outcome = agent.run_to_completion("list").await;
     assert_eq!(result_text(&outcome, "s").0, "ran ls -la");
@@ -448,7 +448,7 @@ async fn cancelling_while_waiting_for_confirmation_runs_nothing() {
     assert_eq!(pending.request.tool, "change");
     run.cancel();
     let outcome = run.finish().await;
-    pending.respond(ConfirmDecision::Approve);
+    pending.respond(ConfirmDecision::Allow);
     assert!(matches!(outcome.stop, RunStop::Cancelled));
     assert_paired(&outcome);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -493,7 +493,7 @@ async fn a_tool_timeout_stops_a_slow_call() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
-        .tool_timeout(Duration::from_secs(2))
+        .limits(Limits::new().tool_timeout(Duration::from_secs(2)))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -502,10 +502,10 @@ async fn a_tool_timeout_stops_a_slow_call() {
 /// A handler used through `dyn`: proves the trait is object safe.
 #[tokio::test]
 async fn confirm_handlers_are_object_safe() {
-    let handler: Arc<dyn ConfirmHandler> = QueueConfirm::new([ConfirmDecision::Approve]);
+    let handler: Arc<dyn ConfirmHandler> = QueueConfirm::new([ConfirmDecision::Allow]);
     let decision = handler
         .confirm(ConfirmRequest::new("t", "1", json!({}), ""))
         .await
         .unwrap();
-    assert_eq!(decision, ConfirmDecision::Approve);
+    assert_eq!(decision, ConfirmDecision::Allow);
 }

@@ -3,6 +3,7 @@
 //! byte-identical between compactions.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kinet_core::builder::Sessions;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -142,14 +143,16 @@ async fn two_hundred_turns_stay_inside_a_16k_window() {
     const WINDOW: u64 = 16_000;
     let provider = Arc::new(Counting::default());
     let summarizer = Arc::new(Recording::default());
-    let agent = Agent::builder_arc(provider.clone())
+    let agent = Agent::builder(provider.clone())
         .model("test-model")
         .system_prompt("You watch the build.")
         .tool(ReadLog)
-        .context(
-            ContextPolicy::new()
-                .window(WINDOW)
-                .summarizer(summarizer.clone()),
+        .sessions(
+            Sessions::new().context(
+                ContextPolicy::new()
+                    .window(WINDOW)
+                    .summarizer(summarizer.clone()),
+            ),
         )
         .build();
     let mut conversation = Conversation::new();
@@ -208,7 +211,7 @@ async fn two_hundred_turns_stay_inside_a_16k_window() {
 async fn the_request_prefix_is_byte_stable_between_compactions() {
     let provider = Arc::new(Counting::default());
     // An unknown model and no window: nothing is compacted.
-    let agent = Agent::builder_arc(provider.clone())
+    let agent = Agent::builder(provider.clone())
         .model("test-model")
         .system_prompt("You watch the build.")
         .tool(ReadLog)
@@ -233,9 +236,9 @@ async fn the_request_prefix_is_byte_stable_between_compactions() {
 #[tokio::test]
 async fn the_host_can_compact_on_demand() {
     let summarizer = Arc::new(Recording::default());
-    let agent = Agent::builder_arc(Arc::new(Counting::default()))
+    let agent = Agent::builder(Arc::new(Counting::default()))
         .model("test-model")
-        .context(ContextPolicy::new().summarizer(summarizer.clone()))
+        .sessions(Sessions::new().context(ContextPolicy::new().summarizer(summarizer.clone())))
         .build();
     let mut conversation = Conversation::new();
     for n in 0..10 {

@@ -5,7 +5,9 @@
 mod common;
 
 use common::*;
+use kinet_core::builder::Limits;
 use kinet_core::provider::Usage;
+use kinet_core::telemetry::Telemetry;
 use kinet_core::telemetry::{Price, PriceTable};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::{Agent, AgentEvent, ApprovalPolicy, RunStop};
@@ -36,7 +38,7 @@ async fn each_model_call_and_the_run_are_priced() {
     ]);
     let agent = Agent::builder(provider)
         .model("m1-2026-01-01")
-        .prices(prices())
+        .telemetry(Telemetry::new().prices(prices()))
         .tool(Sleeper::new("look", true, &timeline))
         .policy(ApprovalPolicy::never())
         .build();
@@ -67,7 +69,7 @@ async fn each_model_call_and_the_run_are_priced() {
     let provider = ScriptedProvider::new([ScriptedTurn::text("hi").with_usage(used(10, 1, 0))]);
     let agent = Agent::builder(provider)
         .model("other")
-        .prices(prices())
+        .telemetry(Telemetry::new().prices(prices()))
         .build();
     let (events, outcome) = collect(agent.run("go")).await;
     assert_eq!(outcome.cost, None);
@@ -90,8 +92,8 @@ async fn a_reached_budget_ends_the_run_and_answers_its_calls_without_running_the
     let per_call = (1_000.0 * 2.0 + 100.0 * 8.0) / 1e6;
     let agent = Agent::builder(provider)
         .model("m1")
-        .prices(prices())
-        .budget(per_call * 1.5)
+        .telemetry(Telemetry::new().prices(prices()))
+        .limits(Limits::new().budget(per_call * 1.5))
         .tool(Sleeper::new("look", true, &timeline))
         .tool(Sleeper::new("change", false, &timeline))
         .policy(ApprovalPolicy::never())

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
-use kinet_core::deferred::{Decisions, Resolution};
+use kinet_core::deferred::Decisions;
 use kinet_core::session::Session;
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::{
@@ -108,7 +108,7 @@ struct Approver;
 #[async_trait::async_trait]
 impl ConfirmHandler for Approver {
     async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
-        Ok(ConfirmDecision::Approve)
+        Ok(ConfirmDecision::Allow)
     }
 }
 
@@ -141,7 +141,7 @@ fn agent(turns: Vec<ScriptedTurn>, ledger: &Path, handler: Arc<dyn ConfirmHandle
         .tool(Charge {
             ledger: ledger.to_path_buf(),
         })
-        .confirm_handler_arc(handler)
+        .confirm_handler(handler)
         .build()
 }
 
@@ -169,7 +169,7 @@ async fn deferred_stage() {
         let pending = conversation.deferred.clone().unwrap().pending;
         let decisions = pending
             .iter()
-            .fold(Decisions::new(), |d, p| d.approve(p.call_id.clone()));
+            .fold(Decisions::new(), |d, p| d.allow(p.call_id.clone()));
         agent.resume(conversation, decisions).finish().await
     };
     let session = Session::capture(&outcome.conversation, &[]);
@@ -284,7 +284,7 @@ async fn resuming_again_after_a_crash_runs_nothing_twice() {
             })
             .policy(policy.clone())
             .build()
-            .resume(stopped.conversation.clone(), Decisions::new().approve("c1"))
+            .resume(stopped.conversation.clone(), Decisions::new().allow("c1"))
             .finish()
             .await;
         assert!(resumed.stop.is_completed(), "{}", resumed.stop);
@@ -330,10 +330,7 @@ async fn decisions_deny_edit_and_must_fit() {
         missing.stop
     );
     let stray = build(vec![])
-        .resume(
-            waiting.clone(),
-            Decisions::new().approve("c1").approve("l2"),
-        )
+        .resume(waiting.clone(), Decisions::new().allow("c1").allow("l2"))
         .finish()
         .await;
     assert!(
@@ -358,7 +355,7 @@ async fn decisions_deny_edit_and_must_fit() {
             waiting,
             Decisions::new().set(
                 "c1",
-                Resolution::Edit {
+                ConfirmDecision::Edit {
                     arguments: json!({"account": "x", "amount": 3}),
                 },
             ),

@@ -7,6 +7,8 @@
 
 mod common;
 
+use kinet_core::builder::Approval;
+use kinet_core::builder::Sessions;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -124,7 +126,7 @@ fn agent(provider: ScriptedProvider, pay: &Arc<Pay>, defence: Defence) -> kinet_
         .tool(ReadMail)
         .tool(PayTool(Arc::clone(pay)))
         .policy(ApprovalPolicy::never())
-        .defence(defence)
+        .approval(Approval::new().defence(defence))
 }
 
 #[tokio::test]
@@ -134,7 +136,7 @@ async fn a_flagged_call_is_asked_about_with_its_source_and_a_clean_one_runs() {
         reason: Some("not mine".into()),
     }]);
     let agent = agent(ScriptedProvider::new(script()), &pay, Defence::new())
-        .confirm_handler_arc(confirm.clone())
+        .confirm_handler(confirm.clone())
         .build();
     let (events, outcome) = collect(agent.run(PROMPT)).await;
     assert_eq!(*pay.paid.lock().unwrap(), vec![LANDLORD.to_owned()]);
@@ -203,7 +205,7 @@ async fn an_unattended_host_refuses_without_asking_and_approvals_do_not_skip_the
         &pay,
         Defence::new().unattended(true),
     )
-    .confirm_handler_arc(confirm.clone())
+    .confirm_handler(confirm.clone())
     .build();
     let mut conversation = Conversation::from(PROMPT);
     // Approved for the session earlier: the defence still checks.
@@ -312,7 +314,7 @@ async fn the_ledger_survives_resume_and_a_fork_before_the_mail_forgets_it() {
         &pay,
         Defence::new().unattended(true),
     )
-    .journal(journal.clone())
+    .sessions(Sessions::new().journal(journal.clone()))
     .build();
     first.run_to_completion(PROMPT).await;
     assert!(journal.take_errors().is_empty());
@@ -420,7 +422,7 @@ async fn a_sub_agent_inherits_what_its_parent_read_and_its_task_is_not_the_users
         .tool(Delegate)
         .tool(Fetch(Arc::clone(&fetched)))
         .policy(ApprovalPolicy::never())
-        .defence(Defence::new().unattended(true))
+        .approval(Approval::new().defence(Defence::new().unattended(true)))
         .build();
     agent
         .run_to_completion(

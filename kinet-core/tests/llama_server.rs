@@ -17,6 +17,7 @@
 #[path = "support/llama.rs"]
 mod llama;
 
+use kinet_core::builder::Limits;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,12 +130,12 @@ fn params(max_tokens: u32) -> GenerationParams {
 }
 
 fn agent(api: Api, url: &str, max_tokens: u32) -> Agent {
-    Agent::builder_arc(provider(api, url))
+    Agent::builder(provider(api, url))
         .system_prompt("You report the weather.")
         .model("smollm2")
         .params(params(max_tokens))
         .tool(Weather(false))
-        .max_turns(4)
+        .limits(Limits::new().max_turns(4))
         .build()
 }
 
@@ -387,7 +388,7 @@ async fn typed_final_output_through_chat_completions() {
     let server = llama::shared();
     // Without tools: one structured call (llama.cpp turns the schema into
     // a grammar, so the answer is valid JSON of that shape).
-    let plain = Agent::builder_arc(provider(Api::Chat, &server.url()))
+    let plain = Agent::builder(provider(Api::Chat, &server.url()))
         .model("smollm2")
         .params(params(60))
         .build();
@@ -425,12 +426,12 @@ async fn sixty_turns_fit_a_4096_token_window() {
     // No window configured and an unknown model name: the first overflow
     // teaches it (llama.cpp states n_ctx), then compaction keeps every
     // request inside.
-    let agent = Agent::builder_arc(provider(Api::Chat, &server.url()))
+    let agent = Agent::builder(provider(Api::Chat, &server.url()))
         .system_prompt("You report the weather.")
         .model("smollm2")
         .params(params(40))
         .tool(Weather(true))
-        .max_turns(3)
+        .limits(Limits::new().max_turns(3))
         .build();
     let cities = ["Paris", "Oslo", "Rome", "Lima", "Cairo", "Quito"];
     let mut conversation = kinet_core::Conversation::new();
@@ -482,7 +483,7 @@ async fn the_server_cache_covers_the_prompt_turn_after_turn() {
     let rules: String = (1..=40)
         .map(|n| format!("Rule {n}: answer in one short sentence and stay polite. "))
         .collect();
-    let agent = Agent::builder_arc(provider(Api::Chat, &server.url()))
+    let agent = Agent::builder(provider(Api::Chat, &server.url()))
         .system_prompt(rules)
         .model("smollm2")
         .params(params(24))

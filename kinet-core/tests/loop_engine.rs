@@ -3,6 +3,8 @@
 
 mod common;
 
+use kinet_core::Toolset;
+use kinet_core::builder::{Calls, Limits, Sessions};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -226,7 +228,7 @@ async fn max_turns_stops_with_every_call_answered() {
     });
     let agent = Agent::builder(ScriptedProvider::new(turns))
         .tool(Sleeper::new("look", true, &timeline))
-        .max_turns(3)
+        .limits(Limits::new().max_turns(3))
         .build();
     let outcome = agent.run_to_completion("loop forever").await;
     assert!(
@@ -284,7 +286,7 @@ async fn per_tool_truncation_override_wins() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Big)
-        .truncation_for("big", TruncationPolicy::disabled())
+        .calls(Calls::new().truncation_for("big", TruncationPolicy::disabled()))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert_eq!(result_text(&outcome, "big").0.len(), 20_000);
@@ -335,13 +337,13 @@ async fn hooks_edit_the_request_and_rewrite_results() {
     let agent = Agent::builder(provider)
         .system_prompt("Be kind.")
         .tool(Sleeper::new("look", true, &timeline))
-        .hook(Memory)
+        .calls(Calls::new().hook(Memory))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
 
     let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("never")]))
-        .hook(Refuse)
+        .calls(Calls::new().hook(Refuse))
         .build();
     let outcome = agent.run_to_completion("go").await;
     match outcome.stop {
@@ -385,7 +387,7 @@ async fn a_slow_tool_source_joins_a_later_turn() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
-        .tool_source(Arc::new(source))
+        .tools(Toolset::new().with_source(Arc::new(source)))
         .build();
     let (events, outcome) = collect(agent.run("go")).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -421,8 +423,8 @@ impl ToolSource for WindowSeen {
 async fn tool_sources_are_told_the_models_window() {
     let seen = Arc::new(WindowSeen(std::sync::Mutex::new(Vec::new())));
     let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("ok")]))
-        .tool_source(seen.clone())
-        .context(kinet_core::context::ContextPolicy::new().window(50_000))
+        .tools(Toolset::new().with_source(seen.clone()))
+        .sessions(Sessions::new().context(kinet_core::context::ContextPolicy::new().window(50_000)))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -488,7 +490,7 @@ async fn a_conversation_persists_and_resumes() {
             .expect(Expectation::LastUserContains("and now?".into()))
             .expect(Expectation::MessageCount(5)),
     ]));
-    let agent = Agent::builder_arc(provider.clone())
+    let agent = Agent::builder(provider.clone())
         .tool(Sleeper::new("look", true, &timeline))
         .build();
     let outcome = agent.run_to_completion("hello").await;
@@ -590,7 +592,7 @@ async fn model_facing_error_texts_are_stable() {
         .tool(Panicker)
         .tool(Quiet)
         .policy(ApprovalPolicy::deny_all())
-        .tool_timeout(Duration::from_secs(5))
+        .limits(Limits::new().tool_timeout(Duration::from_secs(5)))
         .build();
     let outcome = agent.run_to_completion("go").await;
     let texts: Vec<String> = [

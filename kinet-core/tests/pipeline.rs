@@ -4,6 +4,8 @@
 
 mod common;
 
+use kinet_core::builder::Calls;
+use kinet_core::tool::engine::EngineCtx as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -160,7 +162,7 @@ async fn before_tool_hooks_deny_rewrite_and_end_the_run() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("sleep", true, &timeline))
-        .hook(HouseRules)
+        .calls(Calls::new().hook(HouseRules))
         .build();
     let started = tokio::time::Instant::now();
     let outcome = agent.run_to_completion("go").await;
@@ -201,7 +203,7 @@ async fn the_doom_loop_guard_answers_the_third_identical_call() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("sleep", true, &timeline))
-        .hook(DoomLoopGuard::new())
+        .calls(Calls::new().hook(DoomLoopGuard::new()))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -236,7 +238,7 @@ async fn the_timeout_layer_sets_the_deadline_and_stops_the_call() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("sleep", true, &timeline))
-        .layer(TimeoutLayer::new(Duration::from_secs(2)))
+        .calls(Calls::new().layer(TimeoutLayer::new(Duration::from_secs(2))))
         .build();
     let started = tokio::time::Instant::now();
     let outcome = agent.run_to_completion("go").await;
@@ -283,7 +285,7 @@ async fn the_concurrency_limit_caps_calls_in_flight() {
         .collect();
     let provider = ScriptedProvider::new([turn(&calls), ScriptedTurn::text("done")]);
     let agent = Agent::builder(provider)
-        .toolset(
+        .tools(
             Toolset::new()
                 .with(Gauge {
                     now: Arc::default(),
@@ -360,12 +362,12 @@ async fn retries_only_idempotent_tools_after_transient_failures() {
 
 #[tokio::test]
 async fn a_direct_call_is_confirmed_truncated_and_reported() {
-    let asked = common::QueueConfirm::new([kinet_core::ConfirmDecision::Approve]);
+    let asked = common::QueueConfirm::new([kinet_core::ConfirmDecision::Allow]);
     let events = Arc::new(Mutex::new(Vec::new()));
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
     let base = ToolCtx::new("/")
         .with_confirm_handler(asked.clone(), Duration::from_secs(5))
-        .with_events(kinet_core::tool::EventSink::new(sender));
+        .with_events(kinet_core::tool::engine::EventSink::new(sender));
     let timeline = Timeline::default();
     let tools = Toolset::new()
         .with(common::Big)
@@ -441,7 +443,7 @@ impl kinet_core::confirm::ConfirmHandler for NotingConfirm {
             .lock()
             .unwrap()
             .push(format!("confirm:{}", request.call_id));
-        Ok(kinet_core::ConfirmDecision::Approve)
+        Ok(kinet_core::ConfirmDecision::Allow)
     }
 }
 
@@ -524,16 +526,19 @@ async fn a_host_stage_runs_at_its_place_for_a_single_call_and_a_batch() {
     ]);
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("sleep", false, &timeline))
-        .hook(Noting("hook", log.clone()))
-        .stage(
-            Place::Before(StageName::Confirm),
-            "audit",
-            Noting("audit", log.clone()),
-        )
-        .stage(
-            Place::Before(StageName::AfterTool),
-            "scan",
-            Noting("scan", log.clone()),
+        .calls(
+            Calls::new()
+                .hook(Noting("hook", log.clone()))
+                .stage(
+                    Place::Before(StageName::Confirm),
+                    "audit",
+                    Noting("audit", log.clone()),
+                )
+                .stage(
+                    Place::Before(StageName::AfterTool),
+                    "scan",
+                    Noting("scan", log.clone()),
+                ),
         )
         .confirm_handler(NotingConfirm(log.clone()))
         .build();

@@ -4,6 +4,7 @@
 
 mod common;
 
+use kinet_core::builder::{Calls, Limits};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -67,7 +68,7 @@ async fn panicking_hooks_and_handlers_do_not_lose_the_conversation() {
     let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
         .tool(change)
-        .hook(PanickyHook)
+        .calls(Calls::new().hook(PanickyHook))
         .confirm_handler(PanickyHandler)
         .build();
     let outcome = agent.run_to_completion("go").await;
@@ -77,7 +78,7 @@ async fn panicking_hooks_and_handlers_do_not_lose_the_conversation() {
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 
     let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("never")]))
-        .hook(PanickyBeforeHook)
+        .calls(Calls::new().hook(PanickyBeforeHook))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(
@@ -172,7 +173,7 @@ async fn a_tool_timeout_cancels_the_tools_own_token() {
         .tool(Watcher {
             saw_cancel: Arc::clone(&saw_cancel),
         })
-        .tool_timeout(Duration::from_millis(50))
+        .limits(Limits::new().tool_timeout(Duration::from_millis(50)))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed());
@@ -262,7 +263,7 @@ async fn calls_without_ids_get_unique_ones() {
         turn,
         ScriptedTurn::text("ok"),
     ]));
-    let agent = Agent::builder_arc(provider)
+    let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
         .build();
     let outcome = agent.run_to_completion("go").await;
@@ -289,7 +290,7 @@ async fn duplicate_ids_are_made_unique_and_stay_paired() {
         ScriptedTurn::new().tool_call("dup", "look", json!({"label": "c", "ms": 0})),
         ScriptedTurn::text("ok"),
     ]));
-    let agent = Agent::builder_arc(provider)
+    let agent = Agent::builder(provider)
         .tool(Sleeper::new("look", true, &timeline))
         .build();
     let outcome = agent.run_to_completion("go").await;

@@ -6,6 +6,7 @@
 
 mod common;
 
+use kinet_core::builder::{Approval, Sessions};
 use std::sync::{Arc, Mutex};
 
 use kinet_core::session::{Journal, JournalEntry, Session};
@@ -75,8 +76,8 @@ impl Journal for Kept {
 
 fn decision(n: u8) -> ConfirmDecision {
     match n % 4 {
-        0 => ConfirmDecision::Approve,
-        1 => ConfirmDecision::ApproveForSession,
+        0 => ConfirmDecision::Allow,
+        1 => ConfirmDecision::AllowForSession,
         2 => ConfirmDecision::Deny {
             reason: Some("not now".into()),
         },
@@ -112,9 +113,9 @@ fn run(turns: &[Vec<(u8, u8)>], answers: &[u8]) -> (Conversation, Vec<JournalEnt
         .tool(Fetch)
         .tool(Note)
         // The values rule alone: the notes are not declared in a plan.
-        .defence(kinet_core::pipeline::Defence::provenance())
-        .confirm_handler_arc(confirm)
-        .journal(journal.clone())
+        .approval(Approval::new().defence(kinet_core::pipeline::Defence::provenance()))
+        .confirm_handler(confirm)
+        .sessions(Sessions::new().journal(journal.clone()))
         .build();
     let input = Message::user("keep notes on what you read");
     // The host journals its own input.

@@ -6,6 +6,7 @@
 
 mod common;
 
+use kinet_core::builder::Calls;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,7 +97,7 @@ fn run_turn(
     let mut builder = Agent::builder(ScriptedProvider::new([turn, ScriptedTurn::text("done")]))
         .tool(Probe(Arc::clone(&spans)));
     if one_at_a_time {
-        builder = builder.one_call_at_a_time();
+        builder = builder.calls(Calls::new().one_at_a_time());
     }
     let agent = builder.build();
     let (t0, outcome) = runtime.block_on(async {

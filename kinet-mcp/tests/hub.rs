@@ -10,6 +10,7 @@
 
 mod common;
 
+use kinet_core::Toolset;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -195,7 +196,7 @@ async fn the_loop_calls_mcp_tools_and_streams_progress() {
     ]);
     // The first turn waits for the server (a generous readiness deadline).
     let agent = Agent::builder(provider)
-        .toolset(
+        .tools(
             kinet_core::Toolset::new()
                 .with_source(std::sync::Arc::new(hub.clone()))
                 .readiness_deadline(Duration::from_secs(60)),
@@ -327,7 +328,7 @@ async fn cancelling_a_run_cancels_the_mcp_call() {
         json!({"duration": 30, "steps": 30}),
     )]);
     let agent = Agent::builder(provider)
-        .tool_source(std::sync::Arc::new(hub.clone()))
+        .tools(Toolset::new().with_source(std::sync::Arc::new(hub.clone())))
         .policy(ApprovalPolicy::never())
         .build();
     let mut run = agent.run("go");
@@ -666,7 +667,7 @@ async fn tool_search_keeps_large_tool_sets_small_and_every_tool_callable() {
         ScriptedTurn::text("done"),
     ]);
     let agent = Agent::builder(provider)
-        .tool_source(std::sync::Arc::new(hub.clone()))
+        .tools(Toolset::new().with_source(std::sync::Arc::new(hub.clone())))
         .build();
     let outcome = agent.run_to_completion("echo something").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -898,7 +899,7 @@ async fn resources_and_prompts_reach_the_host_and_the_model() {
         ScriptedTurn::text("read it"),
     ]);
     let agent = Agent::builder(provider)
-        .tool_source(std::sync::Arc::new(hub.clone()))
+        .tools(Toolset::new().with_source(std::sync::Arc::new(hub.clone())))
         .build();
     let outcome = agent.run_to_completion("what resources are there?").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

@@ -10,6 +10,8 @@
 
 mod common;
 
+use kinet_core::builder::{Calls, Workspace};
+use kinet_core::tool::engine::EngineCtx as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -90,9 +92,8 @@ fn agent(served: &Path, seen: Arc<Seen>) -> Agent {
     Agent::builder(provider)
         .tool(ReadFileTool::new(files))
         .tool(DispatchAgentTool)
-        .cwd(served)
-        .workspace_root(served)
-        .layer_arc(seen)
+        .workspace(Workspace::new().cwd(served).root(served))
+        .calls(Calls::new().layer(seen))
         .build()
 }
 
@@ -253,7 +254,7 @@ async fn a_served_tools_progress_reaches_the_client() {
         .build();
     let (handle, hub) = connect(server).await;
     let (sender, mut events) = tokio::sync::mpsc::unbounded_channel();
-    let ctx = ToolCtx::new(&base).with_events(kinet_core::tool::EventSink::new(sender));
+    let ctx = ToolCtx::new(&base).with_events(kinet_core::tool::engine::EventSink::new(sender));
     let pipeline = kinet_core::pipeline::Pipeline::new();
     let record = hub
         .call_with(&pipeline, &ctx, "remote", "chatty", json!({}))

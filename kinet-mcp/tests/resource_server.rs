@@ -10,6 +10,7 @@
 mod issuer;
 
 use issuer::common;
+use kinet_core::builder::Calls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -286,9 +287,9 @@ fn agent_for(memory: &MemoryStore, principal: &Principal, replica: usize) -> Age
         turns.push(ScriptedTurn::text(format!("{me} answered")));
     }
     Agent::builder(ScriptedProvider::new(turns))
-        .toolset(pack.toolset())
+        .tools(pack.toolset())
         .tool(WhoAmI)
-        .hook(pack.history_hook())
+        .calls(Calls::new().hook(pack.history_hook()))
         .build()
 }
 

@@ -9,6 +9,7 @@
 
 mod common;
 
+use kinet_core::Toolset;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -627,7 +628,7 @@ async fn a_client_cancellation_stops_the_served_run() {
         json!({"prompt": "think forever"}),
     )]);
     let client = Agent::builder(provider)
-        .tool_source(Arc::new(hub.clone()))
+        .tools(Toolset::new().with_source(Arc::new(hub.clone())))
         .policy(kinet_core::ApprovalPolicy::never())
         .build();
     let mut run = client.run("go");

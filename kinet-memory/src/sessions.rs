@@ -2,7 +2,7 @@
 //! memory file or a file of their own.
 //!
 //! A host opens the store, creates or loads a session, hands the agent the
-//! session's journal ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal))
+//! session's journal ([`Sessions::journal`](kinet_core::builder::Sessions::journal))
 //! and records its own input through it; every model turn and every tool
 //! result is then written as it happens, with the tools' state after each
 //! result. After a crash, `SessionStore::load` gives back
@@ -129,7 +129,7 @@ impl SqliteSessionStore {
     }
 
     /// The journal of session `id` for an agent
-    /// ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal)): each
+    /// ([`Sessions::journal`](kinet_core::builder::Sessions::journal)): each
     /// entry written as it comes, and the state of `states` after every tool
     /// result.
     pub fn journal(&self, id: &str, states: Vec<Arc<dyn SessionState>>) -> Arc<StoreJournal> {

@@ -14,6 +14,7 @@
     clippy::print_stderr
 )]
 
+use kinet_core::builder::Sessions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -117,7 +118,7 @@ struct Approver;
 #[async_trait::async_trait]
 impl ConfirmHandler for Approver {
     async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
-        Ok(ConfirmDecision::Approve)
+        Ok(ConfirmDecision::Allow)
     }
 }
 
@@ -168,7 +169,7 @@ async fn crash_child() {
         let journal = StoreJournal::new(Arc::clone(&store), ID, Vec::new());
         let outcome = agent(turns(), &ledger)
             .policy(policy)
-            .journal(journal)
+            .sessions(Sessions::new().journal(journal))
             .build()
             .run_to_completion("charge them all")
             .await;
@@ -191,11 +192,11 @@ async fn crash_child() {
             .deferred
             .iter()
             .flat_map(|turn| turn.pending.iter())
-            .fold(Decisions::new(), |d, p| d.approve(p.call_id.clone()));
+            .fold(Decisions::new(), |d, p| d.allow(p.call_id.clone()));
         let journal = StoreJournal::new(Arc::clone(&store), ID, Vec::new());
         let outcome = agent(turns().into_iter().skip(answered).collect(), &ledger)
             .policy(policy.clone())
-            .journal(journal)
+            .sessions(Sessions::new().journal(journal))
             .build()
             .resume(conversation, decisions)
             .finish()

@@ -5,6 +5,7 @@
 #[macro_use]
 mod conformance;
 
+use kinet_core::builder::Calls;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -343,8 +344,8 @@ async fn two_memory_replace_calls_in_one_turn_never_overlap() {
     ]);
     let spans = Arc::new(Spans::default());
     let agent = Agent::builder(provider)
-        .toolset(MemoryPack::new(store.clone(), "run").toolset())
-        .layer_arc(spans.clone())
+        .tools(MemoryPack::new(store.clone(), "run").toolset())
+        .calls(Calls::new().layer(spans.clone()))
         .build();
     let outcome = agent.run_to_completion("update").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

@@ -20,7 +20,7 @@
 //!
 //! # async fn serve() -> std::io::Result<()> {
 //! let model = ScriptedProvider::new([ScriptedTurn::text("hello")]);
-//! let object = AgentObject::new(model, |model| Agent::builder_arc(model));
+//! let object = AgentObject::new(model, |model| Agent::builder(model));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:9080").await?;
 //! // Register http://127.0.0.1:9080 with Restate's admin API, then call
 //! // POST /KinetAgent/<conversation>/prompt {"text": "hi"} on its ingress.

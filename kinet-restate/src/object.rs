@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
+use kinet_core::builder::Calls;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use kinet_core::deferred::Decisions;
 use kinet_core::session::Session;
@@ -49,7 +50,7 @@ type Build = dyn Fn(Arc<dyn Provider>) -> AgentBuilder + Send + Sync;
 ///   [`Session`] (id: the key), to resume, fork or store in plain kinet.
 ///
 /// Within a run, a turn's tool calls run one at a time in the model's
-/// order ([`AgentBuilder::one_call_at_a_time`]), so the journal's order
+/// order ([`Calls::one_at_a_time`]), so the journal's order
 /// never depends on timing; calls made inside a call (a sub-agent's, a
 /// Code Mode script's) belong to that call's step.
 pub struct AgentObject {
@@ -233,8 +234,7 @@ impl AgentObject {
             steps: steps.clone(),
         });
         let agent = (self.build)(model)
-            .layer(JournalLayer { steps })
-            .one_call_at_a_time()
+            .calls(Calls::new().layer(JournalLayer { steps }).one_at_a_time())
             .confirm_handler(DeferAll)
             .build();
         tracing::debug!(conversation = key, "durable run starts");

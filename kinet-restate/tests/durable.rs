@@ -51,7 +51,7 @@ fn service_stage() {
                 pause: Duration::from_millis(pause),
                 mutating,
             };
-            Agent::builder_arc(model)
+            Agent::builder(model)
                 .tool(effect(false))
                 .tool(effect(true))
                 .policy(ApprovalPolicy::ask())
@@ -221,7 +221,7 @@ async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere(
     let status = std::process::Command::new("curl")
         .args(["-sf", "-X", "POST", "-H", "content-type: application/json"])
         .arg("--data")
-        .arg(serde_json::to_string(&Decisions::new().approve("t1c0")).unwrap())
+        .arg(serde_json::to_string(&Decisions::new().allow("t1c0")).unwrap())
         .arg(format!(
             "{}/restate/awakeables/{}/resolve",
             node.ingress, waiting.awakeable
@@ -231,7 +231,7 @@ async fn a_wait_for_approval_survives_restarts_and_ends_when_resolved_elsewhere(
         Ok(status) => assert!(status.success(), "curl failed"),
         // No curl here: the same call from this process.
         Err(_) => client
-            .decide("ask", &Decisions::new().approve("t1c0"))
+            .decide("ask", &Decisions::new().allow("t1c0"))
             .await
             .unwrap(),
     }
@@ -451,7 +451,7 @@ async fn a_three_node_cluster_loses_nothing_when_a_node_dies() {
         let ids = wait_pending(&client, "waiting").await;
         if ids == [format!("t1c{approved}")] {
             client
-                .decide("waiting", &Decisions::new().approve(&ids[0]))
+                .decide("waiting", &Decisions::new().allow(&ids[0]))
                 .await
                 .unwrap();
             approved += 1;

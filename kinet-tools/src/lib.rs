@@ -36,11 +36,11 @@
 //!
 //! File tools resolve paths against the context's working directory and
 //! open them beneath its workspace roots through the kernel
-//! ([`kinet_core::tool::WorkspacePath`]): `..`, symlink chains of any
+//! ([`kinet_core::tool::workspace::WorkspacePath`]): `..`, symlink chains of any
 //! length, symlinks swapped in during a call and `/proc` magic links cannot
 //! lead outside; grep and glob walk by directory handles (each directory
 //! listed from its own descriptor, each entry opened by name from its
-//! parent's, never through a symlink: [`kinet_core::tool::WorkspaceDir`]),
+//! parent's, never through a symlink: [`kinet_core::tool::workspace::WorkspaceDir`]),
 //! and the shell enters its `cwd` by a directory opened that way. Shell
 //! commands get a `/proc` of their own and only the host variables
 //! [`shell::ShellConfig::inherit_env`] allows. `git_diff`

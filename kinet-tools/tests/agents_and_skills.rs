@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinet_core::builder::{Calls, SubAgents, Workspace};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,9 +44,8 @@ async fn a_dispatched_agent_cannot_write_and_its_events_are_tagged() {
         ),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(default_tools())
-        .cwd(dir.path())
-        .workspace_root(dir.path())
+        .tools(default_tools())
+        .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
         .policy(ApprovalPolicy::never())
         .build();
     let mut run = agent.run("delegate it");
@@ -93,7 +93,7 @@ async fn dispatch_agent_runs_on_a_named_engine() {
     ]);
     let agent = Agent::builder(provider)
         .tool(DispatchAgentTool)
-        .engine("cheap", &cheap)
+        .sub_agents(SubAgents::new().engine("cheap", &cheap))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -126,7 +126,7 @@ impl Provider for EchoModel {
 #[tokio::test]
 async fn a_team_answers_broadcasts_keeps_history_and_closes_cleanly() {
     let echo = Arc::new(EchoModel);
-    let members_engine = Agent::builder_arc(echo.clone()).build();
+    let members_engine = Agent::builder(echo.clone()).build();
     let tools = TeamPack::new(Team::new(), Duration::from_secs(10));
     let team = tools.team().clone();
     let provider = ScriptedProvider::new([
@@ -154,8 +154,8 @@ async fn a_team_answers_broadcasts_keeps_history_and_closes_cleanly() {
         ScriptedTurn::text("done"),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(tools.toolset())
-        .engine("echo", &members_engine)
+        .tools(tools.toolset())
+        .sub_agents(SubAgents::new().engine("echo", &members_engine))
         .build();
     let outcome = agent.run_to_completion("run a review").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -281,7 +281,7 @@ async fn skills_are_discovered_listed_and_loaded() {
     ]);
     let agent = Agent::builder(provider)
         .tool(LoadSkillTool::new(Arc::clone(&registry)))
-        .hook(SkillsHook::new(Arc::clone(&registry)))
+        .calls(Calls::new().hook(SkillsHook::new(Arc::clone(&registry))))
         .build();
     let outcome = agent.run_to_completion("fill the form").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -293,7 +293,7 @@ async fn skills_are_discovered_listed_and_loaded() {
 async fn team_members_keep_their_history_across_a_session_restore() {
     use kinet_core::session::{Session, SessionState};
     let echo = Arc::new(EchoModel);
-    let members_engine = Agent::builder_arc(echo.clone()).build();
+    let members_engine = Agent::builder(echo.clone()).build();
     // First process: a member hears one message.
     let tools = TeamPack::new(Team::new(), Duration::from_secs(10));
     let states: Vec<Arc<dyn SessionState>> = vec![Arc::new(tools.team().clone())];
@@ -311,8 +311,8 @@ async fn team_members_keep_their_history_across_a_session_restore() {
         ScriptedTurn::text("done"),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(tools.toolset())
-        .engine("echo", &members_engine)
+        .tools(tools.toolset())
+        .sub_agents(SubAgents::new().engine("echo", &members_engine))
         .build();
     let outcome = agent.run_to_completion("start").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -334,8 +334,8 @@ async fn team_members_keep_their_history_across_a_session_restore() {
         ScriptedTurn::text("done"),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(tools.toolset())
-        .engine("echo", &members_engine)
+        .tools(tools.toolset())
+        .sub_agents(SubAgents::new().engine("echo", &members_engine))
         .build();
     let outcome = agent.run_to_completion(conversation).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

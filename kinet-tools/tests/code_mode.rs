@@ -108,7 +108,7 @@ async fn run(
         ScriptedTurn::new().tool_call("s", "run_code", json!({ "code": script })),
         ScriptedTurn::text("done"),
     ]))
-    .toolset(setup.tools.clone())
+    .tools(setup.tools.clone())
     .policy(policy)
     .build();
     let mut run = agent.run("go");
@@ -184,7 +184,7 @@ print(lookup(item="kiwi"))
     let (text, error, _) = run(&setup, script, ApprovalPolicy::ask()).await;
     assert!(!error, "{text}");
     assert!(
-        text.starts_with("refused: charge failed: The user denied"),
+        text.starts_with("refused: charge failed: This `charge` call was denied"),
         "{text}"
     );
     assert!(text.ends_with("\n12\n"), "{text}");
@@ -297,7 +297,7 @@ async fn a_cancelled_script_makes_no_later_call() {
         ScriptedTurn::new().tool_call("s", "run_code", json!({ "code": script })),
         ScriptedTurn::text("done"),
     ]))
-    .toolset(tools)
+    .tools(tools)
     .build();
     let run = agent.run("go");
     tokio::time::sleep(Duration::from_millis(200)).await;

@@ -1,4 +1,4 @@
-//! The file tools inside an editor (`kinet_core::tool::Editor`): reads
+//! The file tools inside an editor (`kinet_core::editor::Editor`): reads
 //! and edits take the editor's text, writes go to the editor, and every
 //! path is checked on disk, beneath the workspace root, before the editor
 //! is asked anything.
@@ -6,13 +6,16 @@
 
 mod common;
 
+use kinet_core::builder::Workspace;
+use kinet_core::tool::engine::EngineCtx as _;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use common::result_text;
+use kinet_core::editor::{Editor, EditorFiles};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet_core::tool::{Editor, EditorFiles, Extensions};
+use kinet_core::tool::engine::Extensions;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use kinet_tools::default_tools;
 use kinet_tools::files::{EditFileTool, FileTracker, ReadFileTool, WriteFileTool};
@@ -380,9 +383,8 @@ async fn read_file_reads_the_editors_buffer_only_for_files_inside_the_root() {
             ),
         ScriptedTurn::text("done"),
     ]))
-    .toolset(default_tools())
-    .workspace_root(root.path())
-    .cwd(root.path())
+    .tools(default_tools())
+    .workspace(Workspace::new().root(root.path()).cwd(root.path()))
     .extension(Editor(buffers.clone()))
     .build();
     let outcome = agent.run_to_completion("read").await;

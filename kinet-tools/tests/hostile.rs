@@ -7,6 +7,7 @@
 
 mod common;
 
+use kinet_core::tool::engine::EngineCtx as _;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;

@@ -7,6 +7,8 @@
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kinet_core::builder::Workspace as AgentWorkspace;
+use kinet_core::tool::engine::EngineCtx as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,7 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet_core::tool::{EventSink, ToolErrorKind};
+use kinet_core::tool::ToolErrorKind;
+use kinet_core::tool::engine::EventSink;
 use kinet_core::{
     Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Tool, ToolCtx, ToolError, ToolOutput,
 };
@@ -1033,10 +1036,9 @@ async fn sending_asks_the_confirm_handler_and_reading_approvals_does_not() {
     ]);
     let recorder = Arc::new(Recorder::default());
     let agent = Agent::builder(provider)
-        .toolset(wecom_tools(&wecom_client(&server)))
-        .confirm_handler_arc(Arc::clone(&recorder) as Arc<dyn ConfirmHandler>)
-        .cwd(dir.path())
-        .workspace_root(dir.path())
+        .tools(wecom_tools(&wecom_client(&server)))
+        .confirm_handler(Arc::clone(&recorder) as Arc<dyn ConfirmHandler>)
+        .workspace(AgentWorkspace::new().cwd(dir.path()).root(dir.path()))
         .build();
     let outcome = agent.run_to_completion("list and send").await;
     let requests = recorder.0.lock().unwrap().clone();

@@ -3,6 +3,7 @@
 
 mod common;
 
+use kinet_core::builder::{Calls, Workspace as AgentWorkspace};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -219,7 +220,7 @@ async fn cancellation_kills_the_command_and_progress_is_streamed() {
     let agent = Agent::builder(provider)
         .tool(ShellTool::default().after_command(move |r| seen.lock().unwrap().push(r.clone())))
         .policy(ApprovalPolicy::never())
-        .cwd(&ws.root)
+        .workspace(AgentWorkspace::new().cwd(&ws.root))
         .build();
     let mut run = agent.run("go");
     let mut progress = String::new();
@@ -735,7 +736,7 @@ async fn todo_write_validates_and_tells_the_host() {
         ),
         ScriptedTurn::text("ok"),
     ]);
-    let agent = Agent::builder(provider).toolset(pack.toolset()).build();
+    let agent = Agent::builder(provider).tools(pack.toolset()).build();
     let mut run = agent.run("plan");
     let mut updates = Vec::new();
     while let Some(event) = run.next().await {
@@ -964,10 +965,9 @@ async fn todo_writes_never_overlap_and_reads_do() {
     let spans = Arc::new(Spans::default());
     let pack = kinet_tools::LocalPack::new();
     let agent = Agent::builder(provider)
-        .toolset(pack.toolset())
-        .cwd(&ws.root)
-        .workspace_root(&ws.root)
-        .layer_arc(spans.clone())
+        .tools(pack.toolset())
+        .workspace(AgentWorkspace::new().cwd(&ws.root).root(&ws.root))
+        .calls(Calls::new().layer(spans.clone()))
         .build();
     let outcome = agent.run_to_completion("go").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

@@ -124,7 +124,7 @@ struct Approver;
 #[async_trait::async_trait]
 impl ConfirmHandler for Approver {
     async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
-        Ok(ConfirmDecision::Approve)
+        Ok(ConfirmDecision::Allow)
     }
 }
 
@@ -248,7 +248,7 @@ fn agent_and_team(
     #[cfg(not(feature = "code-mode"))]
     let _ = &mut tools;
     let agent = Agent::builder(ScriptedProvider::new(turns))
-        .toolset(tools)
+        .tools(tools)
         .policy(policy)
         .confirm_handler(Approver)
         .build();
@@ -298,7 +298,7 @@ async fn paused_stage() {
             .unwrap()
             .pending
             .iter()
-            .fold(Decisions::new(), |d, p| d.approve(p.call_id.clone()));
+            .fold(Decisions::new(), |d, p| d.allow(p.call_id.clone()));
         (agent.resume(conversation, decisions).finish().await, states)
     };
     std::fs::write(

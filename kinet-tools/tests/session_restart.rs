@@ -3,6 +3,7 @@
 //! read-before-edit record and the todo list all survive.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kinet_core::builder::{Approval, Workspace};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ struct ForSession(AtomicUsize);
 impl ConfirmHandler for ForSession {
     async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
         self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(ConfirmDecision::ApproveForSession)
+        Ok(ConfirmDecision::AllowForSession)
     }
 }
 
@@ -46,13 +47,12 @@ fn agent(
     handler: Arc<dyn ConfirmHandler>,
 ) -> Agent {
     Agent::builder(provider)
-        .toolset(pack.toolset())
-        .cwd(dir)
-        .workspace_root(dir)
+        .tools(pack.toolset())
+        .workspace(Workspace::new().cwd(dir).root(dir))
         // Approvals across a restart; the scripted model declares no plan,
         // so the values rule alone (the shell's output is untrusted).
-        .defence(kinet_core::pipeline::Defence::provenance())
-        .confirm_handler_arc(handler)
+        .approval(Approval::new().defence(kinet_core::pipeline::Defence::provenance()))
+        .confirm_handler(handler)
         .build()
 }
 

@@ -9,6 +9,7 @@
 
 mod common;
 
+use kinet_core::builder::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -51,7 +52,7 @@ impl ConfirmHandler for Recorder {
     async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
         self.asked.lock().unwrap().push(request.summary.clone());
         Ok(if self.approve {
-            ConfirmDecision::Approve
+            ConfirmDecision::Allow
         } else {
             ConfirmDecision::Deny {
                 reason: Some("not approved".into()),
@@ -117,8 +118,7 @@ async fn run(root: &Path, line: &str, shell: ShellTool, approve: bool) -> Ran {
     };
     let agent = Agent::builder(provider)
         .tool(shell)
-        .cwd(root)
-        .workspace_root(root)
+        .workspace(Workspace::new().cwd(root).root(root))
         .policy(ApprovalPolicy::ask().with_rules(Rules::from_toml(RULES).unwrap()))
         .confirm_handler(recorder.clone())
         .build();

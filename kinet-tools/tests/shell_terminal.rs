@@ -1,4 +1,4 @@
-//! The shell tool in an editor's terminals (`kinet_core::tool::Terminals`),
+//! The shell tool in an editor's terminals (`kinet_core::editor::Terminals`),
 //! against a fake editor: what it asks the editor to start, and that a
 //! command out of time, cancelled, or cancelled while its terminal is
 //! still being made is killed and released.
@@ -9,14 +9,16 @@
     clippy::print_stderr
 )]
 
+use kinet_core::tool::engine::EngineCtx as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kinet_core::sandbox::launcher::{LAUNCH_FLAG, launcher};
-use kinet_core::tool::{
-    EditorTerminal, EditorTerminals, Extensions, TerminalCommand, TerminalExit, Terminals,
-    ToolErrorKind,
+use kinet_core::editor::{
+    EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit, Terminals,
 };
+use kinet_core::sandbox::launcher::{LAUNCH_FLAG, launcher};
+use kinet_core::tool::ToolErrorKind;
+use kinet_core::tool::engine::Extensions;
 use kinet_core::{Tool, ToolCtx};
 use kinet_tools::shell::{ShellConfig, ShellTool};
 use serde_json::json;

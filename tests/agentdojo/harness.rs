@@ -28,6 +28,8 @@
     clippy::print_stderr
 )]
 
+use kinet::Toolset;
+use kinet::builder::{Approval, Limits};
 use std::collections::VecDeque;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -280,14 +282,14 @@ impl Fixture {
         harness: Harness,
     ) -> anyhow::Result<Checked> {
         let model = Arc::new(Gullible::new(&self.suite, plan, harness));
-        let agent = Agent::builder_arc(model.clone())
+        let agent = Agent::builder(model.clone())
             .system_prompt(plan.system_message.as_str())
-            .tool_source(Arc::new(self.hub.clone()))
+            .tools(Toolset::new().with_source(Arc::new(self.hub.clone())))
             // An unattended host: nothing to ask, every call runs unless
             // the defence stops it.
             .policy(ApprovalPolicy::never())
-            .defence(defence)
-            .max_turns(200)
+            .approval(Approval::new().defence(defence))
+            .limits(Limits::new().max_turns(200))
             .build();
         let mut run = agent.run(plan.prompt.as_str());
         let mut reasons = Vec::new();

@@ -1,6 +1,7 @@
 //! Helpers shared by the browser test files.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use kinet_core::tool::engine::EngineCtx as _;
 use std::sync::Arc;
 
 use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};

@@ -3,34 +3,33 @@
 
 mod compact_now;
 mod run;
+mod settings;
 mod spawner;
 mod typed;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Provider;
-use crate::confirm::{ApprovalPolicy, ConfirmHandler, DenyingHandler};
+use crate::confirm::{ConfirmHandler, DenyingHandler};
+use crate::ctx::EngineCtx as _;
 use crate::ctx::{AgentHandle, EventSink, Extensions, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::model::GenerationParams;
-use crate::data::truncate::TruncationPolicy;
 use crate::engine::RunSettings;
 use crate::event::RunOutcome;
-use crate::hook::Hook;
-use crate::layer::ToolLayer;
 use crate::message::Message;
 use crate::pipeline::Pipeline;
-use crate::tooldef::{DynTool, Tool};
-use crate::toolset::{ToolSource, Toolset};
+use crate::tooldef::Tool;
+use crate::toolset::Toolset;
 
 pub use run::AgentRun;
+pub use settings::{Approval, Calls, Limits, Sessions, SubAgents, Workspace};
 
 #[derive(Clone)]
 enum SpawnerSetting {
@@ -47,6 +46,8 @@ struct AgentConfig {
     confirm: Arc<dyn ConfirmHandler>,
     cwd: PathBuf,
     roots: Vec<PathBuf>,
+    /// Names kept read-only beneath the roots; `None`: the defaults.
+    protected: Option<Vec<String>>,
     extensions: Extensions,
     spawner: SpawnerSetting,
     max_depth: u32,
@@ -69,36 +70,62 @@ impl AgentConfig {
                 SpawnerSetting::Disabled => None,
             }
         };
-        ToolCtx::new(self.cwd.clone())
-            .with_roots(self.roots.clone())
-            .with_confirm_handler(
-                Arc::clone(&self.confirm),
-                self.run.pipeline.policy().timeout(),
-            )
-            .with_cancellation(cancel.clone())
-            .with_events(events.clone())
-            .with_spawner(spawner)
-            .with_extensions(self.extensions.clone())
-            .with_depth(self.depth)
+        let ctx = ToolCtx::new(self.cwd.clone()).with_roots(self.roots.clone());
+        let ctx = match &self.protected {
+            Some(names) => ctx.with_protected_names(names.clone()),
+            None => ctx,
+        };
+        ctx.with_confirm_handler(
+            Arc::clone(&self.confirm),
+            self.run.pipeline.policy().timeout(),
+        )
+        .with_cancellation(cancel.clone())
+        .with_events(events.clone())
+        .with_spawner(spawner)
+        .with_extensions(self.extensions.clone())
+        .with_depth(self.depth)
     }
 
     fn run_mut(&mut self) -> &mut RunSettings {
         Arc::make_mut(&mut self.run)
     }
+
+    fn pipeline(&mut self, change: impl FnOnce(Pipeline) -> Pipeline) {
+        let run = self.run_mut();
+        run.pipeline = change(std::mem::take(&mut run.pipeline));
+    }
 }
 
-/// Builds an [`Agent`]. Every setter documents its default.
+/// Builds an [`Agent`]: the everyday settings are methods here, the rest
+/// come in groups, one value per concern ([`builder`](crate::builder):
+/// [`Approval`](crate::builder::Approval),
+/// [`Workspace`](crate::builder::Workspace),
+/// [`Calls`](crate::builder::Calls), [`Limits`](crate::builder::Limits),
+/// [`Sessions`](crate::builder::Sessions),
+/// [`SubAgents`](crate::builder::SubAgents),
+/// [`Telemetry`](crate::telemetry::Telemetry)). Every setting documents
+/// its default. A group sets only what it names: later groups add to or
+/// override earlier ones, field by field.
+///
+/// ```
+/// use kinet_core::builder::{Limits, Workspace};
+/// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
+/// use kinet_core::{Agent, ApprovalPolicy};
+///
+/// let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("ok")]))
+///     .system_prompt("You are terse.")
+///     .workspace(Workspace::new().cwd(".").root("."))
+///     .limits(Limits::new().max_turns(10))
+///     .policy(ApprovalPolicy::ask())
+///     .build();
+/// # let _ = agent;
+/// ```
+#[must_use]
 pub struct AgentBuilder {
     config: AgentConfig,
 }
 
 impl AgentBuilder {
-    fn pipeline(mut self, change: impl FnOnce(Pipeline) -> Pipeline) -> Self {
-        let run = self.config.run_mut();
-        run.pipeline = change(std::mem::take(&mut run.pipeline));
-        self
-    }
-
     /// The model name sent to the provider. Default: empty (the provider's
     /// own default, where it has one).
     pub fn model(mut self, model: impl Into<String>) -> Self {
@@ -112,227 +139,105 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a tool. Default: no tools.
-    pub fn tool(mut self, tool: impl Tool) -> Self {
-        self.config.run_mut().tools.add(tool);
-        self
-    }
-
-    /// Adds a tool in its dynamic form.
-    pub fn dyn_tool(mut self, tool: Arc<dyn DynTool>) -> Self {
-        self.config.run_mut().tools.add_dyn(tool);
-        self
-    }
-
-    /// Replaces the whole toolset (keeps nothing added before).
-    pub fn toolset(mut self, tools: Toolset) -> Self {
-        self.config.run_mut().tools = tools;
-        self
-    }
-
-    /// Adds a dynamic tool source (the MCP hub), asked once per turn.
-    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
-        self.config.run_mut().tools.add_source(source);
-        self
-    }
-
-    /// The approval policy. Default: [`ApprovalPolicy::ask`] (ask before
-    /// mutating calls, 5-minute confirmation timeout).
-    pub fn policy(self, policy: ApprovalPolicy) -> Self {
-        self.pipeline(|p| p.with_policy(policy))
-    }
-
-    /// The injection defence (see [`Defence`](crate::pipeline::Defence)).
-    /// Default: [`Defence::new`](crate::pipeline::Defence::new): once the
-    /// model has read untrusted text, only actions it declared before
-    /// (with `declare_plan`, which the agent is given) run, and no value
-    /// comes from other untrusted text; flagged calls go to the
-    /// confirmation handler.
-    pub fn defence(self, defence: crate::pipeline::Defence) -> Self {
-        self.pipeline(|p| p.with_defence(defence))
-    }
-
-    /// The host's approval UI. Default: a handler that denies, so without
-    /// one mutating calls only run under [`ApprovalPolicy::never`].
-    pub fn confirm_handler(mut self, handler: impl ConfirmHandler + 'static) -> Self {
-        self.config.confirm = Arc::new(handler);
-        self
-    }
-
-    /// The approval UI, shared.
-    pub fn confirm_handler_arc(mut self, handler: Arc<dyn ConfirmHandler>) -> Self {
-        self.config.confirm = handler;
-        self
-    }
-
-    /// The most model calls one run makes. Default: 50.
-    pub fn max_turns(mut self, max_turns: u32) -> Self {
-        self.config.run_mut().max_turns = max_turns;
-        self
-    }
-
-    /// Writes every step of the agent's runs to `journal` as it happens
-    /// (see [`Journal`](crate::session::Journal)). Default: none.
-    pub fn journal(mut self, journal: Arc<dyn crate::session::Journal>) -> Self {
-        self.config.run_mut().journal = Some(journal);
-        self
-    }
-
-    /// How the agent's runs are traced (see [`telemetry`](crate::telemetry)):
-    /// its name on the spans, and whether prompts, completions and tool
-    /// arguments and results are recorded. Default:
-    /// [`Telemetry::new`](crate::telemetry::Telemetry::new) (no name, no
-    /// content).
-    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
-        let content = telemetry.records_content();
-        self.config.run_mut().telemetry = telemetry;
-        self.pipeline(|p| p.with_content_recording(content))
-    }
-
-    /// Prices per model, for the cost of each model call and run
-    /// ([`AgentEvent::Cost`](crate::AgentEvent::Cost),
-    /// [`RunOutcome::cost`]). Default: none (no cost reported).
-    pub fn prices(mut self, prices: crate::telemetry::PriceTable) -> Self {
-        self.config.run_mut().prices = Some(Arc::new(prices));
-        self
-    }
-
-    /// The most one run may cost, in the price table's currency: once a
-    /// model call brings the run's cost to `limit`, the calls it asked for
-    /// are answered without running and the run ends with
-    /// [`RunStop::BudgetReached`](crate::RunStop::BudgetReached). Needs
-    /// [`prices`](Self::prices) for the model. Each sub-agent run has the
-    /// same budget for its own calls. Default: none.
-    pub fn budget(mut self, limit: f64) -> Self {
-        self.config.run_mut().budget = Some(limit);
-        self
-    }
-
-    /// How requests are kept inside the model's context window. Default:
-    /// [`ContextPolicy::new`](crate::context::ContextPolicy::new) (the
-    /// window by model name or learned from the provider, compaction at
-    /// 80%).
-    pub fn context(mut self, policy: crate::context::ContextPolicy) -> Self {
-        self.config.run_mut().context = policy;
-        self
-    }
-
-    /// How tool output is truncated for the model. Default: 8192-char
-    /// threshold, 3000 head + 3000 tail.
-    pub fn truncation(self, policy: TruncationPolicy) -> Self {
-        self.pipeline(|p| p.with_truncation(policy))
-    }
-
-    /// A truncation policy for one tool, over the tool's own and the
-    /// agent's.
-    pub fn truncation_for(self, tool: impl Into<String>, policy: TruncationPolicy) -> Self {
-        self.pipeline(|p| p.with_truncation_for(tool, policy))
-    }
-
-    /// Adds a hook (model calls, before and after tool calls). Default:
-    /// none.
-    pub fn hook(self, hook: impl Hook + 'static) -> Self {
-        self.hook_arc(Arc::new(hook))
-    }
-
-    /// Adds a shared hook.
-    pub fn hook_arc(self, hook: Arc<dyn Hook>) -> Self {
-        self.pipeline(|p| p.with_hook(hook))
-    }
-
-    /// Puts a host's own stage, named `name`, at a place in the call
-    /// pipeline's list of stages (see [`Pipeline::with_stage`]). Default:
-    /// none.
-    pub fn stage(
-        self,
-        place: crate::pipeline::Place,
-        name: impl Into<String>,
-        hook: impl Hook + 'static,
-    ) -> Self {
-        let hook: Arc<dyn Hook> = Arc::new(hook);
-        self.pipeline(|p| p.with_stage(place, name, hook))
-    }
-
-    /// Adds a [layer](crate::layer) around every tool call, inside the
-    /// layers added before. Default: none.
-    pub fn layer(self, layer: impl ToolLayer) -> Self {
-        self.layer_arc(Arc::new(layer))
-    }
-
-    /// Adds a shared layer (one counter for several agents or servers).
-    pub fn layer_arc(self, layer: Arc<dyn ToolLayer>) -> Self {
-        self.pipeline(|p| p.with_layer(layer))
-    }
-
-    /// Runs every call of a turn alone, in the model's order. Default:
-    /// off (consecutive calls that allow it run together); see
-    /// [`Pipeline::with_one_call_at_a_time`].
-    pub fn one_call_at_a_time(self) -> Self {
-        self.pipeline(|p| p.with_one_call_at_a_time(true))
-    }
-
     /// Sampling parameters. Default: all unset (the provider's defaults).
     pub fn params(mut self, params: GenerationParams) -> Self {
         self.config.run_mut().params = params;
         self
     }
 
-    /// The working directory tools resolve relative paths against. Default:
-    /// the process's current directory.
-    pub fn cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.config.cwd = cwd.into();
+    /// Adds a tool. Default: no tools.
+    pub fn tool(mut self, tool: impl Tool) -> Self {
+        self.config.run_mut().tools.add(tool);
         self
     }
 
-    /// Adds a workspace root; file tools refuse paths outside the roots.
-    /// Default: no roots (no confinement).
-    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
-        self.config.roots.push(root.into());
+    /// Adds a set of tools: its tools, its dynamic sources (the MCP hub,
+    /// asked once per turn) and its layers; the first set also brings its
+    /// readiness deadline. Default: no tools.
+    pub fn tools(mut self, tools: Toolset) -> Self {
+        let current = &mut self.config.run_mut().tools;
+        if current.is_empty() {
+            *current = tools;
+        } else {
+            current.merge(tools);
+        }
         self
     }
 
-    /// Makes host state available to tools through [`ToolCtx::extension`].
+    /// When to ask before a call runs. Default: [`ApprovalPolicy::ask`]
+    /// (read-only calls run, mutating ones ask). Same as
+    /// [`Approval::policy`](crate::builder::Approval::policy).
+    pub fn policy(self, policy: crate::confirm::ApprovalPolicy) -> Self {
+        self.approval(crate::builder::Approval::new().policy(policy))
+    }
+
+    /// The host's approval UI (an `Arc` of one is one too). Default: a
+    /// handler that denies every question, so without one mutating calls
+    /// run only under [`ApprovalPolicy::never`] or an `allow` rule. Same as
+    /// [`Approval::handler`](crate::builder::Approval::handler).
+    pub fn confirm_handler(mut self, handler: impl ConfirmHandler + 'static) -> Self {
+        self.config.confirm = Arc::new(handler);
+        self
+    }
+
+    /// Who decides whether a call runs: policy, rules, handler, injection
+    /// defence (see [`Approval`](crate::builder::Approval)).
+    pub fn approval(mut self, approval: crate::builder::Approval) -> Self {
+        approval.apply(&mut self.config);
+        self
+    }
+
+    /// Where the agent works: cwd, workspace roots, protected names (see
+    /// [`Workspace`](crate::builder::Workspace)).
+    pub fn workspace(mut self, workspace: crate::builder::Workspace) -> Self {
+        workspace.apply(&mut self.config);
+        self
+    }
+
+    /// How tool calls are handled: hooks, stages, layers, truncation (see
+    /// [`Calls`](crate::builder::Calls)).
+    pub fn calls(mut self, calls: crate::builder::Calls) -> Self {
+        calls.apply(&mut self.config);
+        self
+    }
+
+    /// Limits on a run: turns, budget, tool timeout (see
+    /// [`Limits`](crate::builder::Limits)).
+    pub fn limits(mut self, limits: crate::builder::Limits) -> Self {
+        limits.apply(&mut self.config);
+        self
+    }
+
+    /// The journal and the context-window policy (see
+    /// [`Sessions`](crate::builder::Sessions)).
+    pub fn sessions(mut self, sessions: crate::builder::Sessions) -> Self {
+        sessions.apply(&mut self.config);
+        self
+    }
+
+    /// Sub-agents: on or off, depth, named engines (see
+    /// [`SubAgents`](crate::builder::SubAgents)).
+    pub fn sub_agents(mut self, sub_agents: crate::builder::SubAgents) -> Self {
+        sub_agents.apply(&mut self.config);
+        self
+    }
+
+    /// How runs are traced and priced (see
+    /// [`Telemetry`](crate::telemetry::Telemetry)). Default:
+    /// [`Telemetry::new`](crate::telemetry::Telemetry::new) (no name, no
+    /// content, no prices).
+    pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
+        let content = telemetry.records_content();
+        self.config.run_mut().telemetry = telemetry;
+        self.config.pipeline(|p| p.with_content_recording(content));
+        self
+    }
+
+    /// Makes host state available to tools through
+    /// [`ToolCtx::extension`] (replacing a value of the same type).
+    /// Default: none.
     pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.config.extensions.insert(value);
-        self
-    }
-
-    /// A time limit for each tool call, enforced through
-    /// [`ToolCtx::deadline`]; a tool's own [`Tool::timeout`] can only make
-    /// it shorter. Default: none (only the tools' own).
-    pub fn tool_timeout(self, timeout: Duration) -> Self {
-        self.pipeline(|p| p.with_tool_timeout(Some(timeout)))
-    }
-
-    /// Replaces the built-in sub-agent spawner. Default: the engine's own,
-    /// which runs a child agent with the same provider, tools and pipeline
-    /// and denies its mutating calls.
-    pub fn sub_agent_spawner(mut self, spawner: Arc<dyn SubAgentSpawner>) -> Self {
-        self.config.spawner = SpawnerSetting::Custom(spawner);
-        self
-    }
-
-    /// Turns sub-agents off.
-    pub fn without_sub_agents(mut self) -> Self {
-        self.config.spawner = SpawnerSetting::Disabled;
-        self
-    }
-
-    /// How deeply sub-agents may nest. Default: 2 (an agent, its sub-agents,
-    /// and theirs cannot spawn).
-    pub fn max_sub_agent_depth(mut self, depth: u32) -> Self {
-        self.config.max_depth = depth;
-        self
-    }
-
-    /// Registers a named engine for sub-agents and team members (e.g. a
-    /// cheaper model, or another provider): `dispatch_agent` and
-    /// `spawn_team` take its name. The engine runs read-only, like every
-    /// sub-agent. Default: none (sub-agents use this agent's settings).
-    pub fn engine(mut self, name: impl Into<String>, agent: &Agent) -> Self {
-        self.config
-            .engines
-            .insert(name.into(), Arc::clone(&agent.config));
         self
     }
 
@@ -416,12 +321,9 @@ impl std::fmt::Debug for Agent {
 
 impl Agent {
     /// Starts building an agent around a provider.
+    /// An `Arc` of a provider is one too, for sharing it between agents.
     pub fn builder(provider: impl Provider + 'static) -> AgentBuilder {
-        Self::builder_arc(Arc::new(provider))
-    }
-
-    /// Starts building an agent around a shared provider.
-    pub fn builder_arc(provider: Arc<dyn Provider>) -> AgentBuilder {
+        let provider: Arc<dyn Provider> = Arc::new(provider);
         AgentBuilder {
             config: AgentConfig {
                 run: Arc::new(RunSettings {
@@ -435,12 +337,12 @@ impl Agent {
                     context: crate::context::ContextPolicy::default(),
                     journal: None,
                     telemetry: crate::telemetry::Telemetry::default(),
-                    prices: None,
                     budget: None,
                 }),
                 confirm: Arc::new(DenyingHandler),
                 cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
                 roots: Vec::new(),
+                protected: None,
                 extensions: Extensions::new(),
                 spawner: SpawnerSetting::Engine,
                 max_depth: 2,
@@ -450,34 +352,23 @@ impl Agent {
         }
     }
 
-    /// A copy of this agent working in `cwd` (relative to the current one);
-    /// workspace roots and everything else stay as they are.
-    pub fn with_cwd(&self, cwd: impl Into<PathBuf>) -> Agent {
-        let mut config = (*self.config).clone();
-        config.cwd = self.config.cwd.join(cwd.into());
-        Agent {
-            config: Arc::new(config),
-        }
-    }
-
-    /// A copy of this agent asking `handler` for confirmations.
-    pub fn with_confirm_handler(&self, handler: Arc<dyn ConfirmHandler>) -> Agent {
-        let mut config = (*self.config).clone();
-        config.confirm = handler;
-        Agent {
-            config: Arc::new(config),
-        }
-    }
-
-    /// A copy of this agent whose tool calls carry `value` as an extension
-    /// (replacing one of the same type): per-request facts a host's tools
-    /// read with [`ToolCtx::extension`](crate::ToolCtx::extension), such as
-    /// who asked.
-    pub fn with_extension<T: Send + Sync + 'static>(&self, value: T) -> Agent {
-        let mut config = (*self.config).clone();
-        config.extensions.insert(value);
-        Agent {
-            config: Arc::new(config),
+    /// A builder holding this agent's settings, for a copy that differs
+    /// in some: another working directory or approval UI per session,
+    /// another extension per request. The copy shares the provider, tools
+    /// and hooks.
+    ///
+    /// ```
+    /// use kinet_core::builder::Workspace;
+    /// use kinet_core::testing::ScriptedProvider;
+    /// use kinet_core::Agent;
+    ///
+    /// let agent = Agent::builder(ScriptedProvider::new([])).build();
+    /// let in_tmp = agent.to_builder().workspace(Workspace::new().cwd("/tmp")).build();
+    /// # let _ = in_tmp;
+    /// ```
+    pub fn to_builder(&self) -> AgentBuilder {
+        AgentBuilder {
+            config: (*self.config).clone(),
         }
     }
 

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 
 use super::{Agent, AgentConfig};
+use crate::ctx::EngineCtx as _;
 use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::output::{ToolError, ToolErrorKind};

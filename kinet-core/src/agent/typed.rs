@@ -57,7 +57,10 @@ impl Agent {
                     outcome.usage.add(&usage);
                     outcome.turns += 1;
                     let run = &self.config.run;
-                    if let Some(cost) = run.prices.as_ref().and_then(|p| p.cost(&run.model, &usage))
+                    if let Some(cost) = run
+                        .telemetry
+                        .price_table()
+                        .and_then(|p| p.cost(&run.model, &usage))
                     {
                         outcome.cost = Some(outcome.cost.unwrap_or(0.0) + cost);
                     }

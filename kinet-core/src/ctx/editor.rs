@@ -66,7 +66,7 @@ pub trait EditorFiles: Send + Sync {
 
 /// The [`ToolCtx`](super::ToolCtx) extension that carries the editor's
 /// files (`AgentBuilder::extension(Editor(...))`, or
-/// `Agent::with_extension`).
+/// `Agent::to_builder`).
 #[derive(Clone)]
 pub struct Editor(pub Arc<dyn EditorFiles>);
 

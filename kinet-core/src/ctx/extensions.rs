@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// database pool). One value per type.
 ///
 /// ```
-/// let mut extensions = kinet_core::tool::Extensions::new();
+/// let mut extensions = kinet_core::tool::engine::Extensions::new();
 /// extensions.insert(42_u32);
 /// assert_eq!(extensions.get::<u32>().as_deref(), Some(&42));
 /// assert!(extensions.get::<String>().is_none());

@@ -1,6 +1,7 @@
 //! `ToolCtx`: what a running tool can see and use.
 
 mod editor;
+mod engine;
 mod events;
 mod extensions;
 mod nested;
@@ -29,6 +30,7 @@ use crate::confine::{paths, workspace};
 pub use editor::{
     Editor, EditorFiles, EditorTerminal, EditorTerminals, TerminalCommand, TerminalExit, Terminals,
 };
+pub use engine::EngineCtx;
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;
@@ -110,60 +112,9 @@ impl ToolCtx {
         Arc::make_mut(&mut self.shared)
     }
 
-    /// Sets the working directory relative paths resolve against.
-    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
-        self.shared_mut().cwd = cwd.into();
-        self
-    }
-
     /// Confines file tools to these roots (empty: no confinement).
     pub fn with_roots(mut self, roots: Vec<PathBuf>) -> Self {
         self.shared_mut().roots = roots;
-        self
-    }
-
-    /// The directory names that tools may not write beneath, at any depth
-    /// of the workspace (through a symlink too). Default: `.git` (a hook or
-    /// a config written there runs later, outside the agent's control) and
-    /// `.kinet`. An empty list allows writes everywhere in the roots.
-    pub fn with_protected_names(mut self, names: Vec<String>) -> Self {
-        self.shared_mut().protected = names.into();
-        self
-    }
-
-    /// Sets the confirmation handler and how long to wait for it.
-    pub fn with_confirm_handler(
-        mut self,
-        handler: Arc<dyn ConfirmHandler>,
-        timeout: Duration,
-    ) -> Self {
-        let shared = self.shared_mut();
-        shared.confirm = handler;
-        shared.confirm_timeout = timeout;
-        self
-    }
-
-    /// Sets the cancellation token.
-    pub fn with_cancellation(mut self, cancel: CancellationToken) -> Self {
-        self.cancel = cancel;
-        self
-    }
-
-    /// Sets the deadline.
-    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
-        self.deadline = deadline;
-        self
-    }
-
-    /// Sets the event sink.
-    pub fn with_events(mut self, events: EventSink) -> Self {
-        self.shared_mut().events = events;
-        self
-    }
-
-    /// Sets the sub-agent spawner.
-    pub fn with_spawner(mut self, spawner: Option<Arc<dyn SubAgentSpawner>>) -> Self {
-        self.shared_mut().spawner = spawner;
         self
     }
 
@@ -172,46 +123,6 @@ impl ToolCtx {
     pub(crate) fn with_extension_arc<T: Send + Sync + 'static>(mut self, value: Arc<T>) -> Self {
         self.shared_mut().extensions.insert_arc(value);
         self
-    }
-
-    /// Sets the host extensions.
-    pub fn with_extensions(mut self, extensions: Extensions) -> Self {
-        self.shared_mut().extensions = extensions;
-        self
-    }
-
-    /// Sets the sub-agent nesting depth (0 for a top-level agent).
-    pub fn with_depth(mut self, depth: u32) -> Self {
-        self.shared_mut().depth = depth;
-        self
-    }
-
-    /// Sets what the conversation's model has read (the engine does, each
-    /// turn; a sub-agent inherits it, see [`Provenance::inherit`]).
-    pub fn with_provenance(mut self, provenance: Provenance) -> Self {
-        self.provenance = provenance;
-        self
-    }
-
-    /// What the conversation's model had read when this turn started.
-    pub fn provenance(&self) -> &Provenance {
-        &self.provenance
-    }
-
-    /// Names the call this context belongs to. The pipeline does this for
-    /// every call it runs; call it yourself only to test a tool alone.
-    pub fn for_call(&self, call_id: &str, tool_name: &str) -> Self {
-        Self {
-            shared: Arc::clone(&self.shared),
-            cancel: self.cancel.clone(),
-            deadline: self.deadline,
-            call_id: Arc::from(call_id),
-            tool_name: Arc::from(tool_name),
-            run_key: Arc::clone(&self.run_key),
-            caller: self.caller.clone(),
-            provenance: self.provenance.clone(),
-            resumption: self.resumption.clone(),
-        }
     }
 
     /// Sets the run's key (the engine does, per run; a resumed run keeps
@@ -239,24 +150,6 @@ impl ToolCtx {
         self.resumption
             .as_ref()
             .and_then(|r| r.saved.get(&*self.call_id))
-    }
-
-    /// The decisions given on resume for the calls this call made (ids
-    /// `<this call's id>.<id>`), under their own ids (see
-    /// [`Decisions::within`](crate::deferred::Decisions::within)); empty on
-    /// a first run.
-    pub fn decisions_within(&self) -> crate::deferred::Decisions {
-        self.resumption
-            .as_ref()
-            .map(|r| r.decisions.within(&self.call_id))
-            .unwrap_or_default()
-    }
-
-    /// Lets tools of this context call the turn's tools (the engine does,
-    /// per turn).
-    pub fn with_tool_caller(mut self, caller: Option<Arc<dyn ToolCaller>>) -> Self {
-        self.caller = caller;
-        self
     }
 
     /// Calls another of the run's tools from inside this call, through
@@ -334,12 +227,6 @@ impl ToolCtx {
             Err(error) if paths::is_escape(&error) => Err(placed.error("use", error)),
             _ => Ok(placed.path().to_path_buf()),
         }
-    }
-
-    /// [`resolve_path`](Self::resolve_path) for an optional path argument:
-    /// no path means the working directory.
-    pub fn resolve_path_or_cwd(&self, path: Option<&str>) -> Result<PathBuf, ToolError> {
-        self.resolve_path(path.unwrap_or("."))
     }
 
     /// Asks the confirmation handler directly (the engine already asks before
@@ -420,11 +307,6 @@ impl ToolCtx {
         &self.tool_name
     }
 
-    /// Sends an event to the host.
-    pub fn emit(&self, event: AgentEvent) {
-        self.shared.events.emit(event);
-    }
-
     /// Sends a progress chunk for this call (e.g. shell output as it comes).
     pub fn progress(&self, text: impl Into<String>) {
         self.emit(AgentEvent::ToolProgress {
@@ -439,29 +321,9 @@ impl ToolCtx {
         self.emit(AgentEvent::Pack(PackEvent::new(pack, value)));
     }
 
-    /// The event sink (to hand to a sub-agent).
-    pub fn events(&self) -> &EventSink {
-        &self.shared.events
-    }
-
-    /// The sub-agent spawner, when sub-agents are allowed at this depth.
-    pub fn spawner(&self) -> Option<&Arc<dyn SubAgentSpawner>> {
-        self.shared.spawner.as_ref()
-    }
-
-    /// How deeply nested this agent is (0 = top level).
-    pub fn depth(&self) -> u32 {
-        self.shared.depth
-    }
-
     /// Host state of type `T`.
     pub fn extension<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
         self.shared.extensions.get::<T>()
-    }
-
-    /// All host extensions.
-    pub fn extensions(&self) -> &Extensions {
-        &self.shared.extensions
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tracing::Instrument as _;
 
 use crate::backend::Provider;
+use crate::ctx::EngineCtx as _;
 use crate::ctx::{EventSink, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
@@ -39,7 +40,6 @@ pub(crate) struct RunSettings {
     pub(crate) context: crate::context::ContextPolicy,
     pub(crate) journal: Option<Arc<dyn crate::session::Journal>>,
     pub(crate) telemetry: crate::telemetry::Telemetry,
-    pub(crate) prices: Option<Arc<crate::telemetry::PriceTable>>,
     pub(crate) budget: Option<f64>,
 }
 

@@ -62,7 +62,7 @@ pub(super) async fn traced_call(
         .await;
     match &mut result {
         Ok(turn) => {
-            turn.cost = match (&config.prices, &turn.usage) {
+            turn.cost = match (config.telemetry.price_table(), &turn.usage) {
                 (Some(prices), Some(usage)) => {
                     let model = turn.model.as_deref().unwrap_or(&config.model);
                     prices

@@ -5,11 +5,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::RunSettings;
+use crate::confirm::{ConfirmDecision, ConfirmRequest};
+use crate::ctx::EngineCtx as _;
 use crate::ctx::ToolCtx;
 use crate::data::conversation::Conversation;
 use crate::data::error::AgentError;
 use crate::data::model::StopReason;
-use crate::deferred::{ConfirmRequest, Decisions, DeferredTurn, Resolution, Resumption};
+use crate::deferred::{Decisions, DeferredTurn, Resumption};
 use crate::event::{AgentEvent, RunStop};
 use crate::message::{Message, ToolCall};
 use crate::session::{JournalEntry, Recorder};
@@ -72,7 +74,7 @@ pub(super) async fn finish(
         .iter()
         .filter(|call| !answered.contains(&call.id))
         .map(|call| match decisions.get(&call.id) {
-            Some(Resolution::Edit { arguments }) => ToolCall {
+            Some(ConfirmDecision::Edit { arguments }) => ToolCall {
                 arguments: arguments.to_string(),
                 ..call.clone()
             },

@@ -83,3 +83,19 @@ pub trait Hook: Send + Sync {
     async fn after_tool_call(&self, _call: &ToolCall, _result: &mut Result<ToolOutput, ToolError>) {
     }
 }
+
+/// A shared hook is a hook: pass an `Arc` where one is taken.
+#[async_trait]
+impl<H: Hook + ?Sized> Hook for std::sync::Arc<H> {
+    async fn before_model_call(&self, request: &mut ChatRequest<'_>) -> Result<(), HookError> {
+        (**self).before_model_call(request).await
+    }
+
+    async fn before_tool_call(&self, call: &ToolCall) -> BeforeTool {
+        (**self).before_tool_call(call).await
+    }
+
+    async fn after_tool_call(&self, call: &ToolCall, result: &mut Result<ToolOutput, ToolError>) {
+        (**self).after_tool_call(call, result).await
+    }
+}

@@ -3,7 +3,7 @@
 //! decides whether, when and how often to run it.
 //!
 //! Layers come from three places, outermost first: the agent
-//! ([`AgentBuilder::layer`](crate::AgentBuilder::layer)), the toolset
+//! ([`Calls::layer`](crate::builder::Calls::layer)), the toolset
 //! ([`Toolset::layer`](crate::Toolset::layer)) and the tool
 //! ([`Toolset::add_layered`](crate::Toolset::add_layered)). Innermost, the
 //! pipeline always adds a [`TimeoutLayer`] for the agent's tool timeout and
@@ -145,6 +145,15 @@ pub trait ToolLayer: Send + Sync + 'static {
     /// Handles one call: run it with `next.run(call)` (once, several times,
     /// or not at all) and return its result, or a result of its own.
     async fn call(&self, call: Invocation, next: Next<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+/// A shared layer is a layer (one counter for several agents or servers):
+/// pass an `Arc` where one is taken.
+#[async_trait]
+impl<L: ToolLayer + ?Sized> ToolLayer for Arc<L> {
+    async fn call(&self, call: Invocation, next: Next<'_>) -> Result<ToolOutput, ToolError> {
+        (**self).call(call, next).await
+    }
 }
 
 /// A stack of layers as one slice list: the pipeline's, the toolset's,

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{Invocation, Next, ToolLayer};
+use crate::ctx::EngineCtx as _;
 use crate::data::output::{ToolError, ToolOutput};
 
 /// How long a call in flight gets to stop on its own (it sees its

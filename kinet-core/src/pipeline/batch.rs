@@ -27,10 +27,12 @@ use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::{CallRecord, Gate, Pipeline, Prepared, call_ctx, not_run, panic_message};
+use crate::confirm::ConfirmDecision;
+use crate::ctx::EngineCtx as _;
 use crate::ctx::ToolCtx;
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
-use crate::deferred::{Resolution, Suspension};
+use crate::deferred::Suspension;
 use crate::event::{AgentEvent, RunStop};
 use crate::layer::CANCEL_GRACE;
 use crate::message::{Message, ToolCall};
@@ -148,7 +150,7 @@ pub(crate) async fn run_one(
     base: &ToolCtx,
     nested: bool,
 ) -> CallRecord {
-    if let Some(Resolution::Edit { arguments }) =
+    if let Some(ConfirmDecision::Edit { arguments }) =
         base.resumption().and_then(|r| r.decisions.get(&call.id))
     {
         call.arguments = arguments.to_string();

@@ -44,6 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::confirm::ApprovalPolicy;
+use crate::ctx::EngineCtx as _;
 use crate::ctx::ToolCtx;
 use crate::data::output::{ToolError, ToolOutput};
 use crate::data::truncate::TruncationPolicy;

@@ -14,12 +14,12 @@ use super::Pipeline;
 use super::order::{Half, StageName, Step};
 use crate::command::CheckedCommand;
 use crate::confirm::{ConfirmDecision, ConfirmRequest, Verdict};
+use crate::ctx::EngineCtx as _;
 use crate::ctx::ToolCtx;
 use crate::data::error::AgentError;
 use crate::data::output::{ToolError, ToolErrorKind, ToolOutput};
 use crate::data::spec::Scheduling;
 use crate::data::truncate::TruncationPolicy;
-use crate::deferred::Resolution;
 use crate::event::{AgentEvent, RunStop};
 use crate::hook::{BeforeTool, Hook};
 use crate::layer::{Invocation, Next};
@@ -146,7 +146,7 @@ impl Pipeline {
                     self.defence_stage(call, prepared, base, &mut checks)
                 }
                 Step::Builtin(StageName::Confirm) => {
-                    self.confirm_stage(call, prepared, base, approvals, &checks)
+                    self.confirm_stage(tools, call, prepared, base, approvals, &checks)
                         .await
                 }
                 Step::Builtin(StageName::BeforeTool) => {
@@ -187,18 +187,51 @@ impl Pipeline {
         approvals: &mut BTreeSet<String>,
         checks: &mut Checks,
     ) -> Gate {
-        if prepared.command.is_none()
-            && let Some(line) = prepared.call.command_line(base)
-        {
-            prepared.command = Some(Arc::new(CheckedCommand {
-                call_id: call.id.clone(),
-                planned: crate::command::plan(&line.line, &line.context),
-                line: line.line,
-                context: line.context,
-            }));
-        }
+        plan_command(call, prepared, base);
         let approved = approvals.contains(&call.name);
-        checks.asks = match self.policy().verdict_at(
+        checks.asks = match self.verdict(call, prepared, base, approved) {
+            Ok(asks) => asks,
+            Err(refused) => return refused,
+        };
+        let resumption = base.resumption();
+        if resumption.is_some_and(|r| r.saved.contains_key(&call.id)) {
+            checks.decided = true;
+            return Gate::Run;
+        }
+        match resumption.and_then(|r| r.decisions.get(&call.id)) {
+            // No decision, or one that leaves the call waiting: it is
+            // asked about (again).
+            None | Some(ConfirmDecision::Defer) => Gate::Run,
+            Some(decision) => {
+                checks.decided = true;
+                match decision {
+                    ConfirmDecision::Deny { reason } => {
+                        Gate::Refuse(denied(&call.name, reason.clone()))
+                    }
+                    ConfirmDecision::AllowForSession => {
+                        approvals.insert(call.name.clone());
+                        Gate::Run
+                    }
+                    ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
+                        tool: call.name.clone(),
+                    }),
+                    // Allow; an edit's arguments were put in before the gate.
+                    _ => Gate::Run,
+                }
+            }
+        }
+    }
+
+    /// The policy's verdict on a call: `Ok(asks)`, or the refusal of a
+    /// call it denies.
+    fn verdict(
+        &self,
+        call: &ToolCall,
+        prepared: &Prepared,
+        base: &ToolCtx,
+        approved: bool,
+    ) -> Result<bool, Gate> {
+        match self.policy().verdict_at(
             &call.name,
             &prepared.arguments,
             prepared.mutating,
@@ -206,32 +239,13 @@ impl Pipeline {
             (base.cwd(), base.roots()),
             prepared.command.as_deref(),
         ) {
-            Verdict::Run => false,
-            Verdict::Ask => true,
-            Verdict::Deny(reason) => {
-                return Gate::Refuse(ToolError::new(
-                    ToolErrorKind::Denied,
-                    format!("{reason}. Do not retry this call; choose another approach."),
-                ));
-            }
-        };
-        let resumption = base.resumption();
-        if resumption.is_some_and(|r| r.saved.contains_key(&call.id)) {
-            checks.decided = true;
-            return Gate::Run;
+            Verdict::Run => Ok(false),
+            Verdict::Ask => Ok(true),
+            Verdict::Deny(reason) => Err(Gate::Refuse(ToolError::new(
+                ToolErrorKind::Denied,
+                format!("{reason}. Do not retry this call; choose another approach."),
+            ))),
         }
-        if let Some(resolution) = resumption.and_then(|r| r.decisions.get(&call.id)) {
-            checks.decided = true;
-            return match resolution {
-                Resolution::Deny { reason } => Gate::Refuse(denied(&call.name, reason.clone())),
-                Resolution::ApproveForSession => {
-                    approvals.insert(call.name.clone());
-                    Gate::Run
-                }
-                _ => Gate::Run,
-            };
-        }
-        Gate::Run
     }
 
     /// The defence stage: a call the defence flags is asked about even
@@ -281,8 +295,9 @@ impl Pipeline {
     /// flagged covers that call only: the next flagged one asks again.
     async fn confirm_stage(
         &self,
-        call: &ToolCall,
-        prepared: &Prepared,
+        tools: &ToolSnapshot,
+        call: &mut Cow<'_, ToolCall>,
+        prepared: &mut Prepared,
         base: &ToolCtx,
         approvals: &mut BTreeSet<String>,
         checks: &Checks,
@@ -296,8 +311,8 @@ impl Pipeline {
             Err(gate) => return gate,
         };
         match decision {
-            ConfirmDecision::Approve => Gate::Run,
-            ConfirmDecision::ApproveForSession => {
+            ConfirmDecision::Allow => Gate::Run,
+            ConfirmDecision::AllowForSession => {
                 if checks.concern.is_none() {
                     approvals.insert(call.name.clone());
                 }
@@ -308,6 +323,35 @@ impl Pipeline {
                 tool: call.name.clone(),
             }),
             ConfirmDecision::Defer => Gate::Defer(request),
+            ConfirmDecision::Edit { arguments } => {
+                self.edited(tools, call, prepared, base, arguments)
+            }
+            // `ConfirmDecision` is non-exhaustive for users, not for us.
+            #[allow(unreachable_patterns)]
+            _ => Gate::Refuse(denied(&call.name, None)),
+        }
+    }
+
+    /// A call the user approved with other arguments: they are read
+    /// again as the tool's, its command line is planned again, and the
+    /// policy's denials still hold for them (the rest of the gate runs).
+    fn edited(
+        &self,
+        tools: &ToolSnapshot,
+        call: &mut Cow<'_, ToolCall>,
+        prepared: &mut Prepared,
+        base: &ToolCtx,
+        arguments: serde_json::Value,
+    ) -> Gate {
+        call.to_mut().arguments = arguments.to_string();
+        *prepared = match self.parse(tools, call) {
+            Ok(reparsed) => reparsed,
+            Err(error) => return Gate::Refuse(error),
+        };
+        plan_command(call, prepared, base);
+        match self.verdict(call, prepared, base, true) {
+            Ok(_) => Gate::Run,
+            Err(refused) => refused,
         }
     }
 
@@ -534,6 +578,20 @@ impl Pipeline {
     }
 }
 
+/// Plans the call's command line, once, where the tool has one.
+fn plan_command(call: &ToolCall, prepared: &mut Prepared, base: &ToolCtx) {
+    if prepared.command.is_none()
+        && let Some(line) = prepared.call.command_line(base)
+    {
+        prepared.command = Some(Arc::new(CheckedCommand {
+            call_id: call.id.clone(),
+            planned: crate::command::plan(&line.line, &line.context),
+            line: line.line,
+            context: line.context,
+        }));
+    }
+}
+
 /// What the user is to see about a call (in `ctx`, the call's): the
 /// tool's summary (the shell command, a diff) or the pretty-printed
 /// arguments.
@@ -633,7 +691,7 @@ fn denied(tool: &str, reason: Option<String>) -> ToolError {
     ToolError::new(
         ToolErrorKind::Denied,
         format!(
-            "The user denied this `{tool}` call; it did not run.{reason} Do not retry it unchanged."
+            "This `{tool}` call was denied; it did not run.{reason} Do not retry it unchanged."
         ),
     )
 }

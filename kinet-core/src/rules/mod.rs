@@ -1,7 +1,7 @@
 //! Approval rules as data: a TOML file of rules for shell commands (by
 //! program and argument prefix), for tools (by name and argument
 //! patterns), for paths, and for the hosts a sandboxed command may reach;
-//! each `allow`, `ask` or `forbid`, most with examples that must and must
+//! each `allow`, `ask` or `deny` (`forbid` is read as `deny`), most with examples that must and must
 //! not match, checked when the file loads.
 //!
 //! ```toml
@@ -14,12 +14,12 @@
 //!
 //! [[command]]
 //! program = "rm"
-//! decision = "forbid"
+//! decision = "deny"
 //! justification = "delete with the file tools, which ask"
 //!
 //! [[tool]]
 //! name = "mcp__prod_db__*"
-//! decision = "forbid"
+//! decision = "deny"
 //!
 //! [[tool]]
 //! name = "web_fetch"
@@ -30,7 +30,7 @@
 //!
 //! [[path]]
 //! pattern = "secrets/**"       # relative to each workspace root
-//! decision = "forbid"
+//! decision = "deny"
 //! match = ["secrets/prod.key"]
 //!
 //! [[path]]
@@ -48,7 +48,7 @@
 //! from = ["user", "mcp__bank__get_scheduled_transactions"]
 //! ```
 //!
-//! When several rules match, `forbid` wins over `ask`, and `ask` over
+//! When several rules match, `deny` wins over `ask`, and `ask` over
 //! `allow`.
 //!
 //! **Command lines** are [planned](crate::command) where they run, at
@@ -99,7 +99,10 @@ pub use targets::{HostRule, PathRule, ToolNameRule, wildcard_matches};
 
 use crate::command::{Command, Context, Invocation, Plan, Planned, Target, plan};
 
-/// What a rule says about what it matches.
+/// What a rule says about a call: the one vocabulary of the rules files,
+/// the per-tool rules of an [`ApprovalPolicy`](crate::ApprovalPolicy) and
+/// the sandbox's host and path rules. Ordered from the most to the least
+/// permissive, so the strictest of several is their maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -108,8 +111,9 @@ pub enum Decision {
     Allow,
     /// Ask the person.
     Ask,
-    /// Never run.
-    Forbid,
+    /// Never run. Rules files may also spell it `forbid`.
+    #[serde(alias = "forbid")]
+    Deny,
 }
 
 /// A rule for shell commands.
@@ -460,7 +464,7 @@ impl Rules {
             }
         }
         match (verdict, unmatched) {
-            (Some(v), _) if v.decision == Decision::Forbid => Some(v),
+            (Some(v), _) if v.decision == Decision::Deny => Some(v),
             // An allowed part does not carry an unmatched one.
             (Some(v), Some(part)) if v.decision == Decision::Allow => Some(CommandVerdict {
                 decision: Decision::Ask,

@@ -30,12 +30,12 @@ decision = "ask"
 
 [[command]]
 program = "rm"
-decision = "forbid"
+decision = "deny"
 justification = "use the file tools"
 
 [[tool]]
 name = "mcp__prod__*"
-decision = "forbid"
+decision = "deny"
 
 [[tool]]
 name = "mcp__prod__read"
@@ -96,7 +96,7 @@ fn forbid_wins_over_ask_over_allow() {
         "git status is also git"
     );
     assert_eq!(decision("git push"), Some(Decision::Ask));
-    assert_eq!(decision("ls && rm -rf x"), Some(Decision::Forbid));
+    assert_eq!(decision("ls && rm -rf x"), Some(Decision::Deny));
     assert_eq!(decision("ls | cat"), Some(Decision::Allow));
     assert_eq!(decision("ls; curl example.org"), Some(Decision::Ask));
     assert_eq!(decision("curl example.org"), None);
@@ -104,7 +104,7 @@ fn forbid_wins_over_ask_over_allow() {
     assert_eq!(decision("echo hi 2>/dev/null"), Some(Decision::Allow));
     assert_eq!(decision("echo $(rm -rf /)"), Some(Decision::Ask));
     let verdict = rules().check_command("sh -c 'ls; rm x'").unwrap();
-    assert_eq!(verdict.decision, Decision::Forbid);
+    assert_eq!(verdict.decision, Decision::Deny);
     assert!(
         verdict.reason.contains("use the file tools"),
         "{}",
@@ -112,8 +112,8 @@ fn forbid_wins_over_ask_over_allow() {
     );
     let none = serde_json::Value::Null;
     let tool = |name: &str| rules().check_tool(name, &none).map(|(d, _)| d);
-    assert_eq!(tool("mcp__prod__write"), Some(Decision::Forbid));
-    assert_eq!(tool("mcp__prod__read"), Some(Decision::Forbid));
+    assert_eq!(tool("mcp__prod__write"), Some(Decision::Deny));
+    assert_eq!(tool("mcp__prod__read"), Some(Decision::Deny));
     assert_eq!(tool("read_file"), None);
 }
 
@@ -237,7 +237,7 @@ not_match = [{ url = "https://docs.rs.evil.example/" }, { other = "https://docs.
 [[tool]]
 name = "web_*"
 args = { url = "http://*" }
-decision = "forbid"
+decision = "deny"
 justification = "no plain http"
 
 [[tool]]
@@ -247,7 +247,7 @@ decision = "ask"
 
 [[path]]
 pattern = "secrets/**"
-decision = "forbid"
+decision = "deny"
 match = ["secrets/key", "secrets/a/b", "./secrets/x"]
 not_match = ["src/secrets/key", "secretsx/key"]
 
@@ -271,7 +271,7 @@ decision = "allow"
 
 [[host]]
 name = "evil.crates.io"
-decision = "forbid"
+decision = "deny"
 "#;
 
 #[test]
@@ -291,7 +291,7 @@ fn tool_rules_match_argument_patterns() {
     let (decision, reason) = rules
         .check_tool("web_search", &json!({"url": "http://docs.rs/x"}))
         .unwrap();
-    assert_eq!(decision, Decision::Forbid);
+    assert_eq!(decision, Decision::Deny);
     assert!(reason.contains("no plain http"), "{reason}");
     assert_eq!(check("todo", json!({"limit": 12})), Some(Decision::Ask));
     assert_eq!(check("todo", json!({"limit": 2})), None);
@@ -335,19 +335,19 @@ fn path_rules_match_relative_to_the_roots_and_through_symlinks() {
         None,
         "allow names its tools"
     );
-    assert_eq!(check("read_file", "secrets/key"), Some(Decision::Forbid));
+    assert_eq!(check("read_file", "secrets/key"), Some(Decision::Deny));
     assert_eq!(
         check("write_file", "docs/../secrets/key"),
-        Some(Decision::Forbid)
+        Some(Decision::Deny)
     );
     let absolute = root.join("secrets/key");
     assert_eq!(
         check("read_file", absolute.to_str().unwrap()),
-        Some(Decision::Forbid)
+        Some(Decision::Deny)
     );
     // Through a symlink: forbidden where it leads, and not allowed as docs.
-    assert_eq!(check("write_file", "docs/link/key"), Some(Decision::Forbid));
-    assert_eq!(check("write_file", "docs/link"), Some(Decision::Forbid));
+    assert_eq!(check("write_file", "docs/link/key"), Some(Decision::Deny));
+    assert_eq!(check("write_file", "docs/link"), Some(Decision::Deny));
     assert_eq!(check("edit_file", "src/server.pem"), Some(Decision::Ask));
     assert_eq!(check("read_file", "src/lib.rs"), None);
     // file_path counts too.
@@ -360,7 +360,7 @@ fn path_rules_match_relative_to_the_roots_and_through_symlinks() {
                 &roots
             )
             .map(|(d, _)| d),
-        Some(Decision::Forbid)
+        Some(Decision::Deny)
     );
 
     for (bad, wanted) in [

@@ -285,7 +285,7 @@ impl SandboxPolicy {
                 .map(|rule| rule.name.clone())
         };
         self.allow_hosts(of(crate::rules::Decision::Allow))
-            .forbid_hosts(of(crate::rules::Decision::Forbid))
+            .forbid_hosts(of(crate::rules::Decision::Deny))
     }
 
     /// Whether the command gets the allowlist's proxy.
@@ -505,7 +505,7 @@ impl Launch {
     }
 
     /// Runs in this directory: on Linux the opened `dir` (for example from
-    /// [`WorkspacePath::open_dir`](crate::tool::WorkspacePath::open_dir)),
+    /// [`WorkspacePath::open_dir`](crate::tool::workspace::WorkspacePath::open_dir)),
     /// entered with `fchdir`; elsewhere `path`.
     pub fn cwd(mut self, dir: std::fs::File, path: impl Into<PathBuf>) -> Self {
         self.cwd = Some((dir, path.into()));

@@ -30,10 +30,10 @@
 //!
 //! # Cost
 //!
-//! With a [`PriceTable`] ([`AgentBuilder::prices`](crate::AgentBuilder::prices))
+//! With a [`PriceTable`] ([`Telemetry::prices`])
 //! each model call's cost is reported ([`AgentEvent::Cost`](crate::AgentEvent::Cost)),
 //! summed in [`RunOutcome::cost`](crate::RunOutcome::cost), and a budget
-//! ([`AgentBuilder::budget`](crate::AgentBuilder::budget)) ends a run
+//! ([`Limits::budget`](crate::builder::Limits::budget)) ends a run
 //! cleanly once reached.
 
 mod cost;
@@ -44,11 +44,14 @@ pub(crate) mod spans;
 pub use cost::{Price, PriceTable};
 pub use spans::TARGET;
 
-/// How an agent's runs are traced. Every field documents its default.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// How an agent's runs are traced and what they cost. Every field
+/// documents its default.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[must_use]
 pub struct Telemetry {
     agent_name: Option<String>,
     record_content: bool,
+    prices: Option<std::sync::Arc<PriceTable>>,
 }
 
 impl Telemetry {
@@ -71,6 +74,21 @@ impl Telemetry {
     pub fn record_content(mut self, yes: bool) -> Self {
         self.record_content = yes;
         self
+    }
+
+    /// Prices per model, for the cost of each model call and run
+    /// ([`AgentEvent::Cost`](crate::AgentEvent::Cost),
+    /// [`RunOutcome::cost`](crate::RunOutcome::cost)) and the run's
+    /// [budget](crate::builder::Limits::budget). Default: none (no cost
+    /// reported).
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Some(std::sync::Arc::new(prices));
+        self
+    }
+
+    /// The price table, if set.
+    pub fn price_table(&self) -> Option<&std::sync::Arc<PriceTable>> {
+        self.prices.as_ref()
     }
 
     /// The agent's name, if set.

@@ -1,6 +1,7 @@
 //! Tools and handlers shared by the engine tests.
 #![allow(dead_code, missing_docs, unreachable_pub, clippy::type_complexity)]
 
+use kinet_core::tool::engine::EngineCtx as _;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -302,7 +303,7 @@ impl Tool for Delegate {
             .ok_or_else(|| ToolError::failed("sub-agents are not available"))?;
         let report = spawner
             .run(
-                kinet_core::tool::SubAgentRequest {
+                kinet_core::tool::engine::SubAgentRequest {
                     prompt: args.prompt,
                     description: None,
                     engine: None,

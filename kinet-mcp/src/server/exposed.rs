@@ -8,8 +8,9 @@ use std::sync::atomic::Ordering;
 
 use kinet_core::message::{ContentPart, ToolCall};
 use kinet_core::pipeline::CallRecord;
-use kinet_core::tool::EventSink;
 use kinet_core::tool::ToolErrorKind;
+use kinet_core::tool::engine::EngineCtx as _;
+use kinet_core::tool::engine::EventSink;
 use kinet_core::{AgentEvent, Message, ToolCtx};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult,

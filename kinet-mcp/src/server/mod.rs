@@ -91,14 +91,17 @@ impl Shared {
             return self.agent.clone();
         };
         let Some(make) = &self.agent_for else {
-            return self.agent.with_extension(principal.clone());
+            return self.agent.to_builder().extension(principal.clone()).build();
         };
         if let Ok(agents) = self.agents.lock()
             && let Some(agent) = agents.get(principal)
         {
             return agent.clone();
         }
-        let agent = make(principal).with_extension(principal.clone());
+        let agent = make(principal)
+            .to_builder()
+            .extension(principal.clone())
+            .build();
         if let Ok(mut agents) = self.agents.lock() {
             if agents.len() >= 1024 {
                 agents.clear();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
+use kinet_core::builder::Workspace;
 use kinet_core::confirm::{ConfirmError, ConfirmRequest};
 use kinet_core::{
     Agent, AgentEvent, ConfirmDecision, ConfirmHandler, Conversation, Message, RunOutcome, RunStop,
@@ -250,7 +251,10 @@ impl Session {
     ) -> Agent {
         let served = self.shared.agent(principal);
         let mut agent = match cwd {
-            Some(cwd) => served.with_cwd(PathBuf::from(cwd)),
+            Some(cwd) => served
+                .to_builder()
+                .workspace(Workspace::new().cwd(PathBuf::from(cwd)))
+                .build(),
             None => served,
         };
         if !asks_in_rounds(context) {
@@ -259,7 +263,10 @@ impl Session {
                 context.client_capabilities().unwrap_or_default(),
             );
             if input.can_elicit() {
-                agent = agent.with_confirm_handler(Arc::new(ElicitingConfirm { input }));
+                agent = agent
+                    .to_builder()
+                    .confirm_handler(ElicitingConfirm { input })
+                    .build();
             }
         }
         agent
@@ -440,7 +447,7 @@ impl ConfirmHandler for ElicitingConfirm {
             .and_then(Value::as_bool)
             == Some(true);
         Ok(match answer.action {
-            ElicitAction::Accept if approved => ConfirmDecision::Approve,
+            ElicitAction::Accept if approved => ConfirmDecision::Allow,
             ElicitAction::Cancel => ConfirmDecision::Abort,
             _ => ConfirmDecision::Deny {
                 reason: Some("declined by the user of the MCP client".into()),

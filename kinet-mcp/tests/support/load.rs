@@ -16,6 +16,7 @@
     clippy::print_stderr
 )]
 
+use kinet_core::builder::Calls;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -147,8 +148,8 @@ pub async fn replica_main(config: ReplicaConfig) {
             let pack = MemoryPack::new(Arc::clone(&memory), principal.subject.clone())
                 .scope(Scope::user(&principal.subject).with_agent("load"));
             Agent::builder(Recaller)
-                .toolset(pack.toolset())
-                .hook(pack.history_hook())
+                .tools(pack.toolset())
+                .calls(Calls::new().hook(pack.history_hook()))
                 .build()
         })
         .build();

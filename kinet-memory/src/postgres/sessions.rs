@@ -225,7 +225,7 @@ impl PostgresSessionStore {
     }
 
     /// The journal of session `id` for an agent
-    /// ([`AgentBuilder::journal`](kinet_core::AgentBuilder::journal)): each
+    /// ([`Sessions::journal`](kinet_core::builder::Sessions::journal)): each
     /// entry written as it comes, and the state of `states` after every tool
     /// result.
     pub fn journal(&self, id: &str, states: Vec<Arc<dyn SessionState>>) -> Arc<StoreJournal> {

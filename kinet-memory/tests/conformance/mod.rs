@@ -10,6 +10,7 @@
     clippy::panic
 )]
 
+use kinet_core::builder::Calls;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -553,8 +554,8 @@ pub(crate) async fn an_agent_recalling_never_gets_its_own_question_back(f: &impl
             );
         }
         let agent = Agent::builder(ScriptedProvider::new(turns))
-            .toolset(pack.toolset())
-            .hook(pack.history_hook())
+            .tools(pack.toolset())
+            .calls(Calls::new().hook(pack.history_hook()))
             .build();
         let outcome = agent.run_to_completion(question).await;
         assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -596,9 +597,12 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
     ]);
     let pack = MemoryPack::new(Arc::clone(&store), "run-1");
     let agent = Agent::builder(provider)
-        .toolset(pack.toolset())
-        .hook(BlocksHook::new(Arc::clone(&store)))
-        .hook(pack.history_hook())
+        .tools(pack.toolset())
+        .calls(
+            Calls::new()
+                .hook(BlocksHook::new(Arc::clone(&store)))
+                .hook(pack.history_hook()),
+        )
         .build();
     let outcome = agent
         .run_to_completion("I'm Ada and I like Rust; we build with cargo.")
@@ -624,8 +628,8 @@ pub(crate) async fn an_agent_remembers_across_runs_through_tools_and_hooks(f: &i
         }),
     ]);
     let agent = Agent::builder(provider)
-        .toolset(MemoryPack::new(Arc::clone(&store), "run-2").toolset())
-        .hook(BlocksHook::new(Arc::clone(&store)))
+        .tools(MemoryPack::new(Arc::clone(&store), "run-2").toolset())
+        .calls(Calls::new().hook(BlocksHook::new(Arc::clone(&store))))
         .build();
     let outcome = agent.run_to_completion("What do I like?").await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

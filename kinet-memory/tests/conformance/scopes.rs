@@ -3,6 +3,7 @@
 //! blocks reach the scopes inside theirs, and a property test over random
 //! interleavings of four scopes' writes and reads.
 
+use kinet_core::builder::Calls;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -230,10 +231,13 @@ pub(crate) async fn scoped_packs_give_each_user_only_their_memory(f: &impl Fixtu
     let run = |store: SharedMemory, scope: Scope, turns: Vec<ScriptedTurn>, ask: &'static str| {
         let pack = MemoryPack::new(store, "conversation").scope(scope);
         let provider = Arc::new(ScriptedProvider::new(turns));
-        let agent = Agent::builder_arc(Arc::clone(&provider) as Arc<dyn kinet_core::Provider>)
-            .toolset(pack.toolset())
-            .hook(pack.blocks_hook())
-            .hook(pack.history_hook())
+        let agent = Agent::builder(Arc::clone(&provider) as Arc<dyn kinet_core::Provider>)
+            .tools(pack.toolset())
+            .calls(
+                Calls::new()
+                    .hook(pack.blocks_hook())
+                    .hook(pack.history_hook()),
+            )
             .build();
         async move { (agent.run_to_completion(ask).await, provider) }
     };

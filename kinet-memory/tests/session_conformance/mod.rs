@@ -11,6 +11,7 @@
     clippy::panic
 )]
 
+use kinet_core::builder::Sessions;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -357,7 +358,7 @@ pub(crate) async fn an_agent_run_is_journalled_and_resumes_elsewhere(f: &impl Se
         ScriptedTurn::text("Waited."),
     ]))
     .tool(Wait("quick"))
-    .journal(journal.clone())
+    .sessions(Sessions::new().journal(journal.clone()))
     .build();
     let outcome = agent.run_to_completion(vec![input]).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -371,7 +372,7 @@ pub(crate) async fn an_agent_run_is_journalled_and_resumes_elsewhere(f: &impl Se
     let journal = StoreJournal::new(Arc::clone(&elsewhere), "run", Vec::new());
     let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("Done again.")]))
         .tool(Wait("quick"))
-        .journal(journal)
+        .sessions(Sessions::new().journal(journal))
         .build();
     let outcome = agent.run_to_completion(conversation).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
@@ -398,7 +399,7 @@ pub(crate) async fn doomed(store: Arc<dyn SessionStore>) {
     let agent = Agent::builder(provider)
         .tool(Wait("quick"))
         .tool(Wait("slow"))
-        .journal(journal)
+        .sessions(Sessions::new().journal(journal))
         .build();
     let _ = agent.run_to_completion(vec![input]).await;
     panic!("the slow call should not have finished");
@@ -466,7 +467,7 @@ pub(crate) async fn a_process_killed_during_a_slow_tool_resumes_with_what_comple
     let agent = Agent::builder(ScriptedProvider::new([ScriptedTurn::text("Resumed.")]))
         .tool(Wait("quick"))
         .tool(Wait("slow"))
-        .journal(journal)
+        .sessions(Sessions::new().journal(journal))
         .build();
     let outcome = agent.run_to_completion(conversation).await;
     assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);

@@ -2,7 +2,8 @@
 //! `team_broadcast`, `team_send`, `team_close`).
 
 use async_trait::async_trait;
-use kinet_core::tool::SubAgentRequest;
+use kinet_core::tool::engine::EngineCtx as _;
+use kinet_core::tool::engine::SubAgentRequest;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::tool::{ToolErrorKind, WorkspacePath};
+use kinet_core::tool::ToolErrorKind;
+use kinet_core::tool::workspace::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -34,7 +35,7 @@ pub struct EditFileArgs {
 /// since it was read; the write is atomic. The confirmation shows a unified
 /// diff.
 ///
-/// Inside an editor ([`Editor`](kinet_core::tool::Editor)) the edit applies
+/// Inside an editor ([`Editor`](kinet_core::editor::Editor)) the edit applies
 /// to the editor's text (unsaved changes included), which must be what the
 /// agent last read; when the editor takes writes, the result goes to the
 /// editor instead of the disk, after the same checks on disk.

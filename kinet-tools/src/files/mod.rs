@@ -16,7 +16,8 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
-use kinet_core::tool::{Editor, EditorFiles, WorkspacePath};
+use kinet_core::editor::{Editor, EditorFiles};
+use kinet_core::tool::workspace::WorkspacePath;
 use kinet_core::{ToolCtx, ToolError};
 
 /// Formats lines `cat -n` style: a right-aligned line number, a tab, the

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kinet_core::message::ImagePart;
-use kinet_core::tool::WorkspacePath;
+use kinet_core::tool::workspace::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -59,7 +59,7 @@ struct Seen {
 /// Remembers the files the agent read or wrote, so `edit_file` can insist
 /// on a fresh read: it refuses a file never read, and one changed on disk
 /// (by the user, a build, another agent) since the last read. Inside an
-/// editor ([`Editor`](kinet_core::tool::Editor)), what counts is the text
+/// editor ([`Editor`](kinet_core::editor::Editor)), what counts is the text
 /// the editor gave: a buffer changed since the read (typed into, unsaved)
 /// is refused the same way.
 ///

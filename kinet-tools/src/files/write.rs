@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kinet_core::tool::WorkspacePath;
+use kinet_core::tool::workspace::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -33,7 +33,7 @@ pub struct WriteFileArgs {
 /// this session ([`overwrite_unread`](Self::overwrite_unread) allows it).
 /// A call cancelled or out of time before the rename changes nothing.
 ///
-/// Inside an editor that takes writes ([`Editor`](kinet_core::tool::Editor)),
+/// Inside an editor that takes writes ([`Editor`](kinet_core::editor::Editor)),
 /// the new content goes to the editor (its buffer; the editor saves it)
 /// after the same checks on disk, and a file read through the editor must
 /// still hold the text the agent read there.

@@ -116,7 +116,7 @@ pub(crate) enum UploadSource<'a> {
     /// A path from the host.
     Path(&'a Path),
     /// A path from the model, confined to the workspace.
-    Workspace(&'a kinet_core::tool::WorkspacePath),
+    Workspace(&'a kinet_core::tool::workspace::WorkspacePath),
 }
 
 /// Reads a file for upload after checking its size against the vendor's

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use globset::GlobBuilder;
-use kinet_core::tool::WorkspacePath;
+use kinet_core::tool::workspace::WorkspacePath;
 use kinet_core::{Tool, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -13,7 +13,7 @@ use std::path::Path;
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
 use kinet_core::ToolError;
-use kinet_core::tool::{Confinement, WorkspacePath};
+use kinet_core::tool::workspace::{Confinement, WorkspacePath};
 use walk::{FileEntry, Flow, IgnoreDir, Rules};
 
 /// The walk's rules as ripgrep's defaults and these options make them:
@@ -71,11 +71,12 @@ where
 /// of the search directory (no `openat2`): the walk below it still never
 /// follows a symlink.
 pub(crate) fn confinement_note(place: &WorkspacePath) -> Option<&'static str> {
-    (place.root().is_some() && kinet_core::tool::confinement() != Confinement::Kernel).then_some(
-        "[note: this kernel has no openat2, so the search directory itself was checked for \
+    (place.root().is_some() && kinet_core::tool::workspace::confinement() != Confinement::Kernel)
+        .then_some(
+            "[note: this kernel has no openat2, so the search directory itself was checked for \
          symlinks in user space, which a concurrent swap can race; nothing below it is \
          reached through a symlink]",
-    )
+        )
 }
 
 /// `path` relative to `cwd` when it lies below it, else as it is.

@@ -25,7 +25,7 @@ use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::overrides::Override;
 use ignore::types::Types;
-use kinet_core::tool::{DirEntry, EntryKind, WorkspaceDir, WorkspacePath};
+use kinet_core::tool::workspace::{DirEntry, EntryKind, WorkspaceDir, WorkspacePath};
 
 /// The largest ignore file read (a bigger one is not a real ignore file).
 const MAX_IGNORE_FILE: u64 = 4 * 1024 * 1024;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kinet_core::editor::{EditorTerminal, TerminalCommand, TerminalExit, Terminals};
 use kinet_core::sandbox::Containment;
 use kinet_core::sandbox::launcher::{LaunchSpec, REFUSED};
-use kinet_core::tool::{EditorTerminal, TerminalCommand, TerminalExit, Terminals};
 use kinet_core::{ToolCtx, ToolError};
 
 use super::{Ended, Finished};
