@@ -68,9 +68,10 @@
 //! | `restate` | `kinet-restate`: durable runs on Restate | `restate` |
 //! | `acp` | `kinet-acp`: an Agent Client Protocol server for editors | `acp` |
 //!
-//! The default features are `openai` (OpenAI-compatible servers: OpenAI,
-//! GLM, Ollama, vLLM, llama.cpp; and the Responses API); `anthropic` and
-//! the packs above are one feature each, and `full` turns on everything.
+//! The default features are the providers: `openai` (OpenAI-compatible
+//! servers: OpenAI, GLM, Ollama, vLLM, llama.cpp; and the Responses API)
+//! and `anthropic`. The packs above are one feature each, and `full` turns
+//! on everything.
 
 pub use kinet_core as core;
 pub use kinet_core::builder;
@@ -106,7 +107,14 @@ pub use kinet_restate as restate;
 #[cfg(feature = "tools")]
 pub use kinet_tools as tools;
 
-/// The README's examples, compiled and run as doc tests.
-#[cfg(doctest)]
+/// The README's examples, compiled and run as doc tests (with the features
+/// they use; CI builds all of them).
+#[cfg(all(
+    doctest,
+    feature = "tools",
+    feature = "memory",
+    feature = "restate",
+    feature = "computer"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

@@ -36,7 +36,7 @@ fn the_readme_test_command_is_what_ci_ends_with() {
     assert_eq!(commands.len(), 2, "{commands:?}");
     assert_eq!(
         commands[0],
-        "cargo run --example agent --features mcp,memory"
+        "cargo run --example agent --features tools,mcp,memory"
     );
     let ci = read(".ci/run");
     let last = ci
@@ -65,4 +65,48 @@ fn every_recipe_is_short_and_built_as_an_example() {
         recipes += 1;
     }
     assert!(recipes >= 7, "{recipes} recipes");
+}
+
+/// Every code block of the README and of the crates' docs is compiled: none
+/// is marked `ignore` (a block that needs a server is `no_run`).
+#[test]
+fn no_code_block_is_ignored() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("src")];
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("kinet-") && path.join("src").is_dir() {
+            dirs.push(path.join("src"));
+        }
+    }
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let mut ignored = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let fence = line
+                .trim_start()
+                .trim_start_matches("//!")
+                .trim_start_matches("///")
+                .trim();
+            if let Some(info) = fence.strip_prefix("```")
+                && info.split(',').any(|word| word.trim() == "ignore")
+            {
+                ignored.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(files.len() > 50, "{} files", files.len());
+    assert!(ignored.is_empty(), "ignored code blocks: {ignored:?}");
 }

@@ -233,7 +233,7 @@ pub async fn run(out: &Out, keep: bool) -> anyhow::Result<()> {
     if keep {
         let dir = temp.keep();
         out.line(&format!(
-            "\nThe project is kept at {}; continue its session with\n  cargo run --example agent --features mcp,memory -- --project {} --resume <the session id above>",
+            "\nThe project is kept at {}; continue its session with\n  cargo run --example agent --features tools,mcp,memory -- --project {} --resume <the session id above>",
             dir.display(),
             dir.join("wordstat").display()
         ));

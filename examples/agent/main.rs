@@ -5,12 +5,12 @@
 //!
 //! ```text
 //! # no API key: a demonstration on a temporary copy of a small project
-//! cargo run --example agent --features mcp,memory
+//! cargo run --example agent --features tools,mcp,memory
 //!
 //! # a real model (any one of these), working in the current directory
-//! OPENAI_API_KEY=sk-... cargo run --example agent --features mcp,memory
-//! ANTHROPIC_API_KEY=sk-ant-... cargo run --example agent --features mcp,memory
-//! KINET_BASE_URL=http://127.0.0.1:11434/v1 KINET_MODEL=qwen3:8b cargo run --example agent --features mcp,memory
+//! OPENAI_API_KEY=sk-... cargo run --example agent --features tools,mcp,memory
+//! ANTHROPIC_API_KEY=sk-ant-... cargo run --example agent --features tools,mcp,memory
+//! KINET_BASE_URL=http://127.0.0.1:11434/v1 KINET_MODEL=qwen3:8b cargo run --example agent --features tools,mcp,memory
 //! ```
 //!
 //! Options (after `--`): `--project DIR` (default: the current directory),

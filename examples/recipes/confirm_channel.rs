@@ -1,36 +1,27 @@
-//! Recipe: approval from a GUI. The handler sends each request to the UI
-//! over a channel and waits for the user's answer; the run waits with it
-//! (up to the policy's timeout). `cargo run --example recipe_confirm_channel`
+//! Recipe: approval from a GUI. kinet's `ChannelConfirmHandler` sends each
+//! request to the UI over a channel and waits for the user's answer; the
+//! run waits with it (up to the policy's timeout). A request dropped
+//! unanswered denies the call.
+//! `cargo run --example recipe_confirm_channel --features tools`
 #![allow(clippy::print_stdout, missing_docs)]
 
 use kinet::builder::Workspace;
-use kinet::core::confirm::ConfirmError;
-use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet::{Agent, ConfirmDecision, ConfirmHandler, ConfirmRequest, async_trait};
-use tokio::sync::{mpsc, oneshot};
-
-type Ask = (ConfirmRequest, oneshot::Sender<ConfirmDecision>);
-
-struct ChannelConfirm(mpsc::Sender<Ask>);
-
-#[async_trait]
-impl ConfirmHandler for ChannelConfirm {
-    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
-        let (answer, reply) = oneshot::channel();
-        let gone = |_| ConfirmError("the approval window was closed".into());
-        self.0.send((request, answer)).await.map_err(|_| gone(()))?;
-        reply.await.map_err(|_| gone(()))
-    }
-}
+use kinet::core::confirm::ChannelConfirmHandler;
+use kinet::testing::{ScriptedProvider, ScriptedTurn};
+use kinet::{Agent, ConfirmDecision};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (asks, mut inbox) = mpsc::channel::<Ask>(8);
+    let (handler, mut requests) = ChannelConfirmHandler::new(8);
     // Stands in for the UI thread: show a dialog, send back the choice.
     let ui = tokio::spawn(async move {
-        while let Some((request, answer)) = inbox.recv().await {
+        while let Some(pending) = requests.recv().await {
+            if pending.is_closed() {
+                continue; // the run stopped waiting: nothing to show
+            }
+            let request = &pending.request;
             println!("[dialog] {} wants to:\n{}", request.tool, request.summary);
-            let _ = answer.send(ConfirmDecision::Allow); // or Deny { reason }, Abort, ...
+            pending.respond(ConfirmDecision::Allow); // or Deny { reason }, Edit { arguments }, Abort
         }
     });
     let dir = tempfile::tempdir()?;
@@ -44,8 +35,8 @@ async fn main() -> anyhow::Result<()> {
     ]);
     let agent = Agent::builder(model)
         .tools(kinet::tools::default_tools())
-        .workspace(Workspace::new().root(dir.path()).cwd(dir.path()))
-        .confirm_handler(ChannelConfirm(asks))
+        .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
+        .confirm_handler(handler)
         .build();
     let outcome = agent.run_to_completion("Create hello.txt").await;
     println!("{}", outcome.final_text().unwrap_or_default());

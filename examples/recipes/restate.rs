@@ -30,7 +30,7 @@ async fn main() -> anyhow::Result<()> {
     // Called once per run with the journaled model: the agent as you
     // would build it anywhere else. Every approval question waits for
     // the host (an awakeable), whatever the handler.
-    let object = AgentObject::new_arc(chosen.provider, move |model| {
+    let object = AgentObject::new(chosen.provider, move |model| {
         Agent::builder(model)
             .model(model_name.clone())
             .tools(kinet::tools::default_tools())

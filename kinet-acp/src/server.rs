@@ -25,7 +25,7 @@ use crate::updates::{Coalesced, Updates};
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Makes the agent of a session from its working directory (the editor's
-/// project): confine it there with `workspace_root`.
+/// project): confine it there with `Workspace::root`.
 type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 
 /// Serves kinet agents to an editor over the Agent Client Protocol.
@@ -52,13 +52,13 @@ type MakeAgent = dyn Fn(&Path) -> Agent + Send + Sync;
 /// ```no_run
 /// use kinet_acp::AcpServer;
 /// use kinet_core::Agent;
+/// use kinet_core::builder::Workspace;
 /// use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 ///
 /// # async fn serve() -> Result<(), kinet_acp::AcpError> {
 /// AcpServer::new(|cwd| {
 ///     Agent::builder(ScriptedProvider::new([ScriptedTurn::text("hello")]))
-///         .workspace_root(cwd)
-///         .cwd(cwd)
+///         .workspace(Workspace::new().cwd(cwd).root(cwd))
 ///         .build()
 /// })
 /// .serve_stdio()

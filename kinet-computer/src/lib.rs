@@ -1,31 +1,51 @@
-//! Computer use for kinet agents: screenshots, mouse and keyboard, and a
-//! dedicated headless Chrome. Each part is a cargo feature, so a host that
-//! wants only the browser does not build screen capture. `input` and
-//! `browser` are on by default and need no system library to build;
-//! `screen` is off by default because screen capture builds against the
-//! system's X, Wayland, PipeWire and D-Bus libraries (on Debian: `libxcb1-dev
-//! libxrandr-dev libdbus-1-dev libpipewire-0.3-dev libwayland-dev libegl-dev
-//! libgbm-dev libclang-dev pkg-config`):
+//! Computer use for kinet agents: a dedicated headless Chrome, mouse and
+//! keyboard, and screenshots, each a cargo feature (`browser` and `input`
+//! on by default, `screen` off).
 //!
-//! | tools | feature | read-only |
-//! |---|---|---|
-//! | `screenshot`, `screenshot_window` ([`ScreenTools`]) | `screen` | yes |
-//! | `mouse_click`, `mouse_scroll`, `mouse_drag`, `keyboard_type`, `keyboard_key` ([`InputTools`]) | `input` | no |
-//! | `browser_navigate`, `browser_click`, `browser_type`, `browser_select`, `browser_eval` ([`browser::BrowserTools`]) | `browser` | no |
-//! | `browser_snapshot`, `browser_screenshot`, `browser_tabs` (list) | `browser` | yes |
-//! | `ax_script` (macOS only) | `input` | no |
+//! ```no_run
+//! # #[cfg(feature = "browser")]
+//! use kinet_computer::browser::{BrowserConfig, BrowserSession, BrowserTools};
+//! use kinet_core::{Agent, ApprovalPolicy, Provider};
 //!
-//! Everything that changes something goes through the agent's
-//! [`ConfirmHandler`](kinet_core::ConfirmHandler). Screen and input tools
-//! share a [`ScreenSpace`]: coordinates the model reads off a scaled
-//! screenshot are mapped back to screen pixels.
-//!
+//! # #[cfg(feature = "browser")]
+//! async fn example(provider: impl Provider + 'static) {
+//!     // Chrome with a fresh profile, started on the first browser call.
+//!     let session = BrowserSession::new(BrowserConfig::default());
+//!     let agent = Agent::builder(provider)
+//!         .tools(BrowserTools::new(session.clone()).toolset())
+//!         // Snapshots never ask. Navigating is allowed here; clicks, typing
+//!         // and scripts still go to the confirm handler (none: refused).
+//!         .policy(ApprovalPolicy::ask().allow("browser_navigate"))
+//!         .build();
+//!     let outcome = agent.run_to_completion("What is the heading of https://example.com?").await;
+//!     let heading = outcome.final_text();
+//!     session.shutdown().await; // Chrome and its temporary profile are gone
+//! }
+//! # fn main() {}
 //! ```
-//! let tools = kinet_computer::ComputerPack::new().toolset();
-//! let names: Vec<_> = tools.static_tools().names().collect();
-//! # #[cfg(all(feature = "screen", feature = "input", feature = "browser"))]
-//! assert!(names.contains(&"screenshot") && names.contains(&"mouse_click") && names.contains(&"browser_snapshot"));
-//! ```
+//!
+//! # Where to go next
+//!
+//! - [`ComputerPack`]: every tool of the enabled features in one toolset,
+//!   screen and input sharing one [`ScreenSpace`] (coordinates read off a
+//!   scaled screenshot are mapped back to screen pixels).
+//! - [`browser`]: what the model reads of a page, what the tools promise
+//!   and what they cannot reach; [`browser::BrowserTools`] (`browser_navigate`,
+//!   `browser_snapshot`, `browser_click`, `browser_type`, `browser_select`,
+//!   `browser_eval`, `browser_screenshot`, `browser_tabs`) on a
+//!   [`browser::BrowserSession`] set up by [`browser::BrowserConfig`].
+//! - [`InputTools`] (feature `input`): `mouse_click`, `mouse_scroll`,
+//!   `mouse_drag`, `keyboard_type`, `keyboard_key`; `ax_script` on macOS.
+//! - `ScreenTools` (feature `screen`): `screenshot` and
+//!   `screenshot_window`. It builds against the system's X, Wayland,
+//!   PipeWire and D-Bus libraries; on Debian: `libxcb1-dev libxrandr-dev
+//!   libdbus-1-dev libpipewire-0.3-dev libwayland-dev libegl-dev
+//!   libgbm-dev libclang-dev pkg-config`.
+//!
+//! Screenshots, `browser_snapshot`, `browser_screenshot` and listing tabs
+//! only read and never ask; every other tool changes something, so an
+//! asking policy puts it to the agent's
+//! [`ConfirmHandler`](kinet_core::ConfirmHandler).
 
 #[cfg(all(target_os = "macos", feature = "input"))]
 mod ax;

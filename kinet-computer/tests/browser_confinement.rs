@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kinet_computer::browser::chromiumoxide::cdp::browser_protocol::browser::{
+use chromiumoxide::cdp::browser_protocol::browser::{
     SetDownloadBehaviorBehavior, SetDownloadBehaviorParams,
 };
 use kinet_computer::browser::{BrowserConfig, BrowserSession};

@@ -4,7 +4,7 @@
 //! the decisions that finish it in any process ([`Agent::resume`](crate::Agent::resume)).
 //!
 //! A run stops at a question when the host's handler answers
-//! [`ConfirmDecision::Defer`](crate::ConfirmDecision::Defer), or for every
+//! [`ConfirmDecision::Defer`], or for every
 //! question when its policy says
 //! [`defer_questions`](crate::ApprovalPolicy::defer_questions). The calls
 //! of the turn that ran before the question keep their results; the rest

@@ -130,7 +130,9 @@ impl Drop for HubInner {
 ///
 /// let hub = McpHub::start(Discovery::new().discover().servers, HubSettings::default());
 /// # let provider = kinet_core::testing::ScriptedProvider::new([]);
-/// let agent = kinet_core::Agent::builder(provider).tools(Toolset::new().with_source(Arc::new(hub.clone()))).build();
+/// let agent = kinet_core::Agent::builder(provider)
+///     .tools(kinet_core::Toolset::new().with_source(Arc::new(hub.clone())))
+///     .build();
 /// for server in hub.status() {
 ///     println!("{}: {:?} ({} tools)", server.name, server.state, server.tools.len());
 /// }

@@ -1,67 +1,63 @@
-//! Memory for kinet agents, behind one trait: [`MemoryBackend`].
-//!
-//! A backend holds:
-//!
-//! - session **facts**: key/value anchors (`remember_fact`, `recall_fact`);
-//! - labelled **memory blocks** with character limits, rendered into the
-//!   latest user message of each request by [`BlocksHook`] and edited by the model with
-//!   `memory_replace` / `memory_append`;
-//! - **history** records (written by the [`HistoryHook`] of
-//!   [`MemoryPack::history_hook`]) recalled by `recall_memory`: embedding
-//!   similarity and full-text rank fused by reciprocal rank, full text
-//!   alone when there is no embedder or it fails; the turn in progress is
-//!   left out, so a recall never spends its first slot on its own question;
-//! - **knowledge-graph triples** with validity intervals: a newer fact
-//!   supersedes an older one instead of deleting it.
-//!
-//! Backends ([`MemoryPack`] and the hooks take any, as [`SharedMemory`]):
-//!
-//! - [`MemoryStore`]: one SQLite file (bundled SQLite, WAL; several
-//!   processes may share it). Vectors are held in memory quantised (sign
-//!   bits and int8 codes, rescored exactly) and full-text search is
-//!   bounded for frequent words, so hybrid recall stays fast at a million
-//!   records (`BENCHMARKS.md`).
-//! - [`postgres::PostgresMemory`] (feature `postgres`): PostgreSQL with
-//!   pgvector, for many processes and machines: pooled connections, HNSW,
-//!   `tsvector` full text, migrations under an advisory lock.
-//!
-//! Both pass one conformance suite (`tests/conformance`); a new backend
-//! should too.
-//!
-//! Everything belongs to a [`Scope`] (user, agent, conversation; set by the
-//! host on the [`MemoryPack`] and hooks, never by the model), and both
-//! backends filter by it inside their SQL: facts, records (full-text,
-//! vector and hybrid recall) and triples are seen only by the scope that
-//! wrote them; blocks too, except those defined as shared, which every
-//! scope inside theirs sees (an agent's persona for all its users). Stores
-//! written before scopes existed keep their data in the empty scope.
-//!
-//! Embedders: the bundled offline model [`Model2VecEmbedder`] (feature
-//! `model2vec`, off by default as it needs a C++ compiler; on in the
-//! `kinet` facade's `memory` feature), [`HashEmbedder`] (no weights, lexical only), and
-//! [`OpenAiEmbedder`] for `/v1/embeddings` servers.
+//! Memory for kinet agents: session facts, labelled memory blocks shown to
+//! the model on every request, recall over the recorded history, and
+//! knowledge-graph triples, in SQLite or PostgreSQL behind one trait,
+//! [`MemoryBackend`].
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
+//! use kinet_core::Agent;
+//! use kinet_core::builder::Calls;
+//! use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 //! use kinet_memory::{BlockSpec, MemoryBackend, MemoryConfig, MemoryPack, MemoryStore, Scope};
 //!
 //! let dir = tempfile::tempdir().unwrap();
-//! let store = MemoryStore::open(
-//!     dir.path().join("memory.db"),
-//!     MemoryConfig { blocks: BlockSpec::defaults(), ..MemoryConfig::default() },
-//! )
-//! .await
-//! .unwrap();
+//! let config = MemoryConfig { blocks: BlockSpec::defaults(), ..MemoryConfig::default() };
+//! let store = MemoryStore::open(dir.path().join("memory.db"), config).await.unwrap();
+//! // The host sets whose memory it is; the model cannot name another scope.
 //! let alice = Scope::user("alice").with_agent("assistant");
-//! store.block_append(&alice, "user_profile", "Prefers short answers.").await.unwrap();
-//! let pack = MemoryPack::new(store.clone(), "session-1").scope(alice);
-//! let tools = pack.toolset(); // for the agent's toolset
-//! let history = pack.history_hook(); // for its hooks
-//! assert!(tools.static_tools().get("recall_memory").is_some());
-//! # drop(history);
+//! let memory = MemoryPack::new(store.clone(), "session-1").scope(alice.clone());
+//! let provider = ScriptedProvider::new([
+//!     ScriptedTurn::new().tool_call(
+//!         "c1",
+//!         "memory_append",
+//!         serde_json::json!({"label": "user_profile", "text": "Prefers short answers."}),
+//!     ),
+//!     ScriptedTurn::text("Noted."),
+//! ]);
+//! let agent = Agent::builder(provider)
+//!     .tools(memory.toolset()) // facts, blocks, recall, triples; never asked about
+//!     .calls(Calls::new().hook(memory.blocks_hook()).hook(memory.history_hook()))
+//!     .build();
+//! let outcome = agent.run_to_completion("Keep your answers short, please.").await;
+//! assert!(outcome.stop.is_completed());
+//! // A later run, in this process or another, shows the block to the model.
+//! let blocks = store.blocks(&alice).await.unwrap();
+//! assert!(blocks.iter().any(|b| b.value.contains("Prefers short answers.")));
 //! # }
 //! ```
+//!
+//! # Where to go next
+//!
+//! - [`MemoryPack`]: the seven memory tools of one session, with
+//!   [`BlocksHook`] (blocks rendered into each request) and
+//!   [`HistoryHook`] (the conversation recorded for `recall_memory`).
+//! - [`MemoryStore`]: one SQLite file, shared by several processes;
+//!   hybrid recall stays fast at a million records (`BENCHMARKS.md`).
+//!   `postgres::PostgresMemory` (feature `postgres`) is PostgreSQL with
+//!   pgvector, for many processes and machines.
+//! - [`MemoryBackend`]: what every backend does; both pass one conformance
+//!   suite (`tests/conformance`), and a new backend should too.
+//! - [`Scope`]: whose memory (user, agent, conversation), filtered inside
+//!   every backend's queries.
+//! - [`embed`]: [`HashEmbedder`] (no weights), `OpenAiEmbedder` (feature
+//!   `openai-embeddings`, on by default) for `/v1/embeddings` servers, and
+//!   `Model2VecEmbedder` (feature `model2vec`: a bundled offline model; it
+//!   needs a C++ compiler). Without an embedder, recall is full text only.
+//! - [`sessions`]: [`SqliteSessionStore`], session journals in SQLite for
+//!   [`Sessions::journal`](kinet_core::builder::Sessions::journal).
+//! - [`model`]: the data backends store and return ([`BlockSpec`],
+//!   [`RecallQuery`], [`Recall`]).
 
 mod backend;
 pub mod embed;

@@ -141,20 +141,14 @@ impl AgentObject {
     /// builder with its tools, policy, layers and the rest; it is called
     /// once per run. Its confirmation handler is replaced: every question
     /// waits for a host's decisions.
+    ///
+    /// An `Arc` of a provider is one too, for sharing it.
     pub fn new(
         provider: impl Provider + 'static,
         build: impl Fn(Arc<dyn Provider>) -> AgentBuilder + Send + Sync + 'static,
     ) -> Self {
-        Self::new_arc(Arc::new(provider), build)
-    }
-
-    /// [`new`](Self::new) with a shared provider.
-    pub fn new_arc(
-        provider: Arc<dyn Provider>,
-        build: impl Fn(Arc<dyn Provider>) -> AgentBuilder + Send + Sync + 'static,
-    ) -> Self {
         Self {
-            provider,
+            provider: Arc::new(provider),
             build: Arc::new(build),
             events: broadcast::channel(1024).0,
         }

@@ -1,73 +1,68 @@
-//! Tool packs for kinet agents.
-//!
-//! Each pack is a struct with `.toolset()`: [`LocalPack`] (the local
-//! tools, sharing the file tracker and the todo list), [`WebPack`],
-//! [`agents::TeamPack`]; [`default_tools`] is `LocalPack::new().toolset()`.
-//! The tools live in modules named after their feature (all on by default):
-//!
-//! | tool | feature | asks approval | runs beside other calls |
-//! |---|---|---|---|
-//! | [`shell::ShellTool`] `shell` | `shell` | yes | no (alone) |
-//! | [`files::ReadFileTool`] `read_file` | `files` | no | yes |
-//! | [`files::WriteFileTool`] `write_file`, [`files::EditFileTool`] `edit_file` | `files` | yes | no (alone) |
-//! | [`search::GrepTool`] `grep`, [`search::GlobTool`] `glob` | `search` | no | yes |
-//! | [`git::GitDiffTool`] `git_diff` | `git` | no | yes |
-//! | [`todo::TodoWriteTool`] `todo_write` | `todo` | no (the agent's own list) | one at a time (key `todo`) |
-//! | [`agents::DispatchAgentTool`] `dispatch_agent` | `agents` | no (the sub-agent cannot mutate) | yes |
-//! | [`agents::TeamPack`] `spawn_team`, `team_broadcast`, `team_send`, `team_close` | `agents` | no | no (alone) |
-//! | [`skills::LoadSkillTool`] `load_skill` (+ [`skills::SkillsHook`]) | `skills` | no | yes |
-//! | [`web::WebFetchTool`] `web_fetch`, [`web::WebSearchTool`] `web_search` | `web` | no | yes |
-//!
-//! Code Mode in `code_mode` (feature `code-mode`, off by default, not in
-//! [`default_tools`]): `run_code`, a sandboxed Python script in which the
-//! toolset's tools are functions, each call through the agent's pipeline
-//! (so approval is asked per call inside the script; `run_code` itself
-//! asks nothing and runs alone).
-//!
-//! Vendor integrations in [`integrations`] (off by default, not in
-//! [`default_tools`]; each needs the vendor's credentials):
-//!
-//! | tool | feature | asks approval |
-//! |---|---|---|
-//! | `video_gen` (MiniMax text-to-video) | `integrations-minimax` | yes |
-//! | `feishu_send_file` (Feishu / Lark) | `integrations-feishu` | yes |
-//! | `wecom_send_file` | `integrations-wecom` | yes |
-//! | `wecom_approval_list`, `wecom_approval_detail` | `integrations-wecom` | no |
-//!
-//! File tools resolve paths against the context's working directory and
-//! open them beneath its workspace roots through the kernel
-//! ([`kinet_core::tool::workspace::WorkspacePath`]): `..`, symlink chains of any
-//! length, symlinks swapped in during a call and `/proc` magic links cannot
-//! lead outside; grep and glob walk by directory handles (each directory
-//! listed from its own descriptor, each entry opened by name from its
-//! parent's, never through a symlink: [`kinet_core::tool::workspace::WorkspaceDir`]),
-//! and the shell enters its `cwd` by a directory opened that way. Shell
-//! commands get a `/proc` of their own and only the host variables
-//! [`shell::ShellConfig::inherit_env`] allows. `git_diff`
-//! runs nothing the repository names. The shell contains every process it
-//! starts and can be sandboxed ([`shell::ShellTool::sandboxed`]).
+//! Tool packs for kinet agents: the local tools of a coding agent (shell,
+//! files, grep, glob, git, a todo list, sub-agents, skills) and the web
+//! tools. Each module is behind the cargo feature of its name, on by
+//! default except Code Mode and the vendor integrations.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use kinet_core::Agent;
+//! use kinet_core::builder::Workspace;
 //! use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 //!
 //! let dir = tempfile::tempdir().unwrap();
 //! std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+//! // A scripted model for the example: it reads the file, then answers.
 //! let provider = ScriptedProvider::new([
 //!     ScriptedTurn::new().tool_call("c1", "read_file", serde_json::json!({"path": "notes.txt"})),
 //!     ScriptedTurn::text("It says hello."),
 //! ]);
 //! let agent = Agent::builder(provider)
-//!     .toolset(kinet_tools::default_tools())
-//!     .cwd(dir.path())
-//!     .workspace_root(dir.path())
+//!     .tools(kinet_tools::default_tools())
+//!     // Paths resolve against the cwd and open only beneath the roots.
+//!     .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
 //!     .build();
 //! let outcome = agent.run_to_completion("What is in notes.txt?").await;
 //! assert!(outcome.conversation.messages[2].text().contains("     1\thello"));
+//! assert_eq!(outcome.final_text().as_deref(), Some("It says hello."));
 //! # }
 //! ```
+//!
+//! # Where to go next
+//!
+//! - [`default_tools`]: the local tools with fresh state. [`LocalPack`]
+//!   keeps handles on the file tracker and the todo list, and gives them
+//!   to a session ([`LocalPack::states`]).
+//! - [`shell`]: `shell`. Every process a command starts ends with the call;
+//!   commands see only the host variables
+//!   [`ShellConfig::inherit_env`](shell::ShellConfig::inherit_env) allows;
+//!   [`ShellTool::sandboxed`](shell::ShellTool::sandboxed) runs them in a
+//!   sandbox without asking.
+//! - [`files`]: `read_file`, `write_file`, `edit_file`; an edit refuses a
+//!   file that changed on disk since the agent read it.
+//! - [`search`]: `grep` and `glob` (ripgrep's engine), walking directories
+//!   by handle, never through a symlink.
+//! - [`git`]: `git_diff`, read-only; runs nothing the repository names.
+//! - [`mod@todo`]: `todo_write`, the agent's checklist.
+//! - [`agents`]: `dispatch_agent` (a sub-agent that cannot change
+//!   anything) and [`agents::TeamPack`] (`spawn_team`, `team_send`, ...).
+//! - [`skills`]: `load_skill`, and [`skills::SkillsHook`] to list the
+//!   skills in the system prompt.
+//! - [`WebPack`] ([`web`]): `web_fetch` and `web_search`; not in
+//!   [`default_tools`], as network access is the host's choice.
+//! - Off by default: `code_mode` (feature `code-mode`: `run_code`, a
+//!   sandboxed Python script that calls the tools as functions, each call
+//!   through the agent's pipeline) and `integrations` (features
+//!   `integrations-minimax`, `integrations-feishu`, `integrations-wecom`:
+//!   vendor tools that need the vendor's credentials).
+//!
+//! Tools that change something (`shell`, `write_file`, `edit_file`, the
+//! vendor tools that send or generate) ask for approval and run alone; the
+//! others never ask and run beside other calls, except the team tools
+//! (alone) and `todo_write` (one at a time). Once the agent has workspace
+//! roots ([`Workspace::root`](kinet_core::builder::Workspace::root)), file
+//! paths open only beneath them, with the kernel's help
+//! ([`kinet_core::tool::workspace::WorkspacePath`]).
 
 #[cfg(feature = "agents")]
 pub mod agents;

@@ -80,9 +80,10 @@ mod tools;
 mod view;
 
 pub use actions::{Snapshot, SnapshotMode, SnapshotOptions, click, select, snapshot, type_text};
-/// The DevTools client the session's pages come from, for work the tools
-/// do not cover.
-pub use chromiumoxide;
+/// A tab of the session's browser, as [`BrowserSession`] hands it out
+/// (chromiumoxide's; for DevTools work the tools do not cover, depend on
+/// `chromiumoxide` 0.9 and use its protocol types on it).
+pub use chromiumoxide::Page;
 pub use config::BrowserConfig;
 pub use inspect::{BrowserScreenshotArgs, EvalArgs};
 pub use session::BrowserSession;

@@ -164,7 +164,7 @@ impl AgentBuilder {
         self
     }
 
-    /// When to ask before a call runs. Default: [`ApprovalPolicy::ask`]
+    /// When to ask before a call runs. Default: [`ApprovalPolicy::ask`](crate::ApprovalPolicy::ask)
     /// (read-only calls run, mutating ones ask). Same as
     /// [`Approval::policy`](crate::builder::Approval::policy).
     pub fn policy(self, policy: crate::confirm::ApprovalPolicy) -> Self {
@@ -173,7 +173,7 @@ impl AgentBuilder {
 
     /// The host's approval UI (an `Arc` of one is one too). Default: a
     /// handler that denies every question, so without one mutating calls
-    /// run only under [`ApprovalPolicy::never`] or an `allow` rule. Same as
+    /// run only under [`ApprovalPolicy::never`](crate::ApprovalPolicy::never) or an `allow` rule. Same as
     /// [`Approval::handler`](crate::builder::Approval::handler).
     pub fn confirm_handler(mut self, handler: impl ConfirmHandler + 'static) -> Self {
         self.config.confirm = Arc::new(handler);

@@ -83,7 +83,7 @@ pub trait EngineCtx: Sized {
     /// per turn).
     fn with_tool_caller(self, caller: Option<Arc<dyn ToolCaller>>) -> Self;
 
-    /// [`resolve_path`](Self::resolve_path) for an optional path argument:
+    /// [`resolve_path`](ToolCtx::resolve_path) for an optional path argument:
     /// no path means the working directory.
     fn resolve_path_or_cwd(&self, path: Option<&str>) -> Result<PathBuf, ToolError>;
 

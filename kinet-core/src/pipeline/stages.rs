@@ -191,7 +191,7 @@ impl Pipeline {
         let approved = approvals.contains(&call.name);
         checks.asks = match self.verdict(call, prepared, base, approved) {
             Ok(asks) => asks,
-            Err(refused) => return refused,
+            Err(reason) => return policy_denied(reason),
         };
         let resumption = base.resumption();
         if resumption.is_some_and(|r| r.saved.contains_key(&call.id)) {
@@ -222,15 +222,14 @@ impl Pipeline {
         }
     }
 
-    /// The policy's verdict on a call: `Ok(asks)`, or the refusal of a
-    /// call it denies.
+    /// The policy's verdict on a call: `Ok(asks)`, or why it denies it.
     fn verdict(
         &self,
         call: &ToolCall,
         prepared: &Prepared,
         base: &ToolCtx,
         approved: bool,
-    ) -> Result<bool, Gate> {
+    ) -> Result<bool, String> {
         match self.policy().verdict_at(
             &call.name,
             &prepared.arguments,
@@ -241,10 +240,7 @@ impl Pipeline {
         ) {
             Verdict::Run => Ok(false),
             Verdict::Ask => Ok(true),
-            Verdict::Deny(reason) => Err(Gate::Refuse(ToolError::new(
-                ToolErrorKind::Denied,
-                format!("{reason}. Do not retry this call; choose another approach."),
-            ))),
+            Verdict::Deny(reason) => Err(reason),
         }
     }
 
@@ -351,7 +347,7 @@ impl Pipeline {
         plan_command(call, prepared, base);
         match self.verdict(call, prepared, base, true) {
             Ok(_) => Gate::Run,
-            Err(refused) => refused,
+            Err(reason) => policy_denied(reason),
         }
     }
 
@@ -681,6 +677,14 @@ pub(crate) fn not_run(stop: &RunStop) -> ToolError {
         ),
         _ => ToolError::new(ToolErrorKind::Cancelled, "cancelled: the run was stopped"),
     }
+}
+
+/// A call the approval policy denies.
+fn policy_denied(reason: String) -> Gate {
+    Gate::Refuse(ToolError::new(
+        ToolErrorKind::Denied,
+        format!("{reason}. Do not retry this call; choose another approach."),
+    ))
 }
 
 fn denied(tool: &str, reason: Option<String>) -> ToolError {

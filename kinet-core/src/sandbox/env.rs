@@ -96,7 +96,7 @@ impl EnvPolicy {
         self
     }
 
-    /// Also keeps out the [`PROGRAM_VARIABLES`] this policy does not name
+    /// Also keeps out the [`PROGRAM_VARIABLES`](crate::command::PROGRAM_VARIABLES) this policy does not name
     /// exactly (by `allow("GIT_DIR")`, or in [`CORE_VARIABLES`]), however
     /// wide it is otherwise; `PATH` and `HOME` pass whenever allowed. The
     /// shell tool applies it to its commands.

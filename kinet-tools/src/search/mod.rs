@@ -1,5 +1,5 @@
 //! `grep` and `glob`, on ripgrep's crates, over a directory walk by
-//! handles ([`walk`]).
+//! handles (the private `walk` module).
 
 mod glob;
 mod grep;

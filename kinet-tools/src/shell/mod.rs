@@ -135,7 +135,7 @@ type AfterCommand = Arc<dyn Fn(&ShellReport) + Send + Sync>;
 /// every command asks again and the summary says why.
 ///
 /// **In an editor's terminal.** When the call's context carries
-/// [`Terminals`] (an ACP editor that offers `terminal`, for an agent
+/// [`Terminals`](kinet_core::editor::Terminals) (an ACP editor that offers `terminal`, for an agent
 /// confined to a workspace), the command runs in a terminal of the
 /// editor's, where the person watches it live. The editor starts this
 /// program in launcher mode ([`kinet_core::sandbox::launcher`]), which
