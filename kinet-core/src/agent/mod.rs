@@ -168,7 +168,7 @@ impl AgentBuilder {
     /// (read-only calls run, mutating ones ask). Same as
     /// [`Approval::policy`](crate::builder::Approval::policy).
     pub fn policy(self, policy: crate::confirm::ApprovalPolicy) -> Self {
-        self.approval(crate::builder::Approval::new().policy(policy))
+        self.approval(settings::Approval::new().policy(policy))
     }
 
     /// The host's approval UI (an `Arc` of one is one too). Default: a
@@ -182,42 +182,42 @@ impl AgentBuilder {
 
     /// Who decides whether a call runs: policy, rules, handler, injection
     /// defence (see [`Approval`](crate::builder::Approval)).
-    pub fn approval(mut self, approval: crate::builder::Approval) -> Self {
+    pub fn approval(mut self, approval: settings::Approval) -> Self {
         approval.apply(&mut self.config);
         self
     }
 
     /// Where the agent works: cwd, workspace roots, protected names (see
     /// [`Workspace`](crate::builder::Workspace)).
-    pub fn workspace(mut self, workspace: crate::builder::Workspace) -> Self {
+    pub fn workspace(mut self, workspace: settings::Workspace) -> Self {
         workspace.apply(&mut self.config);
         self
     }
 
     /// How tool calls are handled: hooks, stages, layers, truncation (see
     /// [`Calls`](crate::builder::Calls)).
-    pub fn calls(mut self, calls: crate::builder::Calls) -> Self {
+    pub fn calls(mut self, calls: settings::Calls) -> Self {
         calls.apply(&mut self.config);
         self
     }
 
     /// Limits on a run: turns, budget, tool timeout (see
     /// [`Limits`](crate::builder::Limits)).
-    pub fn limits(mut self, limits: crate::builder::Limits) -> Self {
+    pub fn limits(mut self, limits: settings::Limits) -> Self {
         limits.apply(&mut self.config);
         self
     }
 
     /// The journal and the context-window policy (see
     /// [`Sessions`](crate::builder::Sessions)).
-    pub fn sessions(mut self, sessions: crate::builder::Sessions) -> Self {
+    pub fn sessions(mut self, sessions: settings::Sessions) -> Self {
         sessions.apply(&mut self.config);
         self
     }
 
     /// Sub-agents: on or off, depth, named engines (see
     /// [`SubAgents`](crate::builder::SubAgents)).
-    pub fn sub_agents(mut self, sub_agents: crate::builder::SubAgents) -> Self {
+    pub fn sub_agents(mut self, sub_agents: settings::SubAgents) -> Self {
         sub_agents.apply(&mut self.config);
         self
     }
