@@ -1,6 +1,6 @@
 //! Rule evaluation per shell command: a rules file of 1,000 command rules
 //! (500 programs, each with an allow rule on an argument prefix and an ask
-//! or forbid rule), a command line of five parts planned where it runs
+//! or deny rule), a command line of five parts planned where it runs
 //! (parsed, globs expanded, every program resolved through the real
 //! `PATH`, the dangerous-argument catalogue consulted) and checked, per
 //! call, as the approval stage does. Then a rules-allowed `ls` through

@@ -2,9 +2,9 @@
 //! can use it: over stdio (the default) or streamable HTTP.
 //!
 //! ```text
-//! cargo run --example mcp_server --features mcp                          # stdio
-//! cargo run --example mcp_server --features mcp -- --http 127.0.0.1:8765  # http://127.0.0.1:8765/mcp
-//! KINET_MCP_TOKEN=secret cargo run --example mcp_server --features mcp -- --http 0.0.0.0:8765
+//! cargo run --example mcp_server --features tools,mcp                          # stdio
+//! cargo run --example mcp_server --features tools,mcp -- --http 127.0.0.1:8765  # http://127.0.0.1:8765/mcp
+//! KINET_MCP_TOKEN=secret cargo run --example mcp_server --features tools,mcp -- --http 0.0.0.0:8765
 //! ```
 //!
 //! The model is a real one when the environment names one (see

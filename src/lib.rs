@@ -90,9 +90,6 @@ pub mod testing {
 /// Re-exported so `#[derive(JsonSchema)]` on a tool's arguments works with
 /// kinet alone: `use kinet::schemars::{self, JsonSchema};`.
 pub use schemars;
-/// Re-exported for tool results and arguments (`serde_json::Value`,
-/// `json!`).
-pub use serde_json;
 
 #[cfg(feature = "acp")]
 pub use kinet_acp as acp;

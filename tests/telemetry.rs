@@ -131,9 +131,10 @@ async fn a_run_with_a_sub_agent_an_mcp_call_and_a_failing_tool_is_traced() {
     ]);
     let agent = Agent::builder(provider)
         .model("test-model")
-        .telemetry(Telemetry::new().agent_name("tracer"))
         .telemetry(
-            Telemetry::new().prices(PriceTable::new().with("test-model", Price::new(1.0, 10.0))),
+            Telemetry::new()
+                .agent_name("tracer")
+                .prices(PriceTable::new().with("test-model", Price::new(1.0, 10.0))),
         )
         .policy(ApprovalPolicy::never())
         .tool(Broken)

@@ -11,7 +11,7 @@
 //!      -d '{"text": "Create notes.txt saying hi"}'          # waits for approval
 //! curl -X POST localhost:8080/KinetAgent/alice/pending      # the awakeable's id
 //! curl localhost:8080/restate/awakeables/<id>/resolve -H 'content-type: application/json' \
-//!      -d '{"<call id>": {"decision": "approve"}}'
+//!      -d '{"<call id>": {"decision": "allow"}}'
 //! ```
 #![allow(clippy::print_stdout, missing_docs)]
 

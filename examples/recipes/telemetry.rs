@@ -3,14 +3,13 @@
 //! collector (`OTEL_EXPORTER_OTLP_ENDPOINT`, default http://127.0.0.1:4318:
 //! Jaeger, the OpenTelemetry Collector, ...); a price table gives the cost
 //! and a budget caps it. Runs on a scripted model, no API key.
-//! `cargo run --example recipe_telemetry --features opentelemetry`
+//! `cargo run --example recipe_telemetry --features tools,opentelemetry`
 #![allow(clippy::print_stdout, missing_docs)]
 
 use kinet::Agent;
 use kinet::builder::Limits;
 use kinet::core::telemetry::{Price, PriceTable, Telemetry, otel};
-use kinet::core::testing::{ScriptedProvider, ScriptedTurn};
-use kinet::core::{ApprovalPolicy, RunOutcome, provider::Usage};
+use kinet::core::{ApprovalPolicy, RunOutcome, provider::Usage, testing::*};
 use serde_json::json;
 
 /// One traced run, its spans sent to `endpoint` and flushed on return.
@@ -37,9 +36,10 @@ pub async fn traced_run(endpoint: &str) -> anyhow::Result<RunOutcome> {
         .model("gpt-4o-mini")
         .tools(kinet::tools::default_tools())
         .policy(ApprovalPolicy::never())
-        .telemetry(Telemetry::new().agent_name("recipe")) // .record_content(true) adds prompts
         .telemetry(
-            Telemetry::new().prices(PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60))),
+            Telemetry::new()
+                .agent_name("recipe") // .record_content(true) adds prompts
+                .prices(PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60))),
         ) // per 1M tokens
         .limits(Limits::new().budget(0.05)) // the run ends cleanly once it has cost this much
         .build();

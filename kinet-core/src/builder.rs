@@ -9,6 +9,7 @@
 //! | [`Limits`] | turns per run, a cost budget, a time limit per tool call |
 //! | [`Sessions`] | the journal, the context-window policy |
 //! | [`SubAgents`] | on or off, nesting depth, named engines |
-//! | [`Telemetry`](crate::telemetry::Telemetry) | span names, content recording, prices |
+//! | [`Telemetry`] | span names, content recording, prices |
 
 pub use crate::agent::{Approval, Calls, Limits, Sessions, SubAgents, Workspace};
+pub use crate::telemetry::Telemetry;

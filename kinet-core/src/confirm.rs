@@ -59,6 +59,12 @@ pub(crate) const NO_HANDLER: &str = "nobody was asked, because the host set no c
 (AgentBuilder::confirm_handler) while its approval policy asks before calls that change something \
 (ApprovalPolicy::never() or an allow rule runs them unasked)";
 
+/// Why [`DenyingHandler`] denies a call the injection defence flagged.
+pub(crate) const NO_HANDLER_FLAGGED: &str = "nobody was asked, because the host set no \
+confirmation handler (AgentBuilder::confirm_handler); the injection defence asks about such a \
+call under every policy (see Defence: a plan declared before reading, trusting the source, or \
+Defence::unattended to refuse without asking)";
+
 /// A handler with no UI: denies every request it is asked about. It is the
 /// default, so an agent without a handler never runs a mutating tool unless
 /// its policy says [`ApprovalMode::Never`].
@@ -67,9 +73,13 @@ pub struct DenyingHandler;
 
 #[async_trait]
 impl ConfirmHandler for DenyingHandler {
-    async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+    async fn confirm(&self, request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        let reason = match request.concern {
+            None => NO_HANDLER.to_owned(),
+            Some(concern) => format!("{concern}; {NO_HANDLER_FLAGGED}"),
+        };
         Ok(ConfirmDecision::Deny {
-            reason: Some(NO_HANDLER.into()),
+            reason: Some(reason),
         })
     }
 }
@@ -230,6 +240,15 @@ impl ApprovalPolicy {
     /// [`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules).)
     pub fn with_rules(mut self, rules: Rules) -> Self {
         self.data = Some(std::sync::Arc::new(rules));
+        self
+    }
+
+    /// This policy with `earlier`'s rules file when it has none of its own
+    /// (the builder's groups combine this way).
+    pub(crate) fn keeping_rules_of(mut self, earlier: &ApprovalPolicy) -> Self {
+        if self.data.is_none() {
+            self.data = earlier.data.clone();
+        }
         self
     }
 

@@ -88,6 +88,9 @@ impl Suspension {
 pub(crate) struct Resumption {
     pub(crate) decisions: Decisions,
     pub(crate) saved: BTreeMap<String, serde_json::Value>,
+    /// The calls the injection defence flagged when they were asked
+    /// about: an approval for the session covers such a call only.
+    pub(crate) flagged: std::collections::BTreeSet<String>,
 }
 
 /// The decisions that finish a deferred turn, by call id.

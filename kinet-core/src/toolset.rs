@@ -329,6 +329,11 @@ impl Toolset {
         self
     }
 
+    /// The readiness deadline.
+    pub(crate) fn readiness(&self) -> Duration {
+        self.readiness
+    }
+
     /// Keeps only the static tools for which `keep` returns true (sources
     /// are kept as they are).
     pub fn retain(&mut self, mut keep: impl FnMut(&dyn DynTool) -> bool) {

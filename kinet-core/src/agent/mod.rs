@@ -157,10 +157,10 @@ impl AgentBuilder {
     pub fn tools(mut self, tools: Toolset) -> Self {
         let current = &mut self.config.run_mut().tools;
         if current.is_empty() {
-            *current = tools;
-        } else {
-            current.merge(tools);
+            // The set's own layers wrap its tools only, as when merged.
+            *current = Toolset::new().readiness_deadline(tools.readiness());
         }
+        current.merge(tools);
         self
     }
 
@@ -227,8 +227,9 @@ impl AgentBuilder {
     /// [`Telemetry::new`](crate::telemetry::Telemetry::new) (no name, no
     /// content, no prices).
     pub fn telemetry(mut self, telemetry: crate::telemetry::Telemetry) -> Self {
-        let content = telemetry.records_content();
-        self.config.run_mut().telemetry = telemetry;
+        let run = self.config.run_mut();
+        run.telemetry.merge(telemetry);
+        let content = run.telemetry.records_content();
         self.config.pipeline(|p| p.with_content_recording(content));
         self
     }

@@ -45,14 +45,15 @@ impl Approval {
     }
 
     /// When to ask. Default: [`ApprovalPolicy::ask`] (read-only calls run,
-    /// mutating ones ask; a 5-minute timeout on each question).
+    /// mutating ones ask; a 5-minute timeout on each question). A policy
+    /// without a rules file keeps the rules set before.
     pub fn policy(mut self, policy: ApprovalPolicy) -> Self {
         self.policy = Some(policy);
         self
     }
 
-    /// Rules as data (a [`rules`](crate::rules) file) added to the policy.
-    /// Default: none.
+    /// Rules as data (a [`rules`](crate::rules) file) for the policy, in
+    /// place of any set before. Default: none.
     pub fn rules(mut self, rules: Rules) -> Self {
         self.rules = Some(rules);
         self
@@ -83,6 +84,7 @@ impl Approval {
         let (policy, rules, defence) = (self.policy, self.rules, self.defence);
         config.pipeline(|mut pipeline| {
             if let Some(policy) = policy {
+                let policy = policy.keeping_rules_of(pipeline.policy());
                 pipeline = pipeline.with_policy(policy);
             }
             if let Some(rules) = rules {

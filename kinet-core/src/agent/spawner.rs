@@ -71,6 +71,7 @@ impl EngineSpawner {
         }
         config.cwd = parent.cwd().to_path_buf();
         config.roots = parent.roots().to_vec();
+        config.protected = self.parent.protected.clone();
         Ok(config)
     }
 }

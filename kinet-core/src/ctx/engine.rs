@@ -31,7 +31,7 @@ use crate::provenance::Provenance;
 /// cancel.cancel();
 /// assert!(ctx.is_cancelled());
 /// ```
-pub trait EngineCtx: Sized {
+pub trait EngineCtx: Sized + sealed::Sealed {
     /// Sets the working directory relative paths resolve against.
     fn with_cwd(self, cwd: impl Into<PathBuf>) -> Self;
 
@@ -101,6 +101,12 @@ pub trait EngineCtx: Sized {
 
     /// All host extensions.
     fn extensions(&self) -> &Extensions;
+}
+
+mod sealed {
+    /// Only [`ToolCtx`](super::ToolCtx) is an engine context: methods can be added.
+    pub trait Sealed {}
+    impl Sealed for super::ToolCtx {}
 }
 
 impl EngineCtx for ToolCtx {

@@ -65,6 +65,27 @@ pub trait SubAgentSpawner: Send + Sync {
     }
 }
 
+/// A shared spawner is a spawner: pass an `Arc` where one is taken.
+#[async_trait]
+impl<S: SubAgentSpawner + ?Sized> SubAgentSpawner for std::sync::Arc<S> {
+    async fn run(
+        &self,
+        request: SubAgentRequest,
+        parent: &ToolCtx,
+    ) -> Result<SubAgentReport, ToolError> {
+        (**self).run(request, parent).await
+    }
+
+    fn member_agent(
+        &self,
+        engine: Option<&str>,
+        system_prompt: Option<&str>,
+        parent: &ToolCtx,
+    ) -> Result<std::sync::Arc<dyn AgentHandle>, ToolError> {
+        (**self).member_agent(engine, system_prompt, parent)
+    }
+}
+
 /// An agent a tool can run again and again (a team member), seen through a
 /// trait object so that tools need not know the agent's type.
 #[async_trait]

@@ -87,6 +87,12 @@ pub(super) async fn finish(
     let base = base.clone().with_resumption(Some(Arc::new(Resumption {
         decisions: decisions.clone(),
         saved: deferred.saved.clone(),
+        flagged: deferred
+            .pending
+            .iter()
+            .filter(|request| request.concern.is_some())
+            .map(|request| request.call_id.clone())
+            .collect(),
     })));
     let tools = match super::turn_tools(config).await {
         Ok(tools) => tools,

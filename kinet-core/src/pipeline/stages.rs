@@ -209,14 +209,19 @@ impl Pipeline {
                         Gate::Refuse(denied(&call.name, reason.clone()))
                     }
                     ConfirmDecision::AllowForSession => {
-                        approvals.insert(call.name.clone());
+                        // A flagged call's approval covers that call only.
+                        if !resumption.is_some_and(|r| r.flagged.contains(&call.id)) {
+                            approvals.insert(call.name.clone());
+                        }
                         Gate::Run
                     }
                     ConfirmDecision::Abort => Gate::Stop(RunStop::Aborted {
                         tool: call.name.clone(),
                     }),
-                    // Allow; an edit's arguments were put in before the gate.
-                    _ => Gate::Run,
+                    // An edit's arguments were put in before the gate.
+                    ConfirmDecision::Allow | ConfirmDecision::Edit { .. } => Gate::Run,
+                    // A decision this version does not know runs nothing.
+                    _ => Gate::Refuse(denied(&call.name, None)),
                 }
             }
         }
@@ -345,7 +350,10 @@ impl Pipeline {
             Err(error) => return Gate::Refuse(error),
         };
         plan_command(call, prepared, base);
-        match self.verdict(call, prepared, base, true) {
+        // Not as approved for the session: the mode's denial (a sub-agent's
+        // `DenyAll`) holds for arguments that make the call mutating. An
+        // ask is answered: the user wrote these arguments.
+        match self.verdict(call, prepared, base, false) {
             Ok(_) => Gate::Run,
             Err(reason) => policy_denied(reason),
         }

@@ -126,7 +126,7 @@ fn is_host_name(host: &str) -> bool {
 }
 
 /// The hosts a sandboxed command may reach: allowed when an `allow`
-/// pattern matches and no `forbid` pattern does.
+/// pattern matches and no `deny` pattern does.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Allowlist {
     pub(crate) allow: Vec<HostPattern>,

@@ -1,8 +1,8 @@
 //! Approval rules as data: a TOML file of rules for shell commands (by
 //! program and argument prefix), for tools (by name and argument
 //! patterns), for paths, and for the hosts a sandboxed command may reach;
-//! each `allow`, `ask` or `deny` (`forbid` is read as `deny`), most with examples that must and must
-//! not match, checked when the file loads.
+//! each `allow`, `ask` or `deny` (`forbid` is read as `deny`), most with
+//! examples that must and must not match, checked when the file loads.
 //!
 //! ```toml
 //! [[command]]
@@ -78,7 +78,7 @@
 //! ```
 //!
 //! Path rules look at a call's `path` and `file_path` arguments, as
-//! written and with their symlinks resolved: `ask` and `forbid` apply when
+//! written and with their symlinks resolved: `ask` and `deny` apply when
 //! either form matches, `allow` only when both do.
 //! Host rules do not decide calls:
 //! [`SandboxPolicy::with_host_rules`](crate::sandbox::SandboxPolicy::with_host_rules)
@@ -248,7 +248,7 @@ pub enum RulesError {
 /// The outcome for a command line, with the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandVerdict {
-    /// Allow, ask or forbid.
+    /// Allow, ask or deny.
     pub decision: Decision,
     /// Why: the rule or the construct that decided.
     pub reason: String,

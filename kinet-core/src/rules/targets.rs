@@ -88,7 +88,7 @@ pub struct PathRule {
     /// What the rule says.
     pub decision: Decision,
     /// The tools it applies to (names or prefixes ending in `*`). Default:
-    /// every tool, which only `ask` and `forbid` may use: an `allow` must
+    /// every tool, which only `ask` and `deny` may use: an `allow` must
     /// name its tools.
     #[serde(default)]
     pub tools: Vec<String>,
@@ -218,7 +218,7 @@ fn forms(path: &str, cwd: &Path, roots: &[PathBuf], links: bool) -> Vec<PathForm
 pub struct HostRule {
     /// A [`HostPattern`]: `crates.io`, `*.crates.io`, `localhost:8080`.
     pub name: String,
-    /// `allow` or `forbid` (a proxy has no one to ask).
+    /// `allow` or `deny` (a proxy has no one to ask).
     pub decision: Decision,
     /// Why, for messages.
     #[serde(default)]
@@ -244,7 +244,7 @@ impl super::Rules {
                 problem,
             };
             if rule.decision == Decision::Ask {
-                return Err(fail("a host rule can only allow or forbid".into()));
+                return Err(fail("a host rule can only allow or deny".into()));
             }
             HostPattern::parse(&rule.name).map_err(fail)?;
         }
@@ -271,7 +271,7 @@ impl super::Rules {
     /// `path` or `file_path` argument, made absolute from `cwd` and
     /// matched relative to the workspace `roots` (strictest match). An
     /// `allow` holds only when it matches the path as written and with
-    /// its symlinks resolved; `ask` and `forbid` when either does.
+    /// its symlinks resolved; `ask` and `deny` when either does.
     pub fn check_paths(
         &self,
         tool: &str,

@@ -89,7 +89,7 @@ match = ["ls && rm x"]
 }
 
 #[test]
-fn forbid_wins_over_ask_over_allow() {
+fn deny_wins_over_ask_over_allow() {
     assert_eq!(
         decision("git status"),
         Some(Decision::Ask),
@@ -378,7 +378,7 @@ fn path_rules_match_relative_to_the_roots_and_through_symlinks() {
         ),
         (
             "[[host]]\nname = \"x.io\"\ndecision = \"ask\"\n",
-            "host rule 1 (`x.io`): a host rule can only allow or forbid",
+            "host rule 1 (`x.io`): a host rule can only allow or deny",
         ),
         (
             "[[host]]\nname = \"https://x.io\"\ndecision = \"allow\"\n",

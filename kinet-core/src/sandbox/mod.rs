@@ -258,7 +258,7 @@ impl SandboxPolicy {
 
     /// Keeps these hosts out even where [`allow_hosts`](Self::allow_hosts)
     /// lets them in (`gist.github.com` beside `*.github.com`).
-    pub fn forbid_hosts<I, S>(mut self, hosts: I) -> Self
+    pub fn deny_hosts<I, S>(mut self, hosts: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -274,7 +274,7 @@ impl SandboxPolicy {
     }
 
     /// Adds a rules file's host rules ([`crate::rules`]): its `allow`
-    /// hosts to the network allowlist, its `forbid` hosts to those kept
+    /// hosts to the network allowlist, its `deny` hosts to those kept
     /// out.
     pub fn with_host_rules(self, rules: &crate::rules::Rules) -> Self {
         let of = |decision: crate::rules::Decision| {
@@ -285,7 +285,7 @@ impl SandboxPolicy {
                 .map(|rule| rule.name.clone())
         };
         self.allow_hosts(of(crate::rules::Decision::Allow))
-            .forbid_hosts(of(crate::rules::Decision::Deny))
+            .deny_hosts(of(crate::rules::Decision::Deny))
     }
 
     /// Whether the command gets the allowlist's proxy.

@@ -50,7 +50,7 @@ pub use spans::TARGET;
 #[must_use]
 pub struct Telemetry {
     agent_name: Option<String>,
-    record_content: bool,
+    record_content: Option<bool>,
     prices: Option<std::sync::Arc<PriceTable>>,
 }
 
@@ -72,7 +72,7 @@ impl Telemetry {
     /// the spans. They may hold secrets and personal data: only turn this
     /// on where the tracing backend may keep them. Default: off.
     pub fn record_content(mut self, yes: bool) -> Self {
-        self.record_content = yes;
+        self.record_content = Some(yes);
         self
     }
 
@@ -98,7 +98,21 @@ impl Telemetry {
 
     /// Whether content is recorded.
     pub fn records_content(&self) -> bool {
-        self.record_content
+        self.record_content.unwrap_or(false)
+    }
+
+    /// `other`'s settings over these: what `other` sets replaces, what it
+    /// leaves unset stays (the builder's groups combine this way).
+    pub(crate) fn merge(&mut self, other: Telemetry) {
+        if other.agent_name.is_some() {
+            self.agent_name = other.agent_name;
+        }
+        if other.record_content.is_some() {
+            self.record_content = other.record_content;
+        }
+        if other.prices.is_some() {
+            self.prices = other.prices;
+        }
     }
 }
 
