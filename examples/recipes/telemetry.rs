@@ -32,15 +32,12 @@ pub async fn traced_run(endpoint: &str) -> anyhow::Result<RunOutcome> {
         ScriptedTurn::text("kinet-core, kinet-tools and more.").with_usage(used(400, 30)), // the sub-agent
         ScriptedTurn::text("Done: see Cargo.toml.").with_usage(used(2_000, 60)),
     ]);
+    let prices = PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60)); // per 1M tokens
     let agent = Agent::builder(model)
         .model("gpt-4o-mini")
         .tools(kinet::tools::default_tools())
         .policy(ApprovalPolicy::never())
-        .telemetry(
-            Telemetry::new()
-                .agent_name("recipe") // .record_content(true) adds prompts
-                .prices(PriceTable::new().with("gpt-4o-mini", Price::new(0.15, 0.60))),
-        ) // per 1M tokens
+        .telemetry(Telemetry::new().agent_name("recipe").prices(prices)) // .record_content(true) adds prompts
         .limits(Limits::new().budget(0.05)) // the run ends cleanly once it has cost this much
         .build();
     let outcome = agent.run_to_completion("What is in this workspace?").await;
@@ -55,9 +52,7 @@ async fn main() -> anyhow::Result<()> {
     let outcome = traced_run(&endpoint).await?;
     println!("{}", outcome.final_text().unwrap_or_default());
     println!("stop: {}; tokens: {:?}", outcome.stop, outcome.usage);
-    println!(
-        "cost: {:.6} (spans sent to {endpoint})",
-        outcome.cost.unwrap_or(0.0)
-    );
+    let cost = outcome.cost.unwrap_or(0.0);
+    println!("cost: {cost:.6} (spans sent to {endpoint})");
     Ok(())
 }
