@@ -80,6 +80,11 @@ struct Shared {
     task_tools: std::collections::HashMap<String, TaskSupport>,
     /// Their tasks: in the store when stateless, else in memory.
     tasks: Arc<tasks::Tasks>,
+    /// The listed tools, described once (see `Session::tool_list`).
+    described: std::sync::OnceLock<(
+        Vec<rmcp::model::Tool>,
+        std::collections::HashMap<String, usize>,
+    )>,
 }
 
 impl Shared {
@@ -357,6 +362,7 @@ impl McpServerBuilder {
                 shapes,
                 task_tools: self.task_tools,
                 tasks,
+                described: std::sync::OnceLock::new(),
                 request_state: rmcp::model::RequestStateCodec::new_unchecked(key),
                 tools,
                 agent: self.agent,
@@ -533,10 +539,11 @@ impl McpServer {
             // Reachable under any name; the bearer token guards it.
             config = config.disable_allowed_hosts();
         }
+        // Answers to requests without a session (2026-07-28) as plain JSON
+        // rather than an event stream; sessions keep theirs.
+        config = config.with_json_response(true);
         if self.shared.store.is_some() {
-            config = config
-                .with_legacy_session_mode(false)
-                .with_json_response(true);
+            config = config.with_legacy_session_mode(false);
         }
         let server = self.clone();
         let service = StreamableHttpService::new(

@@ -49,7 +49,31 @@ pub(super) fn error_result(text: impl Into<String>) -> CallToolResult {
 }
 
 impl Session {
+    /// The tools this server lists, described once per server (the
+    /// schemas are generated once, not on every request).
     fn tool_list(&self) -> Vec<rmcp::model::Tool> {
+        self.described().0.clone()
+    }
+
+    /// The listed tools and where each is in the list, by name.
+    fn described(
+        &self,
+    ) -> &(
+        Vec<rmcp::model::Tool>,
+        std::collections::HashMap<String, usize>,
+    ) {
+        self.shared.described.get_or_init(|| {
+            let list = self.describe_tools();
+            let by_name = list
+                .iter()
+                .enumerate()
+                .map(|(at, tool)| (tool.name.to_string(), at))
+                .collect();
+            (list, by_name)
+        })
+    }
+
+    fn describe_tools(&self) -> Vec<rmcp::model::Tool> {
         let mut tools = vec![
             rmcp::model::Tool::new(
                 "agent",
@@ -478,11 +502,8 @@ impl ServerHandler for Session {
     /// The tool a `tools/call` names, for the transport's check of its
     /// `Mcp-Param-*` headers against the arguments (2026-07-28).
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        match name {
-            // Built per request on the call's hot path: only the one named.
-            "agent" | "reply" => self.tool_list().into_iter().find(|tool| tool.name == name),
-            _ => self.served_tool(name),
-        }
+        let (list, by_name) = self.described();
+        by_name.get(name).map(|&at| list[at].clone())
     }
 
     async fn list_tools(
