@@ -218,7 +218,7 @@ impl Conversations {
                         last_request: None,
                     })
             })),
-            Kind::Store(store) => match store.load(id) {
+            Kind::Store(store) => match blocking(|| store.load(id)) {
                 Ok(Some(session)) => {
                     let held = session.state.get(OWNER).and_then(serde_json::Value::as_str);
                     if held != owner {
@@ -276,6 +276,23 @@ impl Conversations {
                 Ok(())
             }
             Kind::Store(store) => {
+                blocking(|| self.save_to(store, id, owner, request, conversation, saved))
+            }
+        }
+    }
+
+    /// [`save`](Self::save) into a store.
+    fn save_to(
+        &self,
+        store: &Arc<dyn SessionStore>,
+        id: &str,
+        owner: Option<&str>,
+        request: Option<JournalEntry>,
+        conversation: &Conversation,
+        saved: Option<(&[kinet_core::Message], usize)>,
+    ) -> Result<(), String> {
+        {
+            {
                 let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
                     format!("the conversation store failed: {e}")
                 };
@@ -325,6 +342,18 @@ impl Conversations {
                 Ok(())
             }
         }
+    }
+}
+
+/// Runs a store call that blocks (a PostgreSQL store waits for its own
+/// thread's answer) without holding up the other tasks of a multi-threaded
+/// runtime's worker.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
     }
 }
 

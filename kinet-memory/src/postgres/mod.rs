@@ -49,11 +49,13 @@ mod tls;
 
 pub use sessions::PostgresSessionStore;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 use crate::MemoryError;
 use crate::backend::now;
@@ -291,7 +293,7 @@ impl MemoryBackend for PostgresMemory {
         let [su, sa, sc] = scope.columns();
         self.client()
             .await?
-            .execute(
+            .execute_cached(
                 "INSERT INTO kinet_facts(scope_user, scope_agent, scope_conv, session, key, value, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)
                  ON CONFLICT (scope_user, scope_agent, scope_conv, session, key)
@@ -313,7 +315,7 @@ impl MemoryBackend for PostgresMemory {
         let row = self
             .client()
             .await?
-            .query_opt(
+            .query_opt_cached(
                 &format!(
                     "SELECT value FROM kinet_facts WHERE {SCOPED} AND session = $4 AND key = $5"
                 ),
@@ -333,7 +335,7 @@ impl MemoryBackend for PostgresMemory {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_cached(
                 &format!("SELECT key, value FROM kinet_facts WHERE {SCOPED} AND session = $4 ORDER BY key"),
                 &[&su, &sa, &sc, &session],
             )
@@ -347,7 +349,7 @@ impl MemoryBackend for PostgresMemory {
         let limit = i64::try_from(spec.limit).unwrap_or(i64::MAX);
         self.client()
             .await?
-            .execute(
+            .execute_cached(
                 "INSERT INTO kinet_blocks(scope_user, scope_agent, scope_conv, label, value, char_limit,
                                           read_only, description, shared, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -385,7 +387,7 @@ impl MemoryBackend for PostgresMemory {
         if let Some(template) = templates.iter().find(|t| t.label == label) {
             let [su, sa, sc] = scope.columns();
             let limit = i64::try_from(template.limit).unwrap_or(i64::MAX);
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO kinet_blocks(scope_user, scope_agent, scope_conv, label, value, char_limit,
                                           read_only, description, shared, updated_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, false, $9)
@@ -411,7 +413,7 @@ impl MemoryBackend for PostgresMemory {
         };
         let value = edit.apply(&stored.block)?;
         let [su, sa, sc] = stored.scope.columns();
-        tx.execute(
+        tx.execute_cached(
             &format!(
                 "UPDATE kinet_blocks SET value = $5, updated_at = $6 WHERE {SCOPED} AND label = $4"
             ),
@@ -456,7 +458,7 @@ impl MemoryBackend for PostgresMemory {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_cached(
                 "INSERT INTO kinet_records(scope_user, scope_agent, scope_conv, session, role, text, turn,
                                            created_at, embedder, embedding)
                  SELECT $1, $2, $3, s, r, t, u, $8, $9, e
@@ -479,7 +481,7 @@ impl MemoryBackend for PostgresMemory {
         let row = self
             .client()
             .await?
-            .query_one(
+            .query_one_cached(
                 &format!("SELECT count(*) FROM kinet_records WHERE {SCOPED}"),
                 &[&su, &sa, &sc],
             )
@@ -502,7 +504,7 @@ impl MemoryBackend for PostgresMemory {
         let tx = client.transaction().await.map_err(pg)?;
         // One writer per scope, subject and predicate at a time, in any
         // process.
-        tx.execute(
+        tx.execute_cached(
             "SELECT pg_advisory_xact_lock(hashtextextended(
                  $1 || chr(31) || $2 || chr(31) || $3 || chr(31) || lower($4) || chr(31) || lower($5), 0))",
             &[&su, &sa, &sc, &triple.subject, &triple.predicate],
@@ -513,7 +515,7 @@ impl MemoryBackend for PostgresMemory {
         let mut superseded = Vec::new();
         if triple.supersede {
             superseded = tx
-                .query(
+                .query_cached(
                     &format!(
                         "UPDATE kinet_triples SET valid_to = $7
                          WHERE {SCOPED} AND lower(subject) = lower($4) AND lower(predicate) = lower($5)
@@ -529,7 +531,7 @@ impl MemoryBackend for PostgresMemory {
                 .collect();
         }
         let existing = tx
-            .query_opt(
+            .query_opt_cached(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
                      WHERE {SCOPED} AND lower(subject) = lower($4) AND lower(predicate) = lower($5)
@@ -550,7 +552,7 @@ impl MemoryBackend for PostgresMemory {
             Some(row) => triple_from_row(&row),
             None => {
                 let row = tx
-                    .query_one(
+                    .query_one_cached(
                         &format!(
                             "INSERT INTO kinet_triples(scope_user, scope_agent, scope_conv, subject, predicate,
                                                        object, source, valid_from, created_at)
@@ -573,7 +575,7 @@ impl MemoryBackend for PostgresMemory {
         let changed = self
             .client()
             .await?
-            .execute(
+            .execute_cached(
                 &format!(
                     "UPDATE kinet_triples SET valid_to = $5 WHERE {SCOPED} AND id = $4 AND valid_to IS NULL"
                 ),
@@ -593,7 +595,7 @@ impl MemoryBackend for PostgresMemory {
         let rows = self
             .client()
             .await?
-            .query(
+            .query_cached(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
                      WHERE {SCOPED}
@@ -629,7 +631,7 @@ async fn visible_rows(
 ) -> Result<Vec<StoredBlock>, MemoryError> {
     let [su, sa, sc] = reader.columns();
     let rows = client
-        .query(
+        .query_cached(
             &format!(
                 "SELECT label, value, char_limit, read_only, description, shared, scope_user, scope_agent, scope_conv
                  FROM kinet_blocks
@@ -670,6 +672,78 @@ pub mod testing {
 
     /// The current schema version.
     pub const SCHEMA_VERSION: usize = super::schema::SCHEMA_VERSION;
+}
+
+/// Statements prepared once per connection and kept there (deadpool's
+/// statement cache). A statement given as text is prepared on every call,
+/// a round trip of its own before the one that runs it; every statement of
+/// this backend and its session store goes through here.
+pub(crate) trait Cached {
+    /// [`query`](tokio_postgres::Client::query), prepared once.
+    fn query_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Vec<Row>, tokio_postgres::Error>> + Send + 'a;
+
+    /// [`execute`](tokio_postgres::Client::execute), prepared once.
+    fn execute_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<u64, tokio_postgres::Error>> + Send + 'a;
+
+    /// [`query_one`](tokio_postgres::Client::query_one), prepared once.
+    fn query_one_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Row, tokio_postgres::Error>> + Send + 'a;
+
+    /// [`query_opt`](tokio_postgres::Client::query_opt), prepared once.
+    fn query_opt_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = Result<Option<Row>, tokio_postgres::Error>> + Send + 'a;
+}
+
+impl<C: deadpool_postgres::GenericClient> Cached for C {
+    async fn query_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query(&statement, params).await
+    }
+
+    async fn execute_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<u64, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.execute(&statement, params).await
+    }
+
+    async fn query_one_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Row, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_one(&statement, params).await
+    }
+
+    async fn query_opt_cached<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let statement = self.prepare_cached(sql).await?;
+        self.query_opt(&statement, params).await
+    }
 }
 
 #[cfg(test)]

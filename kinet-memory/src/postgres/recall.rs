@@ -1,6 +1,7 @@
 //! Recall on PostgreSQL: pgvector HNSW and full-text search, fused by
 //! reciprocal rank.
 
+use super::Cached as _;
 use std::collections::HashMap;
 
 use super::{PostgresMemory, SCOPED, TRIPLE_COLUMNS, pg, triple_from_row};
@@ -37,7 +38,7 @@ impl PostgresMemory {
         let client = self.client().await?;
         let [su, sa, sc] = scope.columns();
         let rows = client
-            .query(
+            .query_cached(
                 &format!(
                     "SELECT id, session, role, text, created_at FROM kinet_records
                      WHERE {SCOPED} AND id = ANY($4) AND ($5::text IS NULL OR turn IS DISTINCT FROM $5)"
@@ -120,18 +121,18 @@ impl PostgresMemory {
         let ef_search = (depth * 4).clamp(100, 1000).to_string();
         let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef_search];
         let (set, rows) = tokio::join!(
-            client.execute(
+            client.execute_cached(
                 "SELECT set_config('hnsw.ef_search', $1, false)",
                 &set_params
             ),
-            client.query(&either, &params)
+            client.query_cached(&either, &params)
         );
         set.map_err(pg)?;
         let mut rows = rows.map_err(pg)?;
         if rows.len() < depth && !rows.iter().any(|r| r.get::<_, bool>(2)) {
             // The index kept too few of the scope's rows (it filters after
             // its search): exact, over the scope.
-            rows = client.query(&exact, &params).await.map_err(pg)?;
+            rows = client.query_cached(&exact, &params).await.map_err(pg)?;
         }
         let found = rows
             .iter()
@@ -163,7 +164,7 @@ impl PostgresMemory {
         // Every word's match count (up to one past FREQUENT) in one round
         // trip; a stop word has no node and matches nothing.
         let counted = client
-            .query(
+            .query_cached(
                 &format!(
                     "SELECT n, numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
                        WHERE {SCOPED} AND tsv @@ q LIMIT $5) m)
@@ -186,7 +187,7 @@ impl PostgresMemory {
         let limit = i64::try_from(depth).unwrap_or(i64::MAX);
         let rows = if !rare.is_empty() {
             client
-                .query(
+                .query_cached(
                     &format!(
                         "SELECT id FROM kinet_records, websearch_to_tsquery('english', $4) q
                          WHERE {SCOPED} AND tsv @@ q AND created_at >= $5
@@ -198,7 +199,7 @@ impl PostgresMemory {
                 .await
         } else {
             client
-                .query(
+                .query_cached(
                     &format!(
                         "SELECT id FROM (
                             SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $4) q
@@ -217,7 +218,7 @@ impl PostgresMemory {
     /// Current triples whose subject or object contains one of the terms.
     async fn triples_mentioning(
         &self,
-        client: &tokio_postgres::Client,
+        client: &impl deadpool_postgres::GenericClient,
         scope: &Scope,
         terms: &[String],
     ) -> Result<Vec<Triple>, MemoryError> {
@@ -237,7 +238,7 @@ impl PostgresMemory {
         }
         let [su, sa, sc] = scope.columns();
         let rows = client
-            .query(
+            .query_cached(
                 &format!(
                     "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
                      WHERE {SCOPED} AND valid_to IS NULL

@@ -1,6 +1,7 @@
 //! Sessions in PostgreSQL: [`PostgresSessionStore`], the journal store for
 //! services whose replicas run on several machines.
 
+use super::Cached as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -154,7 +155,7 @@ impl PostgresSessionStore {
             let tx = client.transaction().await.map_err(pg)?;
             let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
             let inserted = tx
-                .execute(
+                .execute_cached(
                     &format!(
                         "INSERT INTO kinet_sessions (id, created_at, updated_at, forked_from, fork_at, next_seq)
                          VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4) ON CONFLICT (id) DO NOTHING"
@@ -170,7 +171,7 @@ impl PostgresSessionStore {
             }
             let kinds: Vec<&str> = entries.iter().map(|(kind, _)| *kind).collect();
             let bodies: Vec<&str> = entries.iter().map(|(_, body)| body.as_str()).collect();
-            tx.execute(
+            tx.execute_cached(
                 "INSERT INTO kinet_session_entries (session, seq, kind, body)
                  SELECT $1, n - 1, k, b FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(k, b, n)",
                 &[&id, &kinds, &bodies],
@@ -201,7 +202,7 @@ impl PostgresSessionStore {
         self.run(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             let changed = client
-                .execute(
+                .execute_cached(
                     &format!(
                         "WITH s AS (
                              UPDATE kinet_sessions SET updated_at = {NOW_MS}, next_seq = next_seq + $4
@@ -239,7 +240,7 @@ impl PostgresSessionStore {
             let client = Self::client(&pool, &target).await?;
             let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
                 params.iter().map(Param::as_sql).collect();
-            client.execute(&statement, &refs).await.map_err(pg)
+            client.execute_cached(&statement, &refs).await.map_err(pg)
         })
     }
 }
@@ -284,7 +285,7 @@ impl SessionStore for PostgresSessionStore {
             // One row per entry; one row with no body for a session with
             // none; no row for no session.
             let rows = client
-                .query(
+                .query_cached(
                     "SELECT e.body FROM kinet_sessions s
                      LEFT JOIN kinet_session_entries e ON e.session = s.id
                      WHERE s.id = $1 ORDER BY e.seq",
@@ -313,7 +314,7 @@ impl SessionStore for PostgresSessionStore {
         Ok(self.run(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             let rows = client
-                .query(
+                .query_cached(
                     "SELECT s.id, s.created_at, s.updated_at,
                         (SELECT count(*) FROM kinet_session_entries e WHERE e.session = s.id AND e.kind = 'message')
                      FROM kinet_sessions s ORDER BY s.updated_at DESC, s.id",
@@ -350,7 +351,7 @@ impl SessionStore for PostgresSessionStore {
         Ok(self.run(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             let row = client
-                .query_opt(
+                .query_opt_cached(
                     "SELECT forked_from, fork_at FROM kinet_sessions WHERE id = $1",
                     &[&id],
                 )
