@@ -19,7 +19,7 @@
 use kinet_core::builder::Calls;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kinet_core::provider::{ChatRequest, ProviderError, ProviderStream, StopReason, StreamEvent};
@@ -303,6 +303,10 @@ pub struct Report {
     /// Each conversation's id, principal and turns completed.
     pub conversations: Vec<(String, usize, usize)>,
     pub errors: Vec<String>,
+    /// On PostgreSQL: the replicas' round trips to the server while the
+    /// clients ran (a frontend Sync or simple Query is one), counted by a
+    /// proxy between them.
+    pub round_trips: Option<u64>,
 }
 
 /// The marker of principal `p`: in every prompt it sends.
@@ -626,10 +630,21 @@ pub async fn run(
         issuer: setup.issuer.clone(),
         jwks: setup.jwks.clone(),
     };
+    // The replicas reach PostgreSQL through a proxy that counts round trips.
+    let mut config = config;
+    let counted = match &store {
+        Store::Postgres(url) => {
+            let (proxied, count) = counting_proxy(url).await;
+            config.store = Store::Postgres(proxied);
+            Some(count)
+        }
+        Store::Sqlite(_) => None,
+    };
     let mut started = Vec::new();
     for _ in 0..replicas {
         started.push(Replica::start(config.clone(), replica_args).await);
     }
+    let before = counted.as_ref().map(|c| c.load(Ordering::Relaxed));
     let url = proxy(started.iter().map(|r| r.url.clone()).collect()).await;
     let completed = Arc::new(AtomicUsize::new(0));
     let total = plan.conversations * plan.turns;
@@ -644,7 +659,10 @@ pub async fn run(
             first
         })
     });
-    let report = drive(&url, &setup.tokens, plan, completed).await;
+    let mut report = drive(&url, &setup.tokens, plan, completed).await;
+    report.round_trips = counted
+        .zip(before)
+        .map(|(count, before)| count.load(Ordering::Relaxed) - before);
     if let Some(killer) = killer {
         drop(killer.await.unwrap());
     }
@@ -660,4 +678,77 @@ pub fn by_principal(report: &Report) -> HashMap<usize, usize> {
         *counts.entry(*p).or_insert(0) += 1;
     }
     counts
+}
+
+/// A TCP proxy in front of the PostgreSQL server of `url` that counts the
+/// round trips clients make: each frontend Sync (`S`, the end of an
+/// extended-query exchange) or simple Query (`Q`) is one. Returns the URL
+/// through the proxy and the count.
+async fn counting_proxy(url: &str) -> (String, Arc<AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (head, rest) = url.rsplit_once(':').unwrap();
+    let (port, tail) = rest.split_once('/').unwrap();
+    let upstream = format!("{}:{port}", head.rsplit_once('@').map_or(head, |(_, h)| h));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxied = format!("{head}:{}/{tail}", listener.local_addr().unwrap().port());
+    let count = Arc::new(AtomicU64::new(0));
+    let counter = count.clone();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_server, mut to_server) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
+                });
+                // Untyped first messages: an SSL or GSS request (answered
+                // by the server), then the startup message.
+                loop {
+                    let mut len = [0u8; 4];
+                    if from_client.read_exact(&mut len).await.is_err() {
+                        return;
+                    }
+                    let mut body = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+                    if from_client.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let code = body
+                        .get(..4)
+                        .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                    if to_server.write_all(&len).await.is_err()
+                        || to_server.write_all(&body).await.is_err()
+                    {
+                        return;
+                    }
+                    if !matches!(code, Some(80_877_103 | 80_877_104)) {
+                        break;
+                    }
+                }
+                loop {
+                    let mut head = [0u8; 5];
+                    if from_client.read_exact(&mut head).await.is_err() {
+                        return;
+                    }
+                    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+                    let mut body = vec![0u8; len.saturating_sub(4)];
+                    if from_client.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    if matches!(head[0], b'S' | b'Q') {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if to_server.write_all(&head).await.is_err()
+                        || to_server.write_all(&body).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (proxied, count)
 }
