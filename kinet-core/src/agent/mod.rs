@@ -175,9 +175,8 @@ impl AgentBuilder {
     /// handler that denies every question, so without one mutating calls
     /// run only under [`ApprovalPolicy::never`](crate::ApprovalPolicy::never) or an `allow` rule. Same as
     /// [`Approval::handler`](crate::builder::Approval::handler).
-    pub fn confirm_handler(mut self, handler: impl ConfirmHandler + 'static) -> Self {
-        self.config.confirm = Arc::new(handler);
-        self
+    pub fn confirm_handler(self, handler: impl ConfirmHandler + 'static) -> Self {
+        self.approval(settings::Approval::new().handler(handler))
     }
 
     /// Who decides whether a call runs: policy, rules, handler, injection

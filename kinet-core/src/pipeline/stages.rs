@@ -333,6 +333,20 @@ impl Pipeline {
         }
     }
 
+    /// Gives the call new arguments and reads them again as the tool's
+    /// (a hook's rewrite, a user's edit); why, when they do not fit.
+    fn replace_arguments(
+        &self,
+        tools: &ToolSnapshot,
+        call: &mut Cow<'_, ToolCall>,
+        prepared: &mut Prepared,
+        arguments: &serde_json::Value,
+    ) -> Result<(), ToolError> {
+        call.to_mut().arguments = arguments.to_string();
+        *prepared = self.parse(tools, call)?;
+        Ok(())
+    }
+
     /// A call the user approved with other arguments: they are read
     /// again as the tool's, its command line is planned again, and the
     /// policy's denials still hold for them (the rest of the gate runs).
@@ -344,11 +358,9 @@ impl Pipeline {
         base: &ToolCtx,
         arguments: serde_json::Value,
     ) -> Gate {
-        call.to_mut().arguments = arguments.to_string();
-        *prepared = match self.parse(tools, call) {
-            Ok(reparsed) => reparsed,
-            Err(error) => return Gate::Refuse(error),
-        };
+        if let Err(error) = self.replace_arguments(tools, call, prepared, &arguments) {
+            return Gate::Refuse(error);
+        }
         plan_command(call, prepared, base);
         // Not as approved for the session: the mode's denial (a sub-agent's
         // `DenyAll`) holds for arguments that make the call mutating. An
@@ -383,14 +395,10 @@ impl Pipeline {
             }
             Ok(BeforeTool::EndRun(reason)) => Gate::Stop(RunStop::Halted { reason }),
             Ok(BeforeTool::ReplaceArguments(arguments)) => {
-                call.to_mut().arguments = arguments.to_string();
-                match self.parse(tools, call) {
-                    Ok(reparsed) => {
-                        // The command line is planned again for the new
-                        // arguments by a later policy stage, if any.
-                        *prepared = reparsed;
-                        Gate::Run
-                    }
+                // The command line is planned again for the new arguments
+                // by a later policy stage, if any.
+                match self.replace_arguments(tools, call, prepared, &arguments) {
+                    Ok(()) => Gate::Run,
                     Err(error) => Gate::Refuse(error),
                 }
             }

@@ -276,14 +276,13 @@ impl Conversations {
                 Ok(())
             }
             Kind::Store(store) => {
-                blocking(|| self.save_to(store, id, owner, request, conversation, saved))
+                blocking(|| Self::save_to(store, id, owner, request, conversation, saved))
             }
         }
     }
 
     /// [`save`](Self::save) into a store.
     fn save_to(
-        &self,
         store: &Arc<dyn SessionStore>,
         id: &str,
         owner: Option<&str>,
@@ -291,57 +290,53 @@ impl Conversations {
         conversation: &Conversation,
         saved: Option<(&[kinet_core::Message], usize)>,
     ) -> Result<(), String> {
-        {
-            {
-                let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
-                    format!("the conversation store failed: {e}")
-                };
-                let kept = saved.is_some_and(|(saved, _)| {
-                    conversation.messages.len() >= saved.len()
-                        && conversation.messages[..saved.len()] == *saved
-                });
-                if let Some((saved, seen_from)) = saved.filter(|_| kept) {
-                    // What this reply added, in one transaction: a replica
-                    // that dies while saving leaves all of it or none.
-                    let entries: Vec<JournalEntry> = conversation
-                        .provenance
-                        .seen()
+        let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
+            format!("the conversation store failed: {e}")
+        };
+        let kept = saved.is_some_and(|(saved, _)| {
+            conversation.messages.len() >= saved.len()
+                && conversation.messages[..saved.len()] == *saved
+        });
+        if let Some((saved, seen_from)) = saved.filter(|_| kept) {
+            // What this reply added, in one transaction: a replica
+            // that dies while saving leaves all of it or none.
+            let entries: Vec<JournalEntry> = conversation
+                .provenance
+                .seen()
+                .iter()
+                .skip(seen_from)
+                .map(|seen| JournalEntry::Seen { seen: seen.clone() })
+                .chain(
+                    conversation
+                        .messages
                         .iter()
-                        .skip(seen_from)
-                        .map(|seen| JournalEntry::Seen { seen: seen.clone() })
-                        .chain(
-                            conversation
-                                .messages
-                                .iter()
-                                .skip(saved.len())
-                                .map(|message| JournalEntry::Message {
-                                    message: message.clone(),
-                                }),
-                        )
-                        .chain(request)
-                        .collect();
-                    return store.append_all(id, &entries).map_err(failed);
-                }
-                if saved.is_some() {
-                    // The run rewrote what was stored (compaction).
-                    store.delete(id).map_err(failed)?;
-                }
-                // A new conversation is created whole, with its owner.
-                let mut session = Session::empty(id);
-                session.conversation.messages = conversation.messages.clone();
-                session.conversation.provenance = conversation.provenance.clone();
-                if let Some(owner) = owner {
-                    session
-                        .state
-                        .insert(OWNER.to_owned(), serde_json::json!(owner));
-                }
-                if let Some(JournalEntry::State { key, value }) = request {
-                    session.state.insert(key, value);
-                }
-                store.create(&session).map_err(failed)?;
-                Ok(())
-            }
+                        .skip(saved.len())
+                        .map(|message| JournalEntry::Message {
+                            message: message.clone(),
+                        }),
+                )
+                .chain(request)
+                .collect();
+            return store.append_all(id, &entries).map_err(failed);
         }
+        if saved.is_some() {
+            // The run rewrote what was stored (compaction).
+            store.delete(id).map_err(failed)?;
+        }
+        // A new conversation is created whole, with its owner.
+        let mut session = Session::empty(id);
+        session.conversation.messages = conversation.messages.clone();
+        session.conversation.provenance = conversation.provenance.clone();
+        if let Some(owner) = owner {
+            session
+                .state
+                .insert(OWNER.to_owned(), serde_json::json!(owner));
+        }
+        if let Some(JournalEntry::State { key, value }) = request {
+            session.state.insert(key, value);
+        }
+        store.create(&session).map_err(failed)?;
+        Ok(())
     }
 }
 
