@@ -362,13 +362,16 @@ async fn a_legacy_sse_server_is_authorized_the_same_way() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
-    let Some(server) = Guarded::start(3600, Some("kinet-preset")).await else {
+    // A port of its own: the server's port + 1 may be any other socket's.
+    let callback = common::free_port();
+    let preset = format!("kinet-preset@{callback}");
+    let Some(server) = Guarded::start(3600, Some(&preset)).await else {
         return;
     };
     let browser = Browser::new(Mode::Paste);
     let config = ServerConfig::http("guarded", server.url()).oauth(
         OAuthClientConfig::with_client_id("kinet-preset")
-            .callback_port(server.port + 1)
+            .callback_port(callback)
             // Discovery skipped: the metadata named directly.
             .auth_server_metadata_url(format!(
                 "http://127.0.0.1:{}/.well-known/oauth-authorization-server",
@@ -385,7 +388,7 @@ async fn a_pasted_redirect_and_a_preregistered_client_on_a_fixed_port_work() {
     let request = browser.requests.lock().unwrap()[0].clone();
     assert_eq!(
         request.redirect_uri,
-        format!("http://localhost:{}/callback", server.port + 1)
+        format!("http://localhost:{callback}/callback")
     );
     assert_eq!(server.count("register"), 0, "{:?}", server.grants());
     assert_eq!(server.count("code"), 1);

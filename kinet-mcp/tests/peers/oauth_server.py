@@ -5,8 +5,8 @@ metadata, authorization-server metadata, dynamic registration, /authorize,
 redirects straight back with a code, so a test's "browser" only follows
 redirects.
 
-Usage: oauth_server.py <port> <log file> [access token seconds] [client id]
-[transport]
+Usage: oauth_server.py <port> <log file> [access token seconds]
+[client id@redirect port] [transport]
 
 The transport is `streamable-http` (at /mcp, the default) or `sse` (the
 legacy transport, at /sse); the resource is that endpoint's URL. A client id
@@ -16,7 +16,7 @@ Every grant is appended to the log file as one line ("register <id>",
 "authorize <client> <scopes> <resource>", "code", "refresh", "denied
 refresh", "expire", "forget", "escalate"), so tests can see what the client did. With a client id, that
 client is registered in advance (for `oauth.clientId` configurations) with
-the redirect URI http://localhost:<port+1>/callback.
+the redirect URI http://localhost:<redirect port>/callback.
 """
 import json
 import secrets
@@ -46,7 +46,8 @@ warnings.simplefilter("ignore")
 PORT = int(sys.argv[1])
 LOG = sys.argv[2]
 ACCESS_SECONDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3600
-PRESET_CLIENT = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+PRESET = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+PRESET_CLIENT, _, PRESET_PORT = PRESET.partition("@") if PRESET else (None, "", "")
 TRANSPORT = sys.argv[5] if len(sys.argv) > 5 else "streamable-http"
 ENDPOINT = "/sse" if TRANSPORT == "sse" else "/mcp"
 BASE = f"http://127.0.0.1:{PORT}"
@@ -66,7 +67,7 @@ class Provider:
         if PRESET_CLIENT:
             self.clients[PRESET_CLIENT] = OAuthClientInformationFull(
                 client_id=PRESET_CLIENT,
-                redirect_uris=[f"http://localhost:{PORT + 1}/callback"],
+                redirect_uris=[f"http://localhost:{PRESET_PORT}/callback"],
                 token_endpoint_auth_method="none",
                 grant_types=["authorization_code", "refresh_token"],
                 response_types=["code"],
