@@ -452,6 +452,7 @@ pub fn decode_bytes<D: SseDecoder>(
 
 /// The model a request names, or the provider's default when it names
 /// none.
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub(crate) fn model_or<'a>(requested: &'a str, default: &'a str) -> &'a str {
     if requested.is_empty() {
         default
