@@ -122,6 +122,50 @@ pub trait SessionStore: Send + Sync {
         let _ = (id, holder);
         Ok(())
     }
+
+    /// Claims `id` for `holder` (as [`claim`](Self::claim)) and, when
+    /// granted, reads it (as [`load`](Self::load)): what a replica does
+    /// before continuing a session. A store on a network server answers
+    /// both in one round trip (the PostgreSQL store does); the default
+    /// claims, then loads.
+    fn claim_and_load(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Claimed, StoreError> {
+        if !self.claim(id, holder, ttl)? {
+            return Ok(Claimed::Busy);
+        }
+        Ok(Claimed::Held(self.load(id)?))
+    }
+
+    /// Appends `entries` (as [`append_all`](Self::append_all)) and then
+    /// gives up `holder`'s claim on `id` (as [`release`](Self::release)):
+    /// what a replica does when it has continued a session. The claim is
+    /// given up only once the entries are stored; a store on a network
+    /// server does both in one round trip (the PostgreSQL store does); the
+    /// default appends, then releases.
+    fn append_and_release(
+        &self,
+        id: &str,
+        entries: &[JournalEntry],
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        self.append_all(id, entries)?;
+        self.release(id, holder)
+    }
+}
+
+/// What [`SessionStore::claim_and_load`] found.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Claimed {
+    /// The claim is the caller's: the session as its journal says, or
+    /// `None` when there is no such session.
+    Held(Option<Session>),
+    /// Another holder's unexpired claim is on the session.
+    Busy,
 }
 
 /// A run's journal into a [`SessionStore`]: each entry written as it comes,

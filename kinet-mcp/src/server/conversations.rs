@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinet_core::Conversation;
-use kinet_core::session::{JournalEntry, Session, SessionStore};
+use kinet_core::session::{Claimed, JournalEntry, Session, SessionStore};
 
 /// How long a reply's claim on its conversation lasts without renewal (a
 /// replica that dies frees its conversations within this), by default; a
@@ -135,10 +135,17 @@ impl Conversations {
         }
     }
 
-    /// Holds conversation `id` for one reply: no other reply continues it
-    /// (here, or on another replica sharing the store) until the claim is
-    /// dropped, so two replies never interleave their messages.
-    pub(super) async fn claim(&self, id: &str) -> Result<Claim, String> {
+    /// Holds conversation `id` for one reply and reads it (as
+    /// [`load`](Self::load) does, `None` when `owner` has no such
+    /// conversation): no other reply continues it (here, or on another
+    /// replica sharing the store) until the claim is dropped or the reply
+    /// is saved, so two replies never interleave their messages. A store
+    /// claims and reads in one step.
+    pub(super) async fn claim(
+        &self,
+        id: &str,
+        owner: Option<&str>,
+    ) -> Result<(Claim, Option<Loaded>), String> {
         let busy_error = || {
             format!(
                 "conversation `{id}` is busy with another reply; wait for that one to finish and send again"
@@ -161,39 +168,49 @@ impl Conversations {
             renew: None,
             lost: Arc::new(AtomicBool::new(false)),
         };
-        if let Kind::Store(store) = &self.kind {
-            let holder = uuid::Uuid::new_v4().simple().to_string();
-            let granted = {
-                let (store, id, holder) = (Arc::clone(store), id.to_owned(), holder.clone());
-                let ttl = self.ttl;
-                tokio::task::spawn_blocking(move || store.claim(&id, &holder, ttl))
-                    .await
-                    .map_err(|e| format!("the conversation store failed: {e}"))?
-            };
-            match granted {
-                Ok(true) => {}
-                Ok(false) => return Err(busy_error()),
-                Err(error) => return Err(format!("the conversation store failed: {error}")),
-            }
-            claim.shared = Some((Arc::clone(store), holder.clone()));
-            let (store, id, lost) = (Arc::clone(store), id.to_owned(), Arc::clone(&claim.lost));
+        let Kind::Store(store) = &self.kind else {
+            let loaded = self.load(id, owner)?;
+            return Ok((claim, loaded));
+        };
+        let holder = uuid::Uuid::new_v4().simple().to_string();
+        let claimed = {
+            let (store, id, holder) = (Arc::clone(store), id.to_owned(), holder.clone());
             let ttl = self.ttl;
-            claim.renew = Some(tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(ttl / 4).await;
-                    let (store, id, holder) = (Arc::clone(&store), id.clone(), holder.clone());
-                    let renewed =
-                        tokio::task::spawn_blocking(move || store.renew(&id, &holder, ttl)).await;
-                    // A store error is tried again next time; a claim the
-                    // store no longer has is lost for good.
-                    if let Ok(Ok(false)) = renewed {
-                        lost.store(true, Ordering::SeqCst);
-                        return;
-                    }
+            tokio::task::spawn_blocking(move || store.claim_and_load(&id, &holder, ttl))
+                .await
+                .map_err(|e| format!("the conversation store failed: {e}"))?
+        };
+        let session = match claimed {
+            Ok(Claimed::Held(session)) => session,
+            Ok(_) => return Err(busy_error()),
+            Err(error) => {
+                // It may have been granted before the read failed.
+                claim.shared = Some((Arc::clone(store), holder));
+                return Err(format!("the conversation store failed: {error}"));
+            }
+        };
+        claim.shared = Some((Arc::clone(store), holder.clone()));
+        let (store, id, lost) = (Arc::clone(store), id.to_owned(), Arc::clone(&claim.lost));
+        let ttl = self.ttl;
+        claim.renew = Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ttl / 4).await;
+                let (store, id, holder) = (Arc::clone(&store), id.clone(), holder.clone());
+                let renewed =
+                    tokio::task::spawn_blocking(move || store.renew(&id, &holder, ttl)).await;
+                // A store error is tried again next time; a claim the
+                // store no longer has is lost for good.
+                if let Ok(Ok(false)) = renewed {
+                    lost.store(true, Ordering::SeqCst);
+                    return;
                 }
-            }));
-        }
-        Ok(claim)
+            }
+        }));
+        let loaded = match session {
+            Some(session) => loaded_from(session, owner)?,
+            None => None,
+        };
+        Ok((claim, loaded))
     }
 
     /// A fresh id: a counter in memory; in a shared store, unguessable
@@ -219,27 +236,7 @@ impl Conversations {
                     })
             })),
             Kind::Store(store) => match blocking(|| store.load(id)) {
-                Ok(Some(session)) => {
-                    let held = session.state.get(OWNER).and_then(serde_json::Value::as_str);
-                    if held != owner {
-                        return Ok(None);
-                    }
-                    let last_request = session.state.get(REQUEST).and_then(|request| {
-                        Some((
-                            request.get("id")?.as_str()?.to_owned(),
-                            request.get("answer")?.as_str()?.to_owned(),
-                        ))
-                    });
-                    session
-                        .resume(&[])
-                        .map(|(conversation, _)| {
-                            Some(Loaded {
-                                conversation,
-                                last_request,
-                            })
-                        })
-                        .map_err(|e| e.to_string())
-                }
+                Ok(Some(session)) => loaded_from(session, owner),
                 Ok(None) => Ok(None),
                 Err(error) => Err(format!("the conversation store failed: {error}")),
             },
@@ -252,7 +249,8 @@ impl Conversations {
     /// rewrote that prefix (the conversation was compacted), the stored
     /// session is replaced instead of appended to.
     /// `request` is the request's id and answer, kept (in the same
-    /// transaction) for a request sent again.
+    /// transaction) for a request sent again. A reply's `claim` is given up
+    /// with the save (one step for a store), once what it added is stored.
     pub(super) fn save(
         &self,
         id: &str,
@@ -260,6 +258,7 @@ impl Conversations {
         request: Option<(&str, &str)>,
         conversation: &Conversation,
         saved: Option<(&[kinet_core::Message], usize)>,
+        claim: Option<&mut Claim>,
     ) -> Result<(), String> {
         let request = request.map(|(request, answer)| JournalEntry::State {
             key: REQUEST.to_owned(),
@@ -276,7 +275,7 @@ impl Conversations {
                 Ok(())
             }
             Kind::Store(store) => {
-                blocking(|| Self::save_to(store, id, owner, request, conversation, saved))
+                blocking(|| Self::save_to(store, id, owner, request, conversation, saved, claim))
             }
         }
     }
@@ -289,6 +288,7 @@ impl Conversations {
         request: Option<JournalEntry>,
         conversation: &Conversation,
         saved: Option<(&[kinet_core::Message], usize)>,
+        claim: Option<&mut Claim>,
     ) -> Result<(), String> {
         let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
             format!("the conversation store failed: {e}")
@@ -317,7 +317,17 @@ impl Conversations {
                 )
                 .chain(request)
                 .collect();
-            return store.append_all(id, &entries).map_err(failed);
+            let Some((claim, holder)) =
+                claim.and_then(|c| c.shared.as_ref().map(|(_, h)| h.clone()).map(|h| (c, h)))
+            else {
+                return store.append_all(id, &entries).map_err(failed);
+            };
+            store
+                .append_and_release(id, &entries, &holder)
+                .map_err(failed)?;
+            // Given up with the save: dropping the claim releases nothing.
+            claim.shared = None;
+            return Ok(());
         }
         if saved.is_some() {
             // The run rewrote what was stored (compaction).
@@ -338,6 +348,30 @@ impl Conversations {
         store.create(&session).map_err(failed)?;
         Ok(())
     }
+}
+
+/// A stored conversation as `owner` may see it: `None` when another
+/// principal owns it (to them there is no such conversation).
+fn loaded_from(session: Session, owner: Option<&str>) -> Result<Option<Loaded>, String> {
+    let held = session.state.get(OWNER).and_then(serde_json::Value::as_str);
+    if held != owner {
+        return Ok(None);
+    }
+    let last_request = session.state.get(REQUEST).and_then(|request| {
+        Some((
+            request.get("id")?.as_str()?.to_owned(),
+            request.get("answer")?.as_str()?.to_owned(),
+        ))
+    });
+    session
+        .resume(&[])
+        .map(|(conversation, _)| {
+            Some(Loaded {
+                conversation,
+                last_request,
+            })
+        })
+        .map_err(|e| e.to_string())
 }
 
 /// Runs a store call that blocks (a PostgreSQL store waits for its own
@@ -390,10 +424,14 @@ mod tests {
     async fn a_claim_the_store_lets_go_is_reported_lost() {
         let busy = Arc::default();
         let conversations = Conversations::store(Arc::new(Expiring), Arc::clone(&busy), CLAIM_TTL);
-        let claim = conversations.claim("c").await.unwrap();
+        let (claim, _) = conversations.claim("c", None).await.unwrap();
         assert!(!claim.lost());
         // A second reply to it, in this process, is refused at once.
-        let again = conversations.claim("c").await.map(|_| ()).unwrap_err();
+        let again = conversations
+            .claim("c", None)
+            .await
+            .map(|_| ())
+            .unwrap_err();
         assert!(again.contains("busy"), "{again}");
         for _ in 0..100 {
             if claim.lost() {
@@ -407,7 +445,7 @@ mod tests {
         assert!(claim.lost());
         drop(claim);
         assert!(busy.lock().unwrap().is_empty());
-        assert!(conversations.claim("c").await.is_ok());
+        assert!(conversations.claim("c", None).await.is_ok());
     }
 
     /// Journals in memory.
@@ -457,7 +495,7 @@ mod tests {
             "send it to US133000000121212121212",
         ));
         conversations
-            .save("c", None, None, &conversation, None)
+            .save("c", None, None, &conversation, None, None)
             .unwrap();
         let loaded = conversations.load("c", None).unwrap().unwrap().conversation;
         assert_eq!(loaded.provenance, conversation.provenance);
@@ -468,7 +506,7 @@ mod tests {
         next.provenance
             .record(Seen::new(Trust::Trusted, "user", "and the bills"));
         conversations
-            .save("c", None, None, &next, Some((&saved.0[..], saved.1)))
+            .save("c", None, None, &next, Some((&saved.0[..], saved.1)), None)
             .unwrap();
         let again = conversations.load("c", None).unwrap().unwrap().conversation;
         assert_eq!(again.provenance.seen().len(), 2);

@@ -159,26 +159,25 @@ impl Session {
         };
         // A reply holds its conversation until it is saved: another reply
         // to it (here or on another replica) is refused meanwhile.
-        let claim = match request.conversation_id.as_deref() {
-            Some(id) => match conversations.claim(id).await {
-                Ok(claim) => Some(claim),
-                Err(error) => return error_result(error),
-            },
-            None => None,
-        };
         // Who asked (with OAuth): a conversation is theirs alone.
         let principal = principal(context);
         let owner = principal.as_ref().map(crate::oauth::Principal::owner);
-        let (id, mut conversation, saved) =
-            match self.open(conversations, &request, owner.as_deref()) {
-                Ok(Opened::Run {
-                    id,
-                    conversation,
-                    saved,
-                }) => (id, conversation, saved),
-                Ok(Opened::Repeated { id, answer }) => return answer_in(&id, answer),
+        let (mut claim, loaded) = match request.conversation_id.as_deref() {
+            Some(id) => match conversations.claim(id, owner.as_deref()).await {
+                Ok((claim, loaded)) => (Some(claim), loaded),
                 Err(error) => return error_result(error),
-            };
+            },
+            None => (None, None),
+        };
+        let (id, mut conversation, saved) = match self.open(conversations, &request, loaded) {
+            Ok(Opened::Run {
+                id,
+                conversation,
+                saved,
+            }) => (id, conversation, saved),
+            Ok(Opened::Repeated { id, answer }) => return answer_in(&id, answer),
+            Err(error) => return error_result(error),
+        };
         conversation.push_user(request.prompt);
         let agent = self.agent_for(principal.as_ref(), request.cwd, context);
         let outcome = run_reporting_progress(&agent, conversation, context).await;
@@ -202,6 +201,7 @@ impl Session {
             saved
                 .as_ref()
                 .map(|(messages, seen)| (&messages[..], *seen)),
+            claim.as_mut(),
         ) {
             return error_result(error);
         }
@@ -223,13 +223,13 @@ impl Session {
         }
     }
 
-    /// Opens the conversation a request continues (the caller's alone,
-    /// with OAuth), or starts a new one.
+    /// Opens the conversation a request continues (`loaded`, as its
+    /// claim read it: the caller's alone, with OAuth), or starts a new one.
     fn open(
         &self,
         conversations: &Conversations,
         request: &AgentRequest,
-        owner: Option<&str>,
+        loaded: Option<super::conversations::Loaded>,
     ) -> Result<Opened, String> {
         let Some(id) = &request.conversation_id else {
             return Ok(Opened::Run {
@@ -238,7 +238,7 @@ impl Session {
                 saved: None,
             });
         };
-        let Some(loaded) = conversations.load(id, owner)? else {
+        let Some(loaded) = loaded else {
             return Err(format!("no conversation `{id}` in this session"));
         };
         if let (Some(request), Some((last, answer))) = (&request.request_id, &loaded.last_request)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use kinet_core::session::{
-    ForkPoint, JournalEntry, Session, SessionInfo, SessionState, SessionStore, StoreError,
+    Claimed, ForkPoint, JournalEntry, Session, SessionInfo, SessionState, SessionStore, StoreError,
     StoreJournal,
 };
 use tokio::sync::mpsc;
@@ -23,6 +23,20 @@ type Job = Box<dyn FnOnce(Pool) -> Work + Send>;
 /// The server's clock in ms since the epoch, as SQL: claims expire by one
 /// clock however many machines share the database.
 const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// Claims session `$1` for holder `$2` for `$3` ms: one statement, whose
+/// row lock makes the check and the claim one step for every process.
+const CLAIM: &str = "INSERT INTO kinet_session_claims (session, holder, expires_at)
+     VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3)
+     ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+     WHERE kinet_session_claims.holder = excluded.holder
+        OR kinet_session_claims.expires_at <= (extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// A journal entry of session `id` as stored.
+fn entry_from(id: &str, body: &str) -> Result<JournalEntry, MemoryError> {
+    serde_json::from_str(body)
+        .map_err(|e| MemoryError::Io(format!("a journal entry of `{id}` is unreadable: {e}")))
+}
 
 /// Sessions in PostgreSQL (tables `kinet_sessions`,
 /// `kinet_session_entries`, `kinet_session_claims`, versioned in
@@ -150,17 +164,35 @@ impl PostgresSessionStore {
             .map(|f| (f.session.clone(), i64::try_from(f.at).unwrap_or(i64::MAX)));
         let entries = initial_entries(session)?;
         let target = self.inner.target.clone();
+        let kinds: Vec<&'static str> = entries.iter().map(|(kind, _)| *kind).collect();
+        let bodies: Vec<String> = entries.into_iter().map(|(_, body)| body).collect();
         self.run(move |pool| async move {
-            let mut client = Self::client(&pool, &target).await?;
-            let tx = client.transaction().await.map_err(pg)?;
-            let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
-            let inserted = tx
+            let client = Self::client(&pool, &target).await?;
+            let count = i64::try_from(kinds.len()).unwrap_or(i64::MAX);
+            // One statement: the session row and its first entries, all or
+            // none; nothing when the id is taken.
+            let inserted = client
                 .execute_cached(
                     &format!(
-                        "INSERT INTO kinet_sessions (id, created_at, updated_at, forked_from, fork_at, next_seq)
-                         VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4) ON CONFLICT (id) DO NOTHING"
+                        "WITH s AS (
+                             INSERT INTO kinet_sessions (id, created_at, updated_at, forked_from, fork_at, next_seq)
+                             VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4) ON CONFLICT (id) DO NOTHING
+                             RETURNING id
+                         ), added AS (
+                             INSERT INTO kinet_session_entries (session, seq, kind, body)
+                             SELECT s.id, n - 1, k, b
+                             FROM s, unnest($5::text[], $6::text[]) WITH ORDINALITY AS x(k, b, n)
+                         )
+                         SELECT 1 FROM s"
                     ),
-                    &[&id, &fork.as_ref().map(|f| &f.0), &fork.as_ref().map(|f| f.1), &count],
+                    &[
+                        &id,
+                        &fork.as_ref().map(|f| &f.0),
+                        &fork.as_ref().map(|f| f.1),
+                        &count,
+                        &kinds,
+                        &bodies,
+                    ],
                 )
                 .await
                 .map_err(pg)?;
@@ -169,16 +201,7 @@ impl PostgresSessionStore {
                     "a session `{id}` already exists; load it, or create the new one under another id"
                 )));
             }
-            let kinds: Vec<&str> = entries.iter().map(|(kind, _)| *kind).collect();
-            let bodies: Vec<&str> = entries.iter().map(|(_, body)| body.as_str()).collect();
-            tx.execute_cached(
-                "INSERT INTO kinet_session_entries (session, seq, kind, body)
-                 SELECT $1, n - 1, k, b FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(k, b, n)",
-                &[&id, &kinds, &bodies],
-            )
-            .await
-            .map_err(pg)?;
-            tx.commit().await.map_err(pg)
+            Ok(())
         })
     }
 
@@ -190,6 +213,17 @@ impl PostgresSessionStore {
     /// Appends entries to a session's journal in one statement (all or
     /// none), their sequence numbers drawn from the session row.
     pub fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), MemoryError> {
+        self.append_releasing(id, entries, None)
+    }
+
+    /// Appends `entries` and, with a `holder`, gives up its claim on `id`
+    /// in the same statement (so only once the entries are stored).
+    fn append_releasing(
+        &self,
+        id: &str,
+        entries: &[JournalEntry],
+        holder: Option<&str>,
+    ) -> Result<(), MemoryError> {
         let mut kinds = Vec::with_capacity(entries.len());
         let mut bodies = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -197,10 +231,13 @@ impl PostgresSessionStore {
             bodies.push(serde_json::to_string(entry).map_err(|e| MemoryError::Io(e.to_string()))?);
         }
         let id = id.to_owned();
+        let holder = holder.map(str::to_owned);
         let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
         let target = self.inner.target.clone();
         self.run(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
+            // The claim goes only with a session row to append to (`s`):
+            // a failed append keeps it.
             let changed = client
                 .execute_cached(
                     &format!(
@@ -211,10 +248,14 @@ impl PostgresSessionStore {
                              INSERT INTO kinet_session_entries (session, seq, kind, body)
                              SELECT $1, s.first + x.n - 1, x.k, x.b
                              FROM s, unnest($2::text[], $3::text[]) WITH ORDINALITY AS x(k, b, n)
+                         ), released AS (
+                             DELETE FROM kinet_session_claims
+                             WHERE $5::text IS NOT NULL AND session = $1 AND holder = $5
+                               AND EXISTS (SELECT 1 FROM s)
                          )
                          SELECT 1 FROM s"
                     ),
-                    &[&id, &kinds, &bodies, &count],
+                    &[&id, &kinds, &bodies, &count, &holder],
                 )
                 .await
                 .map_err(pg)?;
@@ -222,6 +263,61 @@ impl PostgresSessionStore {
                 return Err(MemoryError::Invalid(format!("there is no session `{id}`")));
             }
             Ok(())
+        })
+    }
+
+    /// Claims `id` for `holder` and reads its journal in one statement.
+    fn claim_reading(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Claimed, MemoryError> {
+        let (id, holder) = (id.to_owned(), holder.to_owned());
+        let ttl = ttl_ms(ttl);
+        let target = self.inner.target.clone();
+        self.run(move |pool| async move {
+            let client = Self::client(&pool, &target).await?;
+            // One row when refused or when there is no session; else one
+            // per entry (one with no body for a session with none).
+            let rows = client
+                .query_cached(
+                    &format!(
+                        "WITH c AS (
+                             {CLAIM}
+                             RETURNING 1
+                         ), g AS (SELECT count(*) > 0 AS granted FROM c)
+                         SELECT g.granted, s.id IS NOT NULL, s.forked_from, s.fork_at, e.body
+                         FROM g
+                         LEFT JOIN kinet_sessions s ON g.granted AND s.id = $1
+                         LEFT JOIN kinet_session_entries e ON e.session = s.id
+                         ORDER BY e.seq"
+                    ),
+                    &[&id, &holder, &ttl],
+                )
+                .await
+                .map_err(pg)?;
+            let Some(first) = rows.first() else {
+                return Err(MemoryError::Io(format!("claiming `{id}` returned nothing")));
+            };
+            if !first.get::<_, bool>(0) {
+                return Ok(Claimed::Busy);
+            }
+            if !first.get::<_, bool>(1) {
+                return Ok(Claimed::Held(None));
+            }
+            let mut session = Session::empty(id.clone());
+            let (from, at): (Option<String>, Option<i64>) = (first.get(2), first.get(3));
+            session.forked_from = from.zip(at).map(|(session, at)| ForkPoint {
+                session,
+                at: usize::try_from(at).unwrap_or(0),
+            });
+            for row in &rows {
+                if let Some(body) = row.get::<_, Option<&str>>(4) {
+                    session.apply(entry_from(&id, body)?);
+                }
+            }
+            Ok(Claimed::Held(Some(session)))
         })
     }
 
@@ -301,9 +397,7 @@ impl SessionStore for PostgresSessionStore {
                 let Some(body) = row.get::<_, Option<&str>>(0) else {
                     continue;
                 };
-                entries.push(serde_json::from_str(body).map_err(|e| {
-                    MemoryError::Io(format!("a journal entry of `{id}` is unreadable: {e}"))
-                })?);
+                entries.push(entry_from(&id, body)?);
             }
             Ok(Some(entries))
         })?)
@@ -372,12 +466,7 @@ impl SessionStore for PostgresSessionStore {
         // One statement: the row lock of the upsert makes the check and
         // the claim one step for every process.
         let granted = self.change(
-            format!(
-                "INSERT INTO kinet_session_claims (session, holder, expires_at) VALUES ($1, $2, {NOW_MS} + $3)
-                 ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-                 WHERE kinet_session_claims.holder = excluded.holder
-                    OR kinet_session_claims.expires_at <= {NOW_MS}"
-            ),
+            CLAIM.to_owned(),
             vec![
                 Param::Text(id.to_owned()),
                 Param::Text(holder.to_owned()),
@@ -407,5 +496,23 @@ impl SessionStore for PostgresSessionStore {
             vec![Param::Text(id.to_owned()), Param::Text(holder.to_owned())],
         )?;
         Ok(())
+    }
+
+    fn claim_and_load(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Claimed, StoreError> {
+        Ok(self.claim_reading(id, holder, ttl)?)
+    }
+
+    fn append_and_release(
+        &self,
+        id: &str,
+        entries: &[JournalEntry],
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        Ok(self.append_releasing(id, entries, Some(holder))?)
     }
 }

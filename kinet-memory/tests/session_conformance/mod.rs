@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kinet_core::provenance::{Seen, Trust};
-use kinet_core::session::{Journal, JournalEntry, Session, SessionStore, StoreJournal};
+use kinet_core::session::{Claimed, Journal, JournalEntry, Session, SessionStore, StoreJournal};
 use kinet_core::testing::{ScriptedProvider, ScriptedTurn};
 use kinet_core::{Agent, Message, Tool, ToolAnnotations, ToolCtx, ToolError, ToolOutput};
 use schemars::JsonSchema;
@@ -46,6 +46,7 @@ macro_rules! session_suite {
             a_journal_round_trips_and_lists,
             a_fork_keeps_what_came_before_its_point,
             a_session_is_claimed_by_one_holder_at_a_time,
+            a_claim_reads_the_session_and_a_save_gives_it_up,
             concurrent_appends_lose_nothing_and_keep_each_writers_order,
             an_agent_run_is_journalled_and_resumes_elsewhere,
             a_process_killed_during_a_slow_tool_resumes_with_what_completed,
@@ -280,6 +281,53 @@ pub(crate) async fn a_session_is_claimed_by_one_holder_at_a_time(f: &impl Sessio
             .count()
     });
     assert_eq!(winners, 1);
+}
+
+/// A replica's turn in two steps: claiming reads what `load` reads (a
+/// fork's point included) or finds it busy; appending with the release
+/// stores the entries and frees the session, but a failed append keeps the
+/// claim.
+pub(crate) async fn a_claim_reads_the_session_and_a_save_gives_it_up(f: &impl SessionFixture) {
+    let at = f.fresh().await;
+    let one = f.open(&at).await;
+    let two = f.open(&at).await;
+    let long = Duration::from_secs(60);
+    let mut session = Session::empty("s");
+    session.conversation.messages.push(Message::user("hello"));
+    session.state.insert("k".into(), json!(1));
+    one.create(&session).unwrap();
+    let forked = one.fork("s", 1).unwrap();
+
+    for id in ["s", forked.as_str()] {
+        let read = one.claim_and_load(id, "a", long).unwrap();
+        assert_eq!(read, Claimed::Held(one.load(id).unwrap()), "{id}");
+        assert_eq!(two.claim_and_load(id, "b", long).unwrap(), Claimed::Busy);
+    }
+    let Claimed::Held(Some(fork)) = one.claim_and_load(&forked, "a", long).unwrap() else {
+        panic!("a renews its own claim and reads the fork");
+    };
+    assert_eq!(fork.forked_from.map(|p| p.session), Some("s".to_owned()));
+    assert_eq!(
+        two.claim_and_load("nobody", "b", long).unwrap(),
+        Claimed::Held(None)
+    );
+
+    one.append_and_release("s", &[message("again"), message("more")], "a")
+        .unwrap();
+    let Claimed::Held(Some(after)) = two.claim_and_load("s", "b", long).unwrap() else {
+        panic!("released with the save");
+    };
+    assert_eq!(texts(&after), ["hello", "again", "more"]);
+    // Another holder's save does not free b's claim.
+    one.append_and_release("s", &[message("late")], "a")
+        .unwrap();
+    assert!(!one.claim("s", "a", long).unwrap(), "still b's");
+    // Nothing to append to: an error naming it, and the claim stays.
+    let error = two
+        .append_and_release("nobody", &[message("x")], "b")
+        .unwrap_err();
+    assert!(error.to_string().contains("nobody"), "{error}");
+    assert!(!one.claim("nobody", "a", long).unwrap(), "b kept it");
 }
 
 /// Four handles append to one session from four threads at once: every
