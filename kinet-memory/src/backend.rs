@@ -240,7 +240,7 @@ pub(crate) async fn embed_query(
 pub(crate) const MIN_SIMILARITY: f32 = 0.05;
 
 /// The reciprocal-rank-fusion constant.
-const RRF_K: f64 = 60.0;
+pub(crate) const RRF_K: f64 = 60.0;
 
 /// A record's place after fusion: id, fused score, vector similarity, and
 /// whether full-text search found it.

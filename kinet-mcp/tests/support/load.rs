@@ -17,7 +17,7 @@
 )]
 
 use kinet_core::builder::Calls;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -304,9 +304,36 @@ pub struct Report {
     pub conversations: Vec<(String, usize, usize)>,
     pub errors: Vec<String>,
     /// On PostgreSQL: the replicas' round trips to the server while the
-    /// clients ran (a frontend Sync or simple Query is one), counted by a
-    /// proxy between them.
-    pub round_trips: Option<u64>,
+    /// clients ran, counted by a proxy between them: those that run
+    /// statements, and those that only prepare one (once per statement and
+    /// connection).
+    pub round_trips: Option<RoundTrips>,
+}
+
+/// Round trips to PostgreSQL, as the counting proxy saw them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RoundTrips {
+    /// Exchanges that run a statement: a simple Query, or an extended
+    /// exchange (up to its Sync) with an Execute.
+    pub run: u64,
+    /// Extended exchanges without an Execute: a statement prepared.
+    pub prepared: u64,
+}
+
+/// The proxy's running counts.
+#[derive(Default)]
+struct Counts {
+    run: AtomicU64,
+    prepared: AtomicU64,
+}
+
+impl Counts {
+    fn now(&self) -> RoundTrips {
+        RoundTrips {
+            run: self.run.load(Ordering::Relaxed),
+            prepared: self.prepared.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// The marker of principal `p`: in every prompt it sends.
@@ -644,7 +671,7 @@ pub async fn run(
     for _ in 0..replicas {
         started.push(Replica::start(config.clone(), replica_args).await);
     }
-    let before = counted.as_ref().map(|c| c.load(Ordering::Relaxed));
+    let before = counted.as_ref().map(|c| c.now());
     let url = proxy(started.iter().map(|r| r.url.clone()).collect()).await;
     let completed = Arc::new(AtomicUsize::new(0));
     let total = plan.conversations * plan.turns;
@@ -660,9 +687,13 @@ pub async fn run(
         })
     });
     let mut report = drive(&url, &setup.tokens, plan, completed).await;
-    report.round_trips = counted
-        .zip(before)
-        .map(|(count, before)| count.load(Ordering::Relaxed) - before);
+    report.round_trips = counted.zip(before).map(|(count, before)| {
+        let after = count.now();
+        RoundTrips {
+            run: after.run - before.run,
+            prepared: after.prepared - before.prepared,
+        }
+    });
     if let Some(killer) = killer {
         drop(killer.await.unwrap());
     }
@@ -680,18 +711,25 @@ pub fn by_principal(report: &Report) -> HashMap<usize, usize> {
     counts
 }
 
+/// The queries the PostgreSQL driver runs to learn a type (`vector`, say)
+/// while it prepares a statement, once per type and connection.
+const TYPE_LOOKUPS: &[&str] = &["SELECT t.typname", "SELECT enumlabel", "SELECT attname"];
+
 /// A TCP proxy in front of the PostgreSQL server of `url` that counts the
 /// round trips clients make: each frontend Sync (`S`, the end of an
-/// extended-query exchange) or simple Query (`Q`) is one. Returns the URL
-/// through the proxy and the count.
-async fn counting_proxy(url: &str) -> (String, Arc<AtomicU64>) {
+/// extended-query exchange) or simple Query (`Q`) is one, counted as run
+/// when it runs a statement (a Query, or an Execute before the Sync) and
+/// as prepared otherwise (a statement prepared, or the driver looking up
+/// a type for one). Returns the URL through the proxy and the
+/// counts.
+async fn counting_proxy(url: &str) -> (String, Arc<Counts>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (head, rest) = url.rsplit_once(':').unwrap();
     let (port, tail) = rest.split_once('/').unwrap();
     let upstream = format!("{}:{port}", head.rsplit_once('@').map_or(head, |(_, h)| h));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxied = format!("{head}:{}/{tail}", listener.local_addr().unwrap().port());
-    let count = Arc::new(AtomicU64::new(0));
+    let count = Arc::new(Counts::default());
     let counter = count.clone();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
@@ -728,6 +766,8 @@ async fn counting_proxy(url: &str) -> (String, Arc<AtomicU64>) {
                         break;
                     }
                 }
+                let (mut executes, mut looks_up) = (false, false);
+                let mut lookups: HashSet<Vec<u8>> = HashSet::new();
                 loop {
                     let mut head = [0u8; 5];
                     if from_client.read_exact(&mut head).await.is_err() {
@@ -738,8 +778,36 @@ async fn counting_proxy(url: &str) -> (String, Arc<AtomicU64>) {
                     if from_client.read_exact(&mut body).await.is_err() {
                         return;
                     }
-                    if matches!(head[0], b'S' | b'Q') {
-                        counter.fetch_add(1, Ordering::Relaxed);
+                    match head[0] {
+                        // A statement prepared: is it the driver's own
+                        // look-up of a type (part of preparing another)?
+                        b'P' => {
+                            let mut parts = body.split(|b| *b == 0);
+                            let name = parts.next().unwrap_or_default().to_vec();
+                            let query = parts.next().unwrap_or_default();
+                            if TYPE_LOOKUPS.iter().any(|q| query.starts_with(q.as_bytes())) {
+                                lookups.insert(name);
+                            }
+                        }
+                        b'B' => {
+                            let mut parts = body.split(|b| *b == 0);
+                            let _portal = parts.next();
+                            looks_up = lookups.contains(parts.next().unwrap_or_default());
+                        }
+                        b'E' => executes = true,
+                        b'Q' => {
+                            counter.run.fetch_add(1, Ordering::Relaxed);
+                        }
+                        b'S' => {
+                            let kind = if executes && !looks_up {
+                                &counter.run
+                            } else {
+                                &counter.prepared
+                            };
+                            kind.fetch_add(1, Ordering::Relaxed);
+                            (executes, looks_up) = (false, false);
+                        }
+                        _ => {}
                     }
                     if to_server.write_all(&head).await.is_err()
                         || to_server.write_all(&body).await.is_err()

@@ -1,12 +1,11 @@
 //! Recall on PostgreSQL: pgvector HNSW and full-text search, fused by
-//! reciprocal rank.
+//! reciprocal rank, in one statement (one round trip to the server).
 
 use super::Cached as _;
-use std::collections::HashMap;
 
-use super::{PostgresMemory, SCOPED, TRIPLE_COLUMNS, pg, triple_from_row};
+use super::{PostgresMemory, SCOPED, pg};
 use crate::MemoryError;
-use crate::backend::{MIN_SIMILARITY, embed_query, fuse, query_terms, query_words};
+use crate::backend::{Fused, MIN_SIMILARITY, RRF_K, embed_query, query_terms, query_words};
 use crate::model::{Recall, RecallMode, RecallQuery, Triple};
 use crate::scope::Scope;
 
@@ -17,6 +16,14 @@ const FREQUENT: i64 = 5_000;
 /// (a few milliseconds), without the HNSW index.
 const EXACT_UP_TO: i64 = 5_000;
 
+/// Parameters every recall statement takes: `$1`–`$3` the scope, `$4` the
+/// query's words, `$5` the oldest `created_at`, `$6` the turn left out,
+/// `$7` the candidates per ranking, `$8` the hits wanted, `$9` one past
+/// [`FREQUENT`], `$10` the triple patterns; with vectors also `$11` the
+/// query vector, `$12` `hnsw.ef_search`, `$13` whether to scan exactly
+/// whatever the scope's size.
+type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
 impl PostgresMemory {
     pub(super) async fn recall_records(
         &self,
@@ -24,231 +31,212 @@ impl PostgresMemory {
         query: &RecallQuery,
     ) -> Result<Recall, MemoryError> {
         let (k, depth) = query.sizes();
-        let terms = query_terms(&query.text);
-        let since = query.since.unwrap_or(i64::MIN);
-        let exclude = query.exclude_turn.as_deref();
-        let (vector, text) = tokio::join!(
-            self.vector_candidates(scope, &query.text, depth, since, exclude),
-            self.text_candidates(scope, &query.text, depth, since, exclude)
-        );
-        let (vector, mode) = vector?;
-        let mut ranked = fuse(&vector, &text?);
-        ranked.truncate(k);
-        let ids: Vec<i64> = ranked.iter().map(|f| f.id).collect();
-        let client = self.client().await?;
-        let [su, sa, sc] = scope.columns();
-        let rows = client
-            .query_cached(
-                &format!(
-                    "SELECT id, session, role, text, created_at FROM kinet_records
-                     WHERE {SCOPED} AND id = ANY($4) AND ($5::text IS NULL OR turn IS DISTINCT FROM $5)"
-                ),
-                &[&su, &sa, &sc, &ids, &exclude],
-            )
-            .await
-            .map_err(pg)?;
-        let mut found: HashMap<i64, tokio_postgres::Row> =
-            rows.into_iter().map(|r| (r.get(0), r)).collect();
-        let hits = ranked
-            .into_iter()
-            .filter_map(|fused| {
-                let row = found.remove(&fused.id)?;
-                Some(fused.hit(row.get(1), row.get(2), row.get(3), row.get(4)))
-            })
-            .collect();
-        let triples = self.triples_mentioning(&client, scope, &terms).await?;
-        Ok(Recall {
-            hits,
-            triples,
-            mode,
-        })
-    }
-
-    /// The `depth` nearest records of the scope by HNSW (cosine), best
-    /// first. pgvector (0.6) filters after its index search, which keeps
-    /// `ef_search` candidates of every scope: when fewer than `depth` of
-    /// them are the scope's (a small scope in a large table, or one with
-    /// fewer records than that), the scope's rows are scanned exactly.
-    async fn vector_candidates(
-        &self,
-        scope: &Scope,
-        query: &str,
-        depth: usize,
-        since: i64,
-        exclude: Option<&str>,
-    ) -> Result<(Vec<(i64, f32)>, RecallMode), MemoryError> {
-        let vector = match embed_query(self.inner.embedder.as_ref(), query).await {
-            Ok(vector) => pgvector::Vector::from(vector),
-            Err(mode) => return Ok((Vec::new(), mode)),
-        };
-        let Some((expression, embedder)) = &self.inner.vectors else {
-            return Ok((Vec::new(), RecallMode::Hybrid));
-        };
-        let client = self.client().await?;
-        let limit = i64::try_from(depth).unwrap_or(i64::MAX);
-        let [su, sa, sc] = scope.columns();
-        let filter = format!(
-            "{SCOPED} AND embedder = {embedder} AND created_at >= $5 \
-             AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)"
-        );
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
-            [&su, &sa, &sc, &vector, &since, &exclude, &limit];
-        let exact = format!(
-            "SELECT id, (1 - distance)::real, true FROM (
-                 SELECT id, ({expression} <=> $4) AS distance FROM kinet_records WHERE {filter}
-                 OFFSET 0
-             ) scoped ORDER BY distance, id DESC LIMIT $7"
-        );
-        // A scope of at most EXACT_UP_TO embedded records is scanned
-        // exactly; a larger one goes through the HNSW index. One statement:
-        // the branch not taken is never run.
-        let either = format!(
-            "WITH small AS (
-                 SELECT count(*) <= {EXACT_UP_TO} AS yes FROM (
-                     SELECT 1 FROM kinet_records WHERE {SCOPED} AND embedder = {embedder}
-                     LIMIT {EXACT_UP_TO} + 1
-                 ) c
-             )
-             (SELECT * FROM ({exact}) e WHERE (SELECT yes FROM small))
-             UNION ALL
-             (SELECT id, (1 - ({expression} <=> $4))::real, false FROM kinet_records
-              WHERE {filter} AND NOT (SELECT yes FROM small)
-              ORDER BY {expression} <=> $4 LIMIT $7)"
-        );
-        // The index search keeps this many candidates; filters apply after
-        // it, so it must exceed the depth wanted. Sent with the query (one
-        // round trip; the connection is this call's while it runs).
-        let ef_search = (depth * 4).clamp(100, 1000).to_string();
-        let set_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&ef_search];
-        let (set, rows) = tokio::join!(
-            client.execute_cached(
-                "SELECT set_config('hnsw.ef_search', $1, false)",
-                &set_params
-            ),
-            client.query_cached(&either, &params)
-        );
-        set.map_err(pg)?;
-        let mut rows = rows.map_err(pg)?;
-        if rows.len() < depth && !rows.iter().any(|r| r.get::<_, bool>(2)) {
-            // The index kept too few of the scope's rows (it filters after
-            // its search): exact, over the scope.
-            rows = client.query_cached(&exact, &params).await.map_err(pg)?;
-        }
-        let found = rows
-            .iter()
-            .map(|r| (r.get::<_, i64>(0), r.get::<_, f32>(1)))
-            .filter(|(_, similarity)| similarity.is_finite() && *similarity >= MIN_SIMILARITY)
-            .collect();
-        Ok((found, RecallMode::Hybrid))
-    }
-
-    /// The `depth` best records by `ts_rank_cd`, frequent words bounded.
-    async fn text_candidates(
-        &self,
-        scope: &Scope,
-        query: &str,
-        depth: usize,
-        since: i64,
-        exclude: Option<&str>,
-    ) -> Result<Vec<i64>, MemoryError> {
-        // The words as written: the english configuration stems them.
-        let words: Vec<String> = query_words(query)
+        let words: Vec<String> = query_words(&query.text)
             .into_iter()
             .map(|(_, word)| word)
             .collect();
-        if words.is_empty() {
-            return Ok(Vec::new());
-        }
-        let client = self.client().await?;
+        let patterns = triple_patterns(&query_terms(&query.text));
+        let since = query.since.unwrap_or(i64::MIN);
+        let exclude = query.exclude_turn.as_deref();
         let [su, sa, sc] = scope.columns();
-        // Every word's match count (up to one past FREQUENT) in one round
-        // trip; a stop word has no node and matches nothing.
-        let counted = client
-            .query_cached(
-                &format!(
-                    "SELECT n, numnode(q), (SELECT count(*) FROM (SELECT 1 FROM kinet_records
-                       WHERE {SCOPED} AND tsv @@ q LIMIT $5) m)
-                     FROM unnest($4::text[]) WITH ORDINALITY AS w(word, n),
-                          LATERAL websearch_to_tsquery('english', w.word) q
-                     ORDER BY n"
-                ),
-                &[&su, &sa, &sc, &words, &(FREQUENT + 1)],
-            )
-            .await
-            .map_err(pg)?;
-        let rare: Vec<&str> = counted
-            .iter()
-            .filter(|row| row.get::<_, i32>(1) > 0 && row.get::<_, i64>(2) <= FREQUENT)
-            .filter_map(|row| {
-                let n = usize::try_from(row.get::<_, i64>(0)).ok()?;
-                words.get(n.checked_sub(1)?).map(String::as_str)
-            })
-            .collect();
-        let limit = i64::try_from(depth).unwrap_or(i64::MAX);
-        let rows = if !rare.is_empty() {
-            client
-                .query_cached(
-                    &format!(
-                        "SELECT id FROM kinet_records, websearch_to_tsquery('english', $4) q
-                         WHERE {SCOPED} AND tsv @@ q AND created_at >= $5
-                           AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)
-                         ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $7"
-                    ),
-                    &[&su, &sa, &sc, &rare.join(" or "), &since, &exclude, &limit],
-                )
-                .await
-        } else {
-            client
-                .query_cached(
-                    &format!(
-                        "SELECT id FROM (
-                            SELECT id, tsv, q FROM kinet_records, websearch_to_tsquery('english', $4) q
-                            WHERE {SCOPED} AND tsv @@ q AND created_at >= $5
-                              AND ($6::text IS NULL OR turn IS DISTINCT FROM $6)
-                            ORDER BY id DESC LIMIT $8
-                         ) newest ORDER BY ts_rank_cd(tsv, q) DESC, id DESC LIMIT $7"
-                    ),
-                    &[&su, &sa, &sc, &words.join(" or "), &since, &exclude, &limit, &FREQUENT],
-                )
-                .await
+        let (depth, k) = (
+            i64::try_from(depth).unwrap_or(i64::MAX),
+            i64::try_from(k).unwrap_or(i64::MAX),
+        );
+        let frequent = FREQUENT + 1;
+        let base: [Param<'_>; 10] = [
+            &su, &sa, &sc, &words, &since, &exclude, &depth, &k, &frequent, &patterns,
+        ];
+        let (vector, mode) = match embed_query(self.inner.embedder.as_ref(), &query.text).await {
+            Ok(vector) => (Some(pgvector::Vector::from(vector)), RecallMode::Hybrid),
+            Err(mode) => (None, mode),
         };
-        Ok(rows.map_err(pg)?.iter().map(|r| r.get(0)).collect())
-    }
-
-    /// Current triples whose subject or object contains one of the terms.
-    async fn triples_mentioning(
-        &self,
-        client: &impl deadpool_postgres::GenericClient,
-        scope: &Scope,
-        terms: &[String],
-    ) -> Result<Vec<Triple>, MemoryError> {
-        let patterns: Vec<String> = terms
-            .iter()
-            .filter(|t| t.chars().count() >= 3)
-            .map(|t| {
-                let escaped = t
-                    .replace('\\', "\\\\")
-                    .replace('%', "\\%")
-                    .replace('_', "\\_");
-                format!("%{escaped}%")
-            })
-            .collect();
-        if patterns.is_empty() {
-            return Ok(Vec::new());
-        }
-        let [su, sa, sc] = scope.columns();
-        let rows = client
-            .query_cached(
-                &format!(
-                    "SELECT {TRIPLE_COLUMNS} FROM kinet_triples
-                     WHERE {SCOPED} AND valid_to IS NULL
-                       AND (subject ILIKE ANY($4) OR object ILIKE ANY($4))
-                     ORDER BY valid_from DESC, id DESC LIMIT 10"
+        let client = self.client().await?;
+        let rows = match (&vector, &self.inner.vectors) {
+            (Some(vector), Some((expression, embedder))) => {
+                let statement = recall_statement(Some((expression, embedder)));
+                // The index search keeps this many candidates; filters
+                // apply after it, so it must exceed the depth wanted.
+                let ef_search = (depth * 4).clamp(100, 1000).to_string();
+                let mut exact = false;
+                loop {
+                    let mut params = base.to_vec();
+                    params.extend_from_slice(&[vector as Param<'_>, &ef_search, &exact]);
+                    let rows = client.query_cached(&statement, &params).await.map_err(pg)?;
+                    // The index kept too few of the scope's rows (it
+                    // filters after its search): again, exactly.
+                    let too_few = rows.iter().any(|r| {
+                        r.get::<_, &str>(0) == "m"
+                            && r.get::<_, Option<i64>>(9).unwrap_or(0) < depth
+                            && r.get::<_, Option<bool>>(4) == Some(false)
+                    });
+                    if exact || !too_few {
+                        break rows;
+                    }
+                    exact = true;
+                }
+            }
+            _ => client
+                .query_cached(&recall_statement(None), &base)
+                .await
+                .map_err(pg)?,
+        };
+        let mut recall = Recall {
+            hits: Vec::new(),
+            triples: Vec::new(),
+            mode,
+        };
+        for row in &rows {
+            match row.get::<_, &str>(0) {
+                "r" => recall.hits.push(
+                    Fused {
+                        id: row.get(1),
+                        score: row.get(2),
+                        similarity: row.get(3),
+                        full_text: row.get(4),
+                    }
+                    .hit(row.get(5), row.get(6), row.get(7), row.get(9)),
                 ),
-                &[&su, &sa, &sc, &patterns],
-            )
-            .await
-            .map_err(pg)?;
-        Ok(rows.iter().map(triple_from_row).collect())
+                "t" => recall.triples.push(Triple {
+                    id: row.get(1),
+                    subject: row.get(5),
+                    predicate: row.get(6),
+                    object: row.get(7),
+                    source: row.get(8),
+                    valid_from: row.get(9),
+                    valid_to: row.get(10),
+                }),
+                _ => {}
+            }
+        }
+        Ok(recall)
     }
+}
+
+/// `%term%` patterns (escaped for ILIKE) of the terms a triple's subject
+/// or object may contain: those of three characters or more.
+fn triple_patterns(terms: &[String]) -> Vec<String> {
+    terms
+        .iter()
+        .filter(|t| t.chars().count() >= 3)
+        .map(|t| {
+            let escaped = t
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            format!("%{escaped}%")
+        })
+        .collect()
+}
+
+/// The recall statement (see [`Param`] for its parameters): the vector
+/// ranking (with `vectors`, the embedding expression and the embedder's
+/// name as a literal), the full-text ranking, their reciprocal-rank fusion
+/// (as `backend::fuse` does it: ties to the newer record), the hits'
+/// records and the triples mentioning a term, as rows tagged `r` (hit:
+/// id, score, similarity, full text, session, role, text, -, created_at),
+/// `t` (triple: id, -, -, -, subject, predicate, object, source,
+/// valid_from, valid_to) and `m` (with vectors: whether the scope was
+/// scanned exactly, in column 4, and the vector candidates' count, in 9).
+fn recall_statement(vectors: Option<(&str, &str)>) -> String {
+    let not_turn = "($6::text IS NULL OR turn IS DISTINCT FROM $6)";
+    // Every word's match count (up to $9) decides which words are rare; a
+    // stop word has no node and matches nothing. With rare words, the
+    // best matches of those; else the best of the newest FREQUENT
+    // matches of any word.
+    let text = format!(
+        "words AS (
+             SELECT w.n, w.word, numnode(q) AS nodes,
+                    (SELECT count(*) FROM (SELECT 1 FROM kinet_records
+                        WHERE {SCOPED} AND tsv @@ q LIMIT $9) m) AS hits
+             FROM unnest($4::text[]) WITH ORDINALITY AS w(word, n),
+                  LATERAL websearch_to_tsquery('english', w.word) q
+         ), rare AS (
+             SELECT string_agg(word, ' or ' ORDER BY n) AS q FROM words WHERE nodes > 0 AND hits < $9
+         ), text_ranked AS (
+             (SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, q) DESC, id DESC) AS r
+              FROM kinet_records, websearch_to_tsquery('english', (SELECT q FROM rare)) q
+              WHERE (SELECT q FROM rare) IS NOT NULL AND {SCOPED} AND tsv @@ q
+                AND created_at >= $5 AND {not_turn}
+              ORDER BY r LIMIT $7)
+             UNION ALL
+             (SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, q) DESC, id DESC) AS r FROM (
+                  SELECT id, tsv, q FROM kinet_records,
+                         websearch_to_tsquery('english', array_to_string($4::text[], ' or ')) q
+                  WHERE (SELECT q FROM rare) IS NULL AND cardinality($4::text[]) > 0
+                    AND {SCOPED} AND tsv @@ q AND created_at >= $5 AND {not_turn}
+                  ORDER BY id DESC LIMIT $9 - 1
+              ) newest ORDER BY r LIMIT $7)
+         )"
+    );
+    let (vector, meta) = match vectors {
+        Some((expression, embedder)) => {
+            let filter = format!(
+                "{SCOPED} AND embedder = {embedder} AND created_at >= $5 AND {not_turn}"
+            );
+            // A scope of at most EXACT_UP_TO embedded records (or any,
+            // with $13) is scanned exactly; a larger one goes through the
+            // HNSW index, whose search reads `hnsw.ef_search` when it
+            // starts: set for this statement's transaction by `ef`, which
+            // the index branch joins to (so it is set first).
+            let vector = format!(
+                "ef AS MATERIALIZED (SELECT set_config('hnsw.ef_search', $12, true) AS v),
+                 small AS (
+                     SELECT $13::bool OR count(*) <= {EXACT_UP_TO} AS yes FROM (
+                         SELECT 1 FROM kinet_records WHERE {SCOPED} AND embedder = {embedder}
+                         LIMIT {EXACT_UP_TO} + 1
+                     ) c
+                 ), vec AS (
+                     (SELECT id, distance FROM (
+                          SELECT id, ({expression} <=> $11) AS distance FROM kinet_records WHERE {filter}
+                          OFFSET 0
+                      ) scoped WHERE (SELECT yes FROM small) ORDER BY distance, id DESC LIMIT $7)
+                     UNION ALL
+                     (SELECT h.id, h.distance FROM ef CROSS JOIN LATERAL (
+                          SELECT id, ({expression} <=> $11) AS distance FROM kinet_records
+                          WHERE {filter} AND NOT (SELECT yes FROM small) AND ef.v IS NOT NULL
+                          ORDER BY {expression} <=> $11 LIMIT $7
+                      ) h)
+                 ), vec_ranked AS (
+                     SELECT id, sim, row_number() OVER (ORDER BY distance, id DESC) AS r FROM (
+                         SELECT id, distance, (1 - distance)::real AS sim FROM vec
+                     ) s
+                     WHERE sim <> 'NaN'::real AND sim < 'Infinity'::real AND sim >= {MIN_SIMILARITY}::real
+                 ),"
+            );
+            let meta = "UNION ALL
+                 SELECT 'm', NULL, NULL, NULL, (SELECT yes FROM small), NULL, NULL, NULL, NULL,
+                        (SELECT count(*) FROM vec), NULL, 0"
+                .to_owned();
+            (vector, meta)
+        }
+        None => (
+            "vec_ranked AS (SELECT NULL::bigint AS id, NULL::real AS sim, NULL::bigint AS r WHERE false),"
+                .to_owned(),
+            String::new(),
+        ),
+    };
+    format!(
+        "WITH {vector} {text}, fused AS (
+             SELECT id, sum(s) AS score, max(sim) AS sim, bool_or(ft) AS ft FROM (
+                 SELECT id, 1.0::float8 / ({RRF_K}::float8 + r) AS s, sim, false AS ft FROM vec_ranked
+                 UNION ALL
+                 SELECT id, 1.0::float8 / ({RRF_K}::float8 + r), NULL::real, true FROM text_ranked
+             ) x GROUP BY id
+             ORDER BY score DESC, id DESC LIMIT $8
+         )
+         SELECT * FROM (
+             SELECT 'r' AS tag, f.id, f.score, f.sim, f.ft, k.session, k.role, k.text, NULL::text,
+                    k.created_at, NULL::bigint, row_number() OVER (ORDER BY f.score DESC, f.id DESC) AS ord
+             FROM fused f JOIN kinet_records k ON k.id = f.id
+             UNION ALL
+             (SELECT 't', id, NULL, NULL, NULL, subject, predicate, object, source, valid_from, valid_to,
+                     row_number() OVER (ORDER BY valid_from DESC, id DESC)
+              FROM kinet_triples
+              WHERE {SCOPED} AND valid_to IS NULL
+                AND (subject ILIKE ANY($10) OR object ILIKE ANY($10))
+              ORDER BY valid_from DESC, id DESC LIMIT 10)
+             {meta}
+         ) tagged ORDER BY tag, ord"
+    )
 }
