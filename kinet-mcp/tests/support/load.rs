@@ -737,9 +737,15 @@ async fn counting_proxy(url: &str) -> (String, Arc<Counts>) {
                 continue;
             };
             let counter = counter.clone();
+            // Messages go on at once (no Nagle wait for an ACK, which
+            // delayed ACKs hold back 40 ms), each batch the client sent in
+            // one write.
+            let _ = (client.set_nodelay(true), server.set_nodelay(true));
             tokio::spawn(async move {
-                let (mut from_client, mut to_client) = client.into_split();
-                let (mut from_server, mut to_server) = server.into_split();
+                let (from_client, mut to_client) = client.into_split();
+                let (mut from_server, to_server) = server.into_split();
+                let mut from_client = tokio::io::BufReader::new(from_client);
+                let mut to_server = tokio::io::BufWriter::new(to_server);
                 tokio::spawn(async move {
                     let _ = tokio::io::copy(&mut from_server, &mut to_client).await;
                 });
@@ -759,6 +765,7 @@ async fn counting_proxy(url: &str) -> (String, Arc<Counts>) {
                         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
                     if to_server.write_all(&len).await.is_err()
                         || to_server.write_all(&body).await.is_err()
+                        || to_server.flush().await.is_err()
                     {
                         return;
                     }
@@ -812,6 +819,10 @@ async fn counting_proxy(url: &str) -> (String, Arc<Counts>) {
                     if to_server.write_all(&head).await.is_err()
                         || to_server.write_all(&body).await.is_err()
                     {
+                        return;
+                    }
+                    // All the client has sent so far is passed on.
+                    if from_client.buffer().is_empty() && to_server.flush().await.is_err() {
                         return;
                     }
                 }

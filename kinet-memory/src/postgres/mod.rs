@@ -8,11 +8,13 @@
 //!   must be installable by the connecting role (or already installed).
 //! - Recall: pgvector HNSW (cosine; one partial index per embedder, made
 //!   at connect) and full-text search (`tsvector` with the `english`
-//!   configuration, `websearch_to_tsquery`, `ts_rank_cd`), fused by
-//!   reciprocal rank as on SQLite. Frequent words are bounded the same
-//!   way: a word matching more than 5,000 records is dropped while rarer
-//!   ones remain, and when every word is frequent the newest 5,000 matches
-//!   are ranked.
+//!   configuration, `websearch_to_tsquery`, `ts_rank`: term frequency,
+//!   like SQLite's bm25; cover density, `ts_rank_cd`, cost four times as
+//!   much for a query of several words), fused by reciprocal rank as on
+//!   SQLite, all in one statement (one round trip). Frequent words are
+//!   bounded the same way: a word matching more than 5,000 records is
+//!   dropped while rarer ones remain, and when every word is frequent the
+//!   newest 5,000 matches are ranked.
 //! - Writes are transactions: a block edit locks its row, a triple's
 //!   supersession takes an advisory lock on its subject and predicate, so
 //!   concurrent writers from any number of processes lose nothing.

@@ -140,27 +140,32 @@ fn triple_patterns(terms: &[String]) -> Vec<String> {
 /// scanned exactly, in column 4, and the vector candidates' count, in 9).
 fn recall_statement(vectors: Option<(&str, &str)>) -> String {
     let not_turn = "($6::text IS NULL OR turn IS DISTINCT FROM $6)";
-    // Every word's match count (up to $9) decides which words are rare; a
-    // stop word has no node and matches nothing. With rare words, the
+    // Every word's match count (up to $9) decides which words are rare (in
+    // a scope of at most FREQUENT records, every word is: they are not
+    // counted); a stop word has no node and matches nothing. With rare words, the
     // best matches of those; else the best of the newest FREQUENT
     // matches of any word.
     let text = format!(
-        "words AS (
+        "sized AS (
+             SELECT count(*) >= $9 AS large FROM (SELECT 1 FROM kinet_records WHERE {SCOPED} LIMIT $9) c
+         ), words AS (
              SELECT w.n, w.word, numnode(q) AS nodes,
-                    (SELECT count(*) FROM (SELECT 1 FROM kinet_records
-                        WHERE {SCOPED} AND tsv @@ q LIMIT $9) m) AS hits
+                    CASE WHEN (SELECT large FROM sized) THEN
+                        (SELECT count(*) FROM (SELECT 1 FROM kinet_records
+                            WHERE {SCOPED} AND tsv @@ q LIMIT $9) m)
+                    ELSE 0 END AS hits
              FROM unnest($4::text[]) WITH ORDINALITY AS w(word, n),
                   LATERAL websearch_to_tsquery('english', w.word) q
          ), rare AS (
              SELECT string_agg(word, ' or ' ORDER BY n) AS q FROM words WHERE nodes > 0 AND hits < $9
          ), text_ranked AS (
-             (SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, q) DESC, id DESC) AS r
+             (SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, q) DESC, id DESC) AS r
               FROM kinet_records, websearch_to_tsquery('english', (SELECT q FROM rare)) q
               WHERE (SELECT q FROM rare) IS NOT NULL AND {SCOPED} AND tsv @@ q
                 AND created_at >= $5 AND {not_turn}
               ORDER BY r LIMIT $7)
              UNION ALL
-             (SELECT id, row_number() OVER (ORDER BY ts_rank_cd(tsv, q) DESC, id DESC) AS r FROM (
+             (SELECT id, row_number() OVER (ORDER BY ts_rank(tsv, q) DESC, id DESC) AS r FROM (
                   SELECT id, tsv, q FROM kinet_records,
                          websearch_to_tsquery('english', array_to_string($4::text[], ' or ')) q
                   WHERE (SELECT q FROM rare) IS NULL AND cardinality($4::text[]) > 0
