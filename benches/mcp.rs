@@ -8,7 +8,8 @@
 //! - kinet's hub and kinet's `McpServer` over streamable HTTP, `add` round
 //!   trip p50/p99 over 2,000 calls, 2026-07-28 (`server/discover`, no
 //!   session, each request self-contained) vs 2025-11-25 (`initialize`, a
-//!   session), in one run.
+//!   session), in one run; and the same hub against the official
+//!   TypeScript SDK's server with the same tool (`benches/mcp/ts_add_server.mjs`).
 //!
 //! ```text
 //! npm ci --prefix kinet-mcp/tests/peers
@@ -131,8 +132,37 @@ fn revisions() {
             .unwrap()
     });
     let url = format!("http://{}/mcp", handle.local_addr());
+    // The official TypeScript SDK's server with the same tool, beside.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let modules = root.join("kinet-mcp/tests/peers/node_modules");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut ts_server = Command::new("node")
+        .arg(root.join("benches/mcp/ts_add_server.mjs"))
+        .arg(&modules)
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok();
+    let ts_url = ts_server.as_mut().and_then(|child| {
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut()?),
+            &mut line,
+        )
+        .ok()?;
+        (line.trim() == "ready").then(|| format!("http://127.0.0.1:{port}/mcp"))
+    });
+    if ts_url.is_none() {
+        eprintln!("the TypeScript SDK server did not start: run `npm ci --prefix kinet-mcp/tests/peers`");
+    }
     let mut modern = Vec::new();
     let mut legacy = Vec::new();
+    let mut typescript = Vec::new();
     for _ in 0..3 {
         let (p50, p99, protocol) = rt.block_on(add_latency(ServerConfig::http("kinet", &url)));
         assert_eq!(protocol, "2026-07-28");
@@ -142,8 +172,17 @@ fn revisions() {
         ));
         assert_eq!(protocol, "2025-11-25");
         legacy.push((p50, p99));
+        if let Some(ts_url) = &ts_url {
+            let (p50, p99, protocol) = rt.block_on(add_latency(ServerConfig::http("kinet", ts_url)));
+            assert_eq!(protocol, "2025-11-25");
+            typescript.push((p50, p99));
+        }
     }
     rt.block_on(handle.shutdown());
+    if let Some(mut child) = ts_server {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let median = |mut v: Vec<(f64, f64)>| {
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v[v.len() / 2]
@@ -159,6 +198,22 @@ fn revisions() {
         "| 2026-07-28 (server/discover, no session) | {m50:.0} µs | {m99:.0} µs | {:.2} |",
         m50 / l50
     );
+    if !typescript.is_empty() {
+        let (t50, t99) = median(typescript);
+        println!(
+            "\nThe same hub → the official TypeScript SDK's server (1.32, a session per client, `add`):\n"
+        );
+        println!("| server | p50 | p99 | kinet p50 / TypeScript p50 |\n|---|---|---|---|");
+        println!("| TypeScript SDK, 2025-11-25 | {t50:.0} µs | {t99:.0} µs | 1.00 |");
+        println!(
+            "| kinet, 2025-11-25 | {l50:.0} µs | {l99:.0} µs | {:.2} |",
+            l50 / t50
+        );
+        println!(
+            "| kinet, 2026-07-28 | {m50:.0} µs | {m99:.0} µs | {:.2} |",
+            m50 / t50
+        );
+    }
 }
 
 fn main() {
