@@ -158,7 +158,9 @@ fn revisions() {
         (line.trim() == "ready").then(|| format!("http://127.0.0.1:{port}/mcp"))
     });
     if ts_url.is_none() {
-        eprintln!("the TypeScript SDK server did not start: run `npm ci --prefix kinet-mcp/tests/peers`");
+        eprintln!(
+            "the TypeScript SDK server did not start: run `npm ci --prefix kinet-mcp/tests/peers`"
+        );
     }
     let mut modern = Vec::new();
     let mut legacy = Vec::new();
@@ -173,7 +175,8 @@ fn revisions() {
         assert_eq!(protocol, "2025-11-25");
         legacy.push((p50, p99));
         if let Some(ts_url) = &ts_url {
-            let (p50, p99, protocol) = rt.block_on(add_latency(ServerConfig::http("kinet", ts_url)));
+            let (p50, p99, protocol) =
+                rt.block_on(add_latency(ServerConfig::http("kinet", ts_url)));
             assert_eq!(protocol, "2025-11-25");
             typescript.push((p50, p99));
         }
@@ -351,6 +354,19 @@ fn main() {
         (together, alone, cpu)
     });
     let slowest = alone.iter().max().copied().unwrap_or(Duration::ZERO);
+    // The floor with no client at all: the same 8 processes started bare,
+    // each done starting when its CPU time stops growing; and one alone.
+    let (bare8, bare8_cpu) = bare_start(&everything, 8);
+    let (bare1, _) = bare_start(&everything, 1);
+    println!(
+        "\nno client: 8 servers started bare are idle after {:.0} ms ({:.0} ms CPU), one alone after {:.0} ms; \
+         the hub's 8-server start / 8 bare = {:.2}, / one bare = {:.2}",
+        bare8.as_secs_f64() * 1e3,
+        bare8_cpu.as_secs_f64() * 1e3,
+        bare1.as_secs_f64() * 1e3,
+        together.as_secs_f64() / bare8.as_secs_f64(),
+        together.as_secs_f64() / bare1.as_secs_f64()
+    );
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let floor = slowest.max(cpu / u32::try_from(cores).unwrap_or(1));
     println!(
@@ -370,6 +386,53 @@ fn main() {
         },
         together.as_secs_f64() / slowest.as_secs_f64()
     );
+}
+
+/// Starts `n` copies of the stdio server at `script` with no client (their
+/// stdin held open) and waits until each has stopped using CPU for 300 ms:
+/// the time from the spawn to the last CPU any of them used, and their CPU.
+fn bare_start(script: &Path, n: usize) -> (Duration, Duration) {
+    let start = Instant::now();
+    let mut children: Vec<std::process::Child> = (0..n)
+        .map(|_| {
+            Command::new("node")
+                .arg(script)
+                .arg("stdio")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let pids: Vec<String> = children.iter().map(|c| c.id().to_string()).collect();
+    let mut last = vec![(Duration::ZERO, start); n];
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = Instant::now();
+        for (pid, seen) in pids.iter().zip(&mut last) {
+            let cpu = cpu_of(pid);
+            if cpu != seen.0 {
+                *seen = (cpu, now);
+            }
+        }
+        let quiet = last
+            .iter()
+            .all(|(cpu, at)| !cpu.is_zero() && now - *at >= Duration::from_millis(300));
+        if quiet || start.elapsed() > Duration::from_secs(60) {
+            break;
+        }
+    }
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let done = last
+        .iter()
+        .map(|(_, at)| *at - start)
+        .max()
+        .unwrap_or_default();
+    (done, last.iter().map(|(cpu, _)| *cpu).sum())
 }
 
 /// The CPU time (user + system) process `pid` (or `self`) has used so far,
