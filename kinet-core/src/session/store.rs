@@ -158,6 +158,8 @@ pub trait SessionStore: Send + Sync {
 }
 
 /// What [`SessionStore::claim_and_load`] found.
+// A value returned once per claim and matched at once: not worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Claimed {
