@@ -135,11 +135,7 @@ fn revisions() {
     // The official TypeScript SDK's server with the same tool, beside.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let modules = root.join("kinet-mcp/tests/peers/node_modules");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let mut ts_server = Command::new("node")
         .arg(root.join("benches/mcp/ts_add_server.mjs"))
         .arg(&modules)

@@ -161,11 +161,7 @@ fn main() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = support::free_port();
     let mut server = Command::new(&python)
         .arg(root.join("kinet-mcp/tests/peers/oauth_server.py"))
         .arg(port.to_string())

@@ -29,14 +29,6 @@ mod support;
 const SESSIONS: usize = 16;
 const SECONDS: u64 = 5;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_for(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -112,7 +104,7 @@ fn main() {
         .build()
         .unwrap();
 
-    let port = free_port();
+    let port = support::free_port();
     let _kinet = Kill(
         Command::new(std::env::current_exe().unwrap())
             .env("KINET_BENCH_SERVE", port.to_string())
@@ -128,7 +120,7 @@ fn main() {
 
     let python =
         std::env::var("KINET_PYTHON").unwrap_or_else(|_| "/var/tmp/kinet-pyenv/bin/python".into());
-    let port = free_port();
+    let port = support::free_port();
     let script =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/mcp/mcpserver_add.py");
     let Ok(child) = Command::new(&python)

@@ -107,16 +107,7 @@ fn main() {
         };
         let dir = tempfile::tempdir().unwrap();
         let plan = plan();
-        let mut tokens = Vec::new();
-        for p in 0..plan.principals {
-            tokens.push(issuer.mint(&format!("principal-{p}"), RESOURCE, 3600, false).await);
-        }
-        let setup = load::Setup {
-            resource: RESOURCE.into(),
-            issuer: issuer.issuer(),
-            jwks: issuer.url("/jwks"),
-            tokens,
-        };
+        let setup = load::Setup::minted(&issuer, RESOURCE, plan.principals).await;
         println!(
             "\n{} clients as {} principals, {} conversations × {} turns\n",
             plan.clients, plan.principals, plan.conversations, plan.turns

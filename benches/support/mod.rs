@@ -32,6 +32,15 @@ impl Tool for Add {
 }
 
 /// The `q` quantile of sorted samples.
+/// A loopback port free a moment ago, for a peer server to listen on.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
 }

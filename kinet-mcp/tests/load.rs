@@ -30,35 +30,30 @@ async fn replica_process() {
 
 const REPLICA: &[&str] = &["--exact", "replica_process", "--nocapture"];
 
+/// The resource the replicas serve, as the tokens name it.
+const RESOURCE: &str = "https://agents.kinet.test/mcp";
+
+/// A fresh PostgreSQL database and tokens for `principals` from a running
+/// issuer (kept while the run lasts); `None` (the helpers said why) when
+/// either is missing.
+async fn on_postgres(principals: usize) -> Option<(load::Store, load::Setup, issuer::Issuer)> {
+    let server = pg_server::server()?;
+    let issuer = issuer::Issuer::start().await?;
+    let store = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
+    let setup = load::Setup::minted(&issuer, RESOURCE, principals).await;
+    Some((store, setup, issuer))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_users_on_two_replicas_survive_a_sigkill() {
-    let Some(server) = pg_server::server() else {
-        return;
-    };
-    let Some(issuer) = issuer::Issuer::start().await else {
-        return;
-    };
-    let store = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
     let plan = load::Plan {
         clients: 20,
         principals: 4,
         conversations: 60,
         turns: 5,
     };
-    let resource = "https://agents.kinet.test/mcp".to_owned();
-    let mut tokens = Vec::new();
-    for p in 0..plan.principals {
-        tokens.push(
-            issuer
-                .mint(&format!("principal-{p}"), &resource, 3600, false)
-                .await,
-        );
-    }
-    let setup = load::Setup {
-        resource,
-        issuer: issuer.issuer(),
-        jwks: issuer.url("/jwks"),
-        tokens,
+    let Some((store, setup, _issuer)) = on_postgres(plan.principals).await else {
+        return;
     };
     let total = plan.conversations * plan.turns;
     let (report, check) = load::run(&setup, &store, 2, true, plan, REPLICA).await;
@@ -124,33 +119,14 @@ async fn many_users_on_two_replicas_survive_a_sigkill() {
 /// statement, once per statement and connection, is counted apart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_turn_on_postgres_takes_four_round_trips() {
-    let Some(server) = pg_server::server() else {
-        return;
-    };
-    let Some(issuer) = issuer::Issuer::start().await else {
-        return;
-    };
-    let store = load::Store::Postgres(server.url(&pg_server::fresh_database(server).await));
     let plan = load::Plan {
         clients: 4,
         principals: 2,
         conversations: 8,
         turns: 6,
     };
-    let resource = "https://agents.kinet.test/mcp".to_owned();
-    let mut tokens = Vec::new();
-    for p in 0..plan.principals {
-        tokens.push(
-            issuer
-                .mint(&format!("principal-{p}"), &resource, 3600, false)
-                .await,
-        );
-    }
-    let setup = load::Setup {
-        resource,
-        issuer: issuer.issuer(),
-        jwks: issuer.url("/jwks"),
-        tokens,
+    let Some((store, setup, _issuer)) = on_postgres(plan.principals).await else {
+        return;
     };
     let (report, check) = load::run(&setup, &store, 1, false, plan, REPLICA).await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);

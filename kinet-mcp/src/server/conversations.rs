@@ -135,9 +135,9 @@ impl Conversations {
         }
     }
 
-    /// Holds conversation `id` for one reply and reads it (as
-    /// [`load`](Self::load) does, `None` when `owner` has no such
-    /// conversation): no other reply continues it (here, or on another
+    /// Holds conversation `id` for one reply and reads it (`None` when
+    /// `owner` has no such conversation: a conversation started without a
+    /// principal has no owner and is found only without one): no other reply continues it (here, or on another
     /// replica sharing the store) until the claim is dropped or the reply
     /// is saved, so two replies never interleave their messages. A store
     /// claims and reads in one step.
@@ -168,9 +168,9 @@ impl Conversations {
             renew: None,
             lost: Arc::new(AtomicBool::new(false)),
         };
-        let Kind::Store(store) = &self.kind else {
-            let loaded = self.load(id, owner)?;
-            return Ok((claim, loaded));
+        let store = match &self.kind {
+            Kind::Memory(map) => return Ok((claim, remembered(map, id, owner))),
+            Kind::Store(store) => store,
         };
         let holder = uuid::Uuid::new_v4().simple().to_string();
         let claimed = {
@@ -219,27 +219,6 @@ impl Conversations {
         match &self.kind {
             Kind::Memory(_) if !self.unguessable => format!("conv-{counter}"),
             _ => format!("conv-{}", uuid::Uuid::new_v4().simple()),
-        }
-    }
-
-    /// The conversation `id` if `owner` owns it (a conversation started
-    /// without a principal has no owner and is found only without one):
-    /// to anyone else there is no such conversation.
-    pub(super) fn load(&self, id: &str, owner: Option<&str>) -> Result<Option<Loaded>, String> {
-        match &self.kind {
-            Kind::Memory(map) => Ok(map.lock().ok().and_then(|c| {
-                c.get(id)
-                    .filter(|(held, _)| held.as_deref() == owner)
-                    .map(|(_, conversation)| Loaded {
-                        conversation: conversation.clone(),
-                        last_request: None,
-                    })
-            })),
-            Kind::Store(store) => match blocking(|| store.load(id)) {
-                Ok(Some(session)) => loaded_from(session, owner),
-                Ok(None) => Ok(None),
-                Err(error) => Err(format!("the conversation store failed: {error}")),
-            },
         }
     }
 
@@ -317,14 +296,14 @@ impl Conversations {
                 )
                 .chain(request)
                 .collect();
-            let Some((claim, holder)) =
-                claim.and_then(|c| c.shared.as_ref().map(|(_, h)| h.clone()).map(|h| (c, h)))
-            else {
+            let Some(claim) = claim.filter(|c| c.shared.is_some()) else {
                 return store.append_all(id, &entries).map_err(failed);
             };
-            store
-                .append_and_release(id, &entries, &holder)
-                .map_err(failed)?;
+            if let Some((_, holder)) = &claim.shared {
+                store
+                    .append_and_release(id, &entries, holder)
+                    .map_err(failed)?;
+            }
             // Given up with the save: dropping the claim releases nothing.
             claim.shared = None;
             return Ok(());
@@ -348,6 +327,22 @@ impl Conversations {
         store.create(&session).map_err(failed)?;
         Ok(())
     }
+}
+
+/// Conversation `id` of this client session's memory, if `owner` owns it.
+fn remembered(
+    map: &Mutex<HashMap<String, Owned>>,
+    id: &str,
+    owner: Option<&str>,
+) -> Option<Loaded> {
+    let conversations = map.lock().ok()?;
+    let (_, conversation) = conversations
+        .get(id)
+        .filter(|(held, _)| held.as_deref() == owner)?;
+    Some(Loaded {
+        conversation: conversation.clone(),
+        last_request: None,
+    })
 }
 
 /// A stored conversation as `owner` may see it: `None` when another
@@ -483,8 +478,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stored_conversation_keeps_its_provenance_once() {
+    #[tokio::test]
+    async fn a_stored_conversation_keeps_its_provenance_once() {
         use kinet_core::provenance::{Seen, Trust};
         let conversations =
             Conversations::store(Arc::new(Journals::default()), Arc::default(), CLAIM_TTL);
@@ -497,18 +492,28 @@ mod tests {
         conversations
             .save("c", None, None, &conversation, None, None)
             .unwrap();
-        let loaded = conversations.load("c", None).unwrap().unwrap().conversation;
+        let (mut claim, loaded) = conversations.claim("c", None).await.unwrap();
+        let loaded = loaded.unwrap().conversation;
         assert_eq!(loaded.provenance, conversation.provenance);
-        // A later reply appends only what is new.
+        // A later reply appends only what is new, and gives its claim up.
         let saved = (loaded.messages.clone(), loaded.provenance.seen().len());
         let mut next = loaded;
         next.push_user("and the bills");
         next.provenance
             .record(Seen::new(Trust::Trusted, "user", "and the bills"));
         conversations
-            .save("c", None, None, &next, Some((&saved.0[..], saved.1)), None)
+            .save(
+                "c",
+                None,
+                None,
+                &next,
+                Some((&saved.0[..], saved.1)),
+                Some(&mut claim),
+            )
             .unwrap();
-        let again = conversations.load("c", None).unwrap().unwrap().conversation;
+        drop(claim);
+        let (_, again) = conversations.claim("c", None).await.unwrap();
+        let again = again.unwrap().conversation;
         assert_eq!(again.provenance.seen().len(), 2);
         assert_eq!(
             again.provenance.untrusted_source("US133000000121212121212"),

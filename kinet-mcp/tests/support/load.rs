@@ -612,6 +612,27 @@ pub struct Setup {
     pub tokens: Vec<String>,
 }
 
+impl Setup {
+    /// `issuer`'s tokens for `resource`, one per principal (`principal-<p>`,
+    /// valid for an hour).
+    pub async fn minted(issuer: &crate::issuer::Issuer, resource: &str, principals: usize) -> Self {
+        let mut tokens = Vec::with_capacity(principals);
+        for p in 0..principals {
+            tokens.push(
+                issuer
+                    .mint(&format!("principal-{p}"), resource, 3600, false)
+                    .await,
+            );
+        }
+        Self {
+            resource: resource.to_owned(),
+            issuer: issuer.issuer(),
+            jwks: issuer.url("/jwks"),
+            tokens,
+        }
+    }
+}
+
 /// One whole run: `replicas` processes of this binary (started with
 /// `replica_args`) on `store`, behind the proxy, driven by `plan`; with
 /// `kill`, the first replica is killed with SIGKILL when a third of the

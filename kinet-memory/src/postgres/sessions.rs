@@ -26,11 +26,14 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// Claims session `$1` for holder `$2` for `$3` ms: one statement, whose
 /// row lock makes the check and the claim one step for every process.
-const CLAIM: &str = "INSERT INTO kinet_session_claims (session, holder, expires_at)
-     VALUES ($1, $2, (extract(epoch from clock_timestamp()) * 1000)::bigint + $3)
-     ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-     WHERE kinet_session_claims.holder = excluded.holder
-        OR kinet_session_claims.expires_at <= (extract(epoch from clock_timestamp()) * 1000)::bigint";
+fn claim_statement() -> String {
+    format!(
+        "INSERT INTO kinet_session_claims (session, holder, expires_at) VALUES ($1, $2, {NOW_MS} + $3)
+         ON CONFLICT (session) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+         WHERE kinet_session_claims.holder = excluded.holder
+            OR kinet_session_claims.expires_at <= {NOW_MS}"
+    )
+}
 
 /// A journal entry of session `id` as stored.
 fn entry_from(id: &str, body: &str) -> Result<JournalEntry, MemoryError> {
@@ -284,14 +287,15 @@ impl PostgresSessionStore {
                 .query_cached(
                     &format!(
                         "WITH c AS (
-                             {CLAIM}
+                             {}
                              RETURNING 1
                          ), g AS (SELECT count(*) > 0 AS granted FROM c)
                          SELECT g.granted, s.id IS NOT NULL, s.forked_from, s.fork_at, e.body
                          FROM g
                          LEFT JOIN kinet_sessions s ON g.granted AND s.id = $1
                          LEFT JOIN kinet_session_entries e ON e.session = s.id
-                         ORDER BY e.seq"
+                         ORDER BY e.seq",
+                        claim_statement()
                     ),
                     &[&id, &holder, &ttl],
                 )
@@ -466,7 +470,7 @@ impl SessionStore for PostgresSessionStore {
         // One statement: the row lock of the upsert makes the check and
         // the claim one step for every process.
         let granted = self.change(
-            CLAIM.to_owned(),
+            claim_statement(),
             vec![
                 Param::Text(id.to_owned()),
                 Param::Text(holder.to_owned()),
