@@ -47,13 +47,21 @@
 //!   editor's terminals, where the person watches them, confined as kinet
 //!   confines them.
 //!
+//! - [`AcpEngine`] and [`EngineTable`]: the other side. Coding agents
+//!   that speak ACP (Gemini CLI, Claude Code and Codex through their
+//!   adapters, opencode, kinet itself) as read-only `dispatch_agent`
+//!   engines, their processes confined by kinet's sandbox and their file
+//!   reads and terminals served by kinet.
+//!
 //! A crate of its own, as `kinet-mcp` is for MCP: it carries the
 //! `agent-client-protocol` dependency, and only programs an editor starts
 //! need it.
 
+pub mod engine;
 mod permission;
 mod server;
 mod terminal;
 mod updates;
 
+pub use engine::{AcpEngine, EngineConfigError, EngineTable};
 pub use server::{AcpError, AcpServer};

@@ -11,5 +11,5 @@
 //! | [`SubAgents`] | on or off, nesting depth, named engines |
 //! | [`Telemetry`] | span names, content recording, prices |
 
-pub use crate::agent::{Approval, Calls, Limits, Sessions, SubAgents, Workspace};
+pub use crate::agent::{Approval, Calls, Engine, Limits, Sessions, SubAgents, Workspace};
 pub use crate::telemetry::Telemetry;

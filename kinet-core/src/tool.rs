@@ -23,8 +23,8 @@ pub use tokio_util::sync::CancellationToken;
 /// event sink, tools calling tools, and sub-agents.
 pub mod engine {
     pub use crate::ctx::{
-        AgentHandle, EngineCtx, EventSink, Extensions, SubAgentReport, SubAgentRequest,
-        SubAgentSpawner, ToolCaller,
+        AgentHandle, EngineCtx, EventSink, Extensions, ExternalEngine, SubAgentReport,
+        SubAgentRequest, SubAgentSpawner, ToolCaller,
     };
 }
 

@@ -29,7 +29,7 @@ use crate::tooldef::Tool;
 use crate::toolset::Toolset;
 
 pub use run::AgentRun;
-pub use settings::{Approval, Calls, Limits, Sessions, SubAgents, Workspace};
+pub use settings::{Approval, Calls, Engine, Limits, Sessions, SubAgents, Workspace};
 
 #[derive(Clone)]
 enum SpawnerSetting {
@@ -52,8 +52,9 @@ struct AgentConfig {
     spawner: SpawnerSetting,
     max_depth: u32,
     depth: u32,
-    /// Named engines sub-agents may run on (provider + model + prompt + tools).
-    engines: HashMap<String, Arc<AgentConfig>>,
+    /// Named engines sub-agents may run on: in-process agents (provider +
+    /// model + prompt + tools) and external engines.
+    engines: HashMap<String, settings::Engine>,
 }
 
 impl AgentConfig {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::{AgentConfig, SpawnerSetting};
 use crate::confirm::{ApprovalPolicy, ConfirmHandler};
-use crate::ctx::SubAgentSpawner;
+use crate::ctx::{ExternalEngine, SubAgentSpawner};
 use crate::data::truncate::TruncationPolicy;
 use crate::hook::Hook;
 use crate::layer::ToolLayer;
@@ -252,7 +252,48 @@ impl Calls {
 pub struct SubAgents {
     spawner: Option<SpawnerSetting>,
     max_depth: Option<u32>,
-    engines: Vec<(String, Arc<AgentConfig>)>,
+    engines: Vec<(String, Engine)>,
+}
+
+/// An engine sub-agents may run on: another kinet [`Agent`](super::Agent)
+/// in this process (a cheaper model, another provider), or an
+/// [`ExternalEngine`] (another coding agent, such as `kinet_acp::AcpEngine`).
+/// Made with `From`: pass `&agent`, `agent` or the external engine to
+/// [`SubAgents::engine`].
+#[derive(Clone)]
+pub struct Engine(pub(super) EngineKind);
+
+#[derive(Clone)]
+pub(super) enum EngineKind {
+    Agent(Arc<AgentConfig>),
+    External(Arc<dyn ExternalEngine>),
+}
+
+impl From<&super::Agent> for Engine {
+    fn from(agent: &super::Agent) -> Self {
+        Self(EngineKind::Agent(Arc::clone(&agent.config)))
+    }
+}
+
+impl From<super::Agent> for Engine {
+    fn from(agent: super::Agent) -> Self {
+        Self(EngineKind::Agent(agent.config))
+    }
+}
+
+impl<E: ExternalEngine + 'static> From<E> for Engine {
+    fn from(engine: E) -> Self {
+        Self(EngineKind::External(Arc::new(engine)))
+    }
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0 {
+            EngineKind::Agent(_) => "Engine::Agent",
+            EngineKind::External(_) => "Engine::External",
+        })
+    }
 }
 
 impl SubAgents {
@@ -282,12 +323,14 @@ impl SubAgents {
         self
     }
 
-    /// Registers a named engine for sub-agents and team members (a
-    /// cheaper model, another provider): `dispatch_agent` and
-    /// `spawn_team` take its name. It runs read-only, like every
-    /// sub-agent. Default: none (sub-agents use this agent's settings).
-    pub fn engine(mut self, name: impl Into<String>, agent: &super::Agent) -> Self {
-        self.engines.push((name.into(), Arc::clone(&agent.config)));
+    /// Registers a named engine for sub-agents: `dispatch_agent` (and,
+    /// for an in-process agent, `spawn_team`) take its name. It runs
+    /// read-only, like every sub-agent. `engine` is another kinet agent
+    /// (`&agent`: a cheaper model, another provider) or an
+    /// [`ExternalEngine`] (another coding agent over ACP). Default: none
+    /// (sub-agents use this agent's settings).
+    pub fn engine(mut self, name: impl Into<String>, engine: impl Into<Engine>) -> Self {
+        self.engines.push((name.into(), engine.into()));
         self
     }
 

@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use futures::StreamExt;
 
+use super::settings::{Engine, EngineKind};
 use super::{Agent, AgentConfig};
 use crate::ctx::EngineCtx as _;
-use crate::ctx::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx};
+use crate::ctx::{
+    AgentHandle, ExternalEngine, SubAgentReport, SubAgentRequest, SubAgentSpawner, ToolCtx,
+};
 use crate::data::conversation::Conversation;
 use crate::data::output::{ToolError, ToolErrorKind};
 use crate::deferred::Suspension;
@@ -29,7 +32,38 @@ impl EngineSpawner {
         Self { parent }
     }
 
-    /// The configuration a child runs with.
+    /// The engine registered as `name`.
+    fn named(&self, name: &str) -> Result<&Engine, ToolError> {
+        self.parent.engines.get(name).ok_or_else(|| {
+            let mut known: Vec<&str> = self.parent.engines.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            ToolError::invalid_arguments(if known.is_empty() {
+                format!("unknown engine `{name}`: no engines are registered; omit `engine`")
+            } else {
+                format!("unknown engine `{name}`; engines: {}", known.join(", "))
+            })
+        })
+    }
+
+    /// Runs `request` on an external engine, its events tagged as a
+    /// sub-agent's.
+    async fn run_external(
+        &self,
+        engine: &Arc<dyn ExternalEngine>,
+        request: &SubAgentRequest,
+        parent: &ToolCtx,
+    ) -> Result<SubAgentReport, ToolError> {
+        let agent_id = format!("sub-{}", SUB_AGENT_COUNTER.fetch_add(1, Ordering::Relaxed));
+        let events = parent.events().tagged(agent_id.as_str());
+        let text = engine.run(request, parent, events).await?;
+        Ok(SubAgentReport {
+            agent_id,
+            text,
+            turns: 1,
+            usage: Default::default(),
+        })
+    }
+
     /// The configuration a child runs with: working directory and roots are
     /// the calling context's (a served call's roots bind its sub-agents too).
     fn child_config(
@@ -40,15 +74,15 @@ impl EngineSpawner {
     ) -> Result<AgentConfig, ToolError> {
         let base = match engine {
             None => &self.parent,
-            Some(name) => self.parent.engines.get(name).ok_or_else(|| {
-                let mut known: Vec<&str> = self.parent.engines.keys().map(String::as_str).collect();
-                known.sort_unstable();
-                ToolError::invalid_arguments(if known.is_empty() {
-                    format!("unknown engine `{name}`: no engines are registered; omit `engine`")
-                } else {
-                    format!("unknown engine `{name}`; engines: {}", known.join(", "))
-                })
-            })?,
+            Some(name) => match &self.named(name)?.0 {
+                EngineKind::Agent(config) => config,
+                EngineKind::External(_) => {
+                    return Err(ToolError::invalid_arguments(format!(
+                        "engine `{name}` runs outside kinet and answers one task at a time: \
+                         use it with dispatch_agent, and an in-process engine for team members"
+                    )));
+                }
+            },
         };
         let mut config = (**base).clone();
         let policy = self.parent.run.pipeline.policy().for_sub_agent();
@@ -92,6 +126,11 @@ impl SubAgentSpawner for EngineSpawner {
         request: SubAgentRequest,
         parent: &ToolCtx,
     ) -> Result<SubAgentReport, ToolError> {
+        if let Some(name) = request.engine.as_deref()
+            && let EngineKind::External(engine) = &self.named(name)?.0
+        {
+            return self.run_external(engine, &request, parent).await;
+        }
         let child = Agent {
             config: Arc::new(self.child_config(request.engine.as_deref(), None, parent)?),
         };

@@ -34,7 +34,7 @@ pub use engine::EngineCtx;
 pub use events::EventSink;
 pub use extensions::Extensions;
 pub use nested::ToolCaller;
-pub use spawn::{AgentHandle, SubAgentReport, SubAgentRequest, SubAgentSpawner};
+pub use spawn::{AgentHandle, ExternalEngine, SubAgentReport, SubAgentRequest, SubAgentSpawner};
 
 #[derive(Clone)]
 struct Shared {

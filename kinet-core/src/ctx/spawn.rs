@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::ToolCtx;
+use super::{EventSink, ToolCtx};
 use crate::data::conversation::Conversation;
 use crate::data::model::Usage;
 use crate::data::output::ToolError;
@@ -83,6 +83,43 @@ impl<S: SubAgentSpawner + ?Sized> SubAgentSpawner for std::sync::Arc<S> {
         parent: &ToolCtx,
     ) -> Result<std::sync::Arc<dyn AgentHandle>, ToolError> {
         (**self).member_agent(engine, system_prompt, parent)
+    }
+}
+
+/// A sub-agent engine that runs outside kinet's loop: another coding
+/// agent driven over a protocol (`kinet_acp::AcpEngine` speaks the Agent
+/// Client Protocol), registered by name with
+/// [`SubAgents::engine`](crate::builder::SubAgents::engine) beside
+/// in-process engines. It gets the task and the calling context (working
+/// directory, roots, cancellation, deadline) and reports its updates as
+/// events on `events`, which the parent's run sees tagged with the
+/// sub-agent's id. It runs read-only, as every sub-agent does: enforcing
+/// that is the engine's part, since it does its own I/O.
+///
+/// Cancellation: when `parent` is cancelled, or the future is dropped
+/// (a timeout), nothing the engine started may go on.
+#[async_trait]
+pub trait ExternalEngine: Send + Sync {
+    /// Runs `request.prompt` to completion and returns the engine's final
+    /// text.
+    async fn run(
+        &self,
+        request: &SubAgentRequest,
+        parent: &ToolCtx,
+        events: EventSink,
+    ) -> Result<String, ToolError>;
+}
+
+/// A shared engine is an engine.
+#[async_trait]
+impl<E: ExternalEngine + ?Sized> ExternalEngine for std::sync::Arc<E> {
+    async fn run(
+        &self,
+        request: &SubAgentRequest,
+        parent: &ToolCtx,
+        events: EventSink,
+    ) -> Result<String, ToolError> {
+        (**self).run(request, parent, events).await
     }
 }
 

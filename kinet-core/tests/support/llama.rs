@@ -69,6 +69,7 @@ pub(crate) fn template() -> PathBuf {
             [
                 "tests/fixtures/llama/chatml-tools.jinja",
                 "kinet-core/tests/fixtures/llama/chatml-tools.jinja",
+                "../kinet-core/tests/fixtures/llama/chatml-tools.jinja",
             ]
             .map(|p| base.join(p))
         })

@@ -1,0 +1,258 @@
+//! An engine's session updates as kinet events: its answer's text, its
+//! thoughts, its tool calls with their status, its plan.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use agent_client_protocol::v1::schema as acp;
+use kinet_core::event::PackEvent;
+use kinet_core::tool::engine::EventSink;
+use kinet_core::{AgentEvent, ToolError, ToolOutput};
+use serde::Serialize;
+
+/// The plan an engine reported (ACP `plan`), as a pack event of the
+/// `"engine"` pack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct EnginePlan {
+    /// The entries, in order.
+    pub entries: Vec<EnginePlanEntry>,
+}
+
+/// One entry of an [`EnginePlan`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct EnginePlanEntry {
+    /// What the step is.
+    pub content: String,
+    /// `pending`, `in_progress` or `completed`.
+    pub status: String,
+}
+
+/// Turns one session's updates into events on a sink, and keeps the
+/// answer's text.
+pub(super) struct Updates {
+    events: EventSink,
+    session: Mutex<Option<acp::SessionId>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The answer so far (agent message chunks).
+    text: String,
+    /// Tool calls started and not finished: their name and start.
+    calls: HashMap<String, (String, Instant)>,
+    /// Updates for another session than ours (an engine out of order).
+    strays: u32,
+}
+
+impl Updates {
+    pub(super) fn new(events: EventSink) -> Self {
+        Self {
+            events,
+            session: Mutex::new(None),
+            state: Mutex::default(),
+        }
+    }
+
+    /// From now on, updates of this session count.
+    pub(super) fn session(&self, id: acp::SessionId) {
+        if let Ok(mut session) = self.session.lock() {
+            *session = Some(id);
+        }
+    }
+
+    /// The answer's text so far.
+    pub(super) fn text(&self) -> String {
+        self.state
+            .lock()
+            .map(|s| s.text.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many updates named a session that is not ours.
+    pub(super) fn strays(&self) -> u32 {
+        self.state.lock().map(|s| s.strays).unwrap_or(0)
+    }
+
+    /// Handles one notification.
+    pub(super) fn handle(&self, notification: acp::SessionNotification) {
+        let ours = self
+            .session
+            .lock()
+            .map(|s| s.as_ref() == Some(&notification.session_id))
+            .unwrap_or(false);
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if !ours {
+            state.strays += 1;
+            return;
+        }
+        let event = match notification.update {
+            acp::SessionUpdate::AgentMessageChunk(chunk) => {
+                let text = block_text(&chunk.content);
+                state.text.push_str(&text);
+                AgentEvent::TextDelta { text }
+            }
+            acp::SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::ReasoningDelta {
+                text: block_text(&chunk.content),
+            },
+            acp::SessionUpdate::ToolCall(call) => {
+                let id = call.tool_call_id.to_string();
+                let name = tool_name(call.name.as_deref(), &call.title, call.kind);
+                state
+                    .calls
+                    .insert(id.clone(), (name.clone(), Instant::now()));
+                let started = AgentEvent::ToolCallStarted {
+                    call_id: id.clone(),
+                    name: name.clone(),
+                    arguments: call.raw_input.map(|v| v.to_string()).unwrap_or_default(),
+                };
+                match finished(&mut state, &id, call.status, &call.content) {
+                    Some(done) => {
+                        self.events.emit(started);
+                        done
+                    }
+                    None => started,
+                }
+            }
+            acp::SessionUpdate::ToolCallUpdate(update) => {
+                let id = update.tool_call_id.to_string();
+                let fields = update.fields;
+                let content = fields.content.unwrap_or_default();
+                match fields.status {
+                    Some(status) => match finished(&mut state, &id, status, &content) {
+                        Some(done) => done,
+                        None => return,
+                    },
+                    None if !content.is_empty() => {
+                        let name = state
+                            .calls
+                            .get(&id)
+                            .map(|c| c.0.clone())
+                            .unwrap_or_default();
+                        AgentEvent::ToolProgress {
+                            call_id: id,
+                            name,
+                            text: contents_text(&content),
+                        }
+                    }
+                    None => return,
+                }
+            }
+            acp::SessionUpdate::Plan(plan) => AgentEvent::Pack(PackEvent::new(
+                "engine",
+                EnginePlan {
+                    entries: plan
+                        .entries
+                        .into_iter()
+                        .map(|entry| EnginePlanEntry {
+                            content: entry.content,
+                            status: serde_json::to_value(&entry.status)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default(),
+                        })
+                        .collect(),
+                },
+            )),
+            _ => return,
+        };
+        drop(state);
+        self.events.emit(event);
+    }
+
+    /// Says, as a warning event, something kinet did for the engine (a
+    /// refusal).
+    pub(super) fn warn(&self, message: String) {
+        self.events.emit(AgentEvent::Warning { message });
+    }
+}
+
+/// The finish event of call `id` when `status` ends it.
+fn finished(
+    state: &mut State,
+    id: &str,
+    status: acp::ToolCallStatus,
+    content: &[acp::ToolCallContent],
+) -> Option<AgentEvent> {
+    let failed = match status {
+        acp::ToolCallStatus::Completed => false,
+        acp::ToolCallStatus::Failed => true,
+        _ => return None,
+    };
+    let (name, started) = state
+        .calls
+        .remove(id)
+        .unwrap_or_else(|| (String::new(), Instant::now()));
+    let text = contents_text(content);
+    Some(AgentEvent::ToolCallFinished {
+        call_id: id.to_owned(),
+        name,
+        result: if failed {
+            Err(ToolError::failed(text))
+        } else {
+            Ok(ToolOutput::text(text))
+        },
+        truncated_for_model: false,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// A tool call's name for the host: the engine's own tool name when it
+/// gives one, else its title, else its kind.
+fn tool_name(name: Option<&str>, title: &str, kind: acp::ToolKind) -> String {
+    match name {
+        Some(name) if !name.is_empty() => name.to_owned(),
+        _ if !title.is_empty() => title.to_owned(),
+        _ => kind_name(kind).to_owned(),
+    }
+}
+
+/// ACP's name of a tool kind.
+pub(super) fn kind_name(kind: acp::ToolKind) -> &'static str {
+    match kind {
+        acp::ToolKind::Read => "read",
+        acp::ToolKind::Edit => "edit",
+        acp::ToolKind::Delete => "delete",
+        acp::ToolKind::Move => "move",
+        acp::ToolKind::Search => "search",
+        acp::ToolKind::Execute => "execute",
+        acp::ToolKind::Think => "think",
+        acp::ToolKind::Fetch => "fetch",
+        acp::ToolKind::SwitchMode => "switch_mode",
+        _ => "other",
+    }
+}
+
+fn block_text(block: &acp::ContentBlock) -> String {
+    match block {
+        acp::ContentBlock::Text(text) => text.text.clone(),
+        acp::ContentBlock::ResourceLink(link) => link.uri.clone(),
+        _ => String::new(),
+    }
+}
+
+fn contents_text(content: &[acp::ToolCallContent]) -> String {
+    let mut text = String::new();
+    for item in content {
+        let part = match item {
+            acp::ToolCallContent::Content(content) => block_text(&content.content),
+            acp::ToolCallContent::Diff(diff) => format!("(diff of {})", diff.path.display()),
+            acp::ToolCallContent::Terminal(terminal) => {
+                format!("(terminal {})", terminal.terminal_id)
+            }
+            _ => String::new(),
+        };
+        if !part.is_empty() {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
