@@ -66,7 +66,7 @@
 //! | `memory` | `kinet-memory`: SQLite facts, blocks, recall, triples | `memory` |
 //! | `computer` | `kinet-computer`: screenshots, input, headless Chrome | `computer` |
 //! | `restate` | `kinet-restate`: durable runs on Restate | `restate` |
-//! | `acp` | `kinet-acp`: an Agent Client Protocol server for editors | `acp` |
+//! | `acp` | `kinet-acp`: the Agent Client Protocol, both sides: a server for editors, and other coding agents as engines | `acp` |
 //!
 //! The default features are the providers: `openai` (OpenAI-compatible
 //! servers: OpenAI, GLM, Ollama, vLLM, llama.cpp; and the Responses API)
@@ -111,7 +111,8 @@ pub use kinet_tools as tools;
     feature = "tools",
     feature = "memory",
     feature = "restate",
-    feature = "computer"
+    feature = "computer",
+    feature = "acp"
 ))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

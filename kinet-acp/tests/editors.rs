@@ -185,7 +185,12 @@ fn check_scenario(client: &str, project: &Path, first: &Value, second: &Value) {
         json!(["term-1", "term-1"]),
         "{client}"
     );
-    assert_eq!(first["openTerminals"], json!(0), "{client}: not released");
+    assert_eq!(
+        first["openTerminals"],
+        json!(0),
+        "{client}: not released: {}",
+        first["openIds"]
+    );
     let shell = first["shellResult"].as_str().unwrap();
     for expected in ["pid=1", "wrote-inside", "outside-refused", "[exit code: 0]"] {
         assert!(shell.contains(expected), "{client}: {expected}: {shell}");

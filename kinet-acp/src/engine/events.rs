@@ -64,6 +64,20 @@ impl Updates {
         }
     }
 
+    /// Whether `id` is the session kinet opened; a request naming another
+    /// counts as out of order.
+    pub(super) fn is_ours(&self, id: &acp::SessionId) -> bool {
+        let ours = self
+            .session
+            .lock()
+            .map(|s| s.as_ref() == Some(id))
+            .unwrap_or(false);
+        if !ours && let Ok(mut state) = self.state.lock() {
+            state.strays += 1;
+        }
+        ours
+    }
+
     /// The answer's text so far.
     pub(super) fn text(&self) -> String {
         self.state
@@ -72,7 +86,7 @@ impl Updates {
             .unwrap_or_default()
     }
 
-    /// How many updates named a session that is not ours.
+    /// How many updates and requests named a session that is not ours.
     pub(super) fn strays(&self) -> u32 {
         self.state.lock().map(|s| s.strays).unwrap_or(0)
     }

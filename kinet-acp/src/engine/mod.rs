@@ -188,7 +188,7 @@ impl AcpEngine {
     ) -> Result<String, ToolError> {
         let failed = |why: String| ToolError::failed(format!("engine `{name}`: {why}"));
         let cancel = parent.cancellation().child_token();
-        let mut process = EngineProcess::start(self, name, parent).map_err(failed)?;
+        let mut process = EngineProcess::start(self, parent).map_err(failed)?;
         let updates = Arc::new(events::Updates::new(events));
         let served = Arc::new(Served::new(
             name.to_owned(),
@@ -228,7 +228,7 @@ impl AcpEngine {
         let strays = updates.strays();
         match outcome {
             Ok(()) if strays > 0 => Err(failed(format!(
-                "it sent {strays} updates for a session kinet did not open"
+                "it sent {strays} messages naming a session kinet did not open"
             ))),
             Ok(()) => Ok(report(text, &served.refusals())),
             Err(Failure::Cancelled) => Err(ToolError::cancelled(format!(

@@ -35,7 +35,7 @@ pub(super) struct EngineProcess {
 
 impl EngineProcess {
     /// Starts `engine` for a call in `ctx`'s working directory.
-    pub(super) fn start(engine: &AcpEngine, name: &str, ctx: &ToolCtx) -> Result<Self, String> {
+    pub(super) fn start(engine: &AcpEngine, ctx: &ToolCtx) -> Result<Self, String> {
         let private = tempfile::Builder::new()
             .prefix("kinet-engine-")
             .tempdir()
@@ -113,7 +113,6 @@ impl EngineProcess {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(keep_stderr(err, Arc::clone(&stderr)));
         }
-        let _ = name;
         Ok(Self {
             stdin: child.stdin.take(),
             stdout: child.stdout.take(),

@@ -186,6 +186,15 @@ async fn run_task(cx: ConnectionTo<AgentRole>, task: Task) -> Result<(), Failure
     }
 }
 
+/// An error for a request that names a session kinet did not open (it
+/// also counts against the engine).
+fn stray(served: &Served, session: &acp::SessionId) -> Option<agent_client_protocol::Error> {
+    (!served.updates.is_ours(session)).then(|| {
+        agent_client_protocol::Error::invalid_params()
+            .data(serde_json::json!(format!("no session `{session}` is open")))
+    })
+}
+
 /// The client's handlers: updates, file reads (and write refusals),
 /// permissions, terminals.
 fn client(
@@ -221,7 +230,17 @@ fn client(
         )
         .on_receive_request(
             async move |request: acp::ReadTextFileRequest, responder, _cx| {
-                responder.respond_with_result(for_read.read_text_file(&request))
+                if let Some(error) = stray(&for_read, &request.session_id) {
+                    return responder.respond_with_error(error);
+                }
+                // Off the connection's thread: a file can be large.
+                let served = Arc::clone(&for_read);
+                let read =
+                    tokio::task::spawn_blocking(move || served.read_text_file(&request)).await;
+                responder.respond_with_result(read.unwrap_or_else(|_| {
+                    Err(agent_client_protocol::Error::internal_error()
+                        .data(serde_json::json!("the read failed")))
+                }))
             },
             on_receive_request!(),
         )
@@ -233,23 +252,30 @@ fn client(
         )
         .on_receive_request(
             async move |request: acp::RequestPermissionRequest, responder, _cx| {
+                if let Some(error) = stray(&for_permission, &request.session_id) {
+                    return responder.respond_with_error(error);
+                }
                 responder.respond(for_permission.permission(&request))
             },
             on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: acp::CreateTerminalRequest, responder, _cx| match t_create
-                .create(&request)
-            {
-                Ok(id) => responder.respond(acp::CreateTerminalResponse::new(id)),
-                Err(why) => {
-                    refused.refuse(format!(
-                        "its command `{}` was not run: {why}",
-                        request.command
-                    ));
-                    responder.respond_with_error(
-                        agent_client_protocol::Error::invalid_params().data(serde_json::json!(why)),
-                    )
+            async move |request: acp::CreateTerminalRequest, responder, _cx| {
+                if let Some(error) = stray(&refused, &request.session_id) {
+                    return responder.respond_with_error(error);
+                }
+                match t_create.create(&request) {
+                    Ok(id) => responder.respond(acp::CreateTerminalResponse::new(id)),
+                    Err(why) => {
+                        refused.refuse(format!(
+                            "its command `{}` was not run: {why}",
+                            request.command
+                        ));
+                        responder.respond_with_error(
+                            agent_client_protocol::Error::invalid_params()
+                                .data(serde_json::json!(why)),
+                        )
+                    }
                 }
             },
             on_receive_request!(),

@@ -15,6 +15,9 @@ const buffers = new Map();
 // The editor's terminals: each runs its command as the editor's child,
 // keeping the last outputByteLimit bytes of its output.
 const terminals = new Map();
+// Ids are never reused: a late request for a released terminal must not
+// reach a newer one.
+let made = 0;
 const terminal = (ctx) => {
   const found = terminals.get(ctx.params.terminalId);
   if (!found) throw new Error(`no terminal ${ctx.params.terminalId}`);
@@ -47,7 +50,8 @@ const result = await acp
   .onRequest(acp.methods.client.terminal.create, (ctx) => {
     const { command, args = [], cwd, outputByteLimit } = ctx.params;
     seen.terminals.push({ command, args, cwd });
-    const id = `term-${terminals.size + 1}`;
+    made += 1;
+    const id = `term-${made}`;
     // Through a shell, unquoted, as some editors start terminal commands:
     // the launcher's arguments must survive that.
     const proc = spawn(command, args, { cwd, shell: true, stdio: ["ignore", "pipe", "pipe"] });
@@ -148,7 +152,7 @@ const result = await acp
     const failed = [...new Set(seen.updates
       .filter((u) => u.sessionUpdate === "tool_call_update" && u.status === "failed")
       .map((u) => u.toolCallId))];
-    return { sessionId, stops, readResult, reads: seen.reads, writes: seen.writes, terminals: seen.terminals, shellResult, shownTerminals, openTerminals: terminals.size, permissions: seen.permissions, diff, failed, texts: seen.texts };
+    return { sessionId, stops, readResult, reads: seen.reads, writes: seen.writes, terminals: seen.terminals, shellResult, shownTerminals, openTerminals: terminals.size, openIds: [...terminals.keys()], permissions: seen.permissions, diff, failed, texts: seen.texts };
   });
 
 console.log(JSON.stringify(result));

@@ -215,6 +215,7 @@ async def main():
                 "shellResult": shell_result,
                 "shownTerminals": shown,
                 "openTerminals": len(client.open_terminals),
+                "openIds": list(client.open_terminals),
                 "permissions": client.permissions,
                 "diff": diff
                 and {"oldText": diff.get("oldText"), "newText": diff["newText"], "absolute": diff["path"].startswith("/")},

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,8 @@ class Agent:
         self.maxlen = maxlen
         self.stderr_f = open(stderr_path, "wb") if stderr_path else None
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, env=env, cwd=cwd)
+                                  stderr=subprocess.PIPE, env=env, cwd=cwd,
+                                  start_new_session=True)
         self.q = queue.Queue()
         self.next_id = 0
         self.wlock = threading.Lock()
@@ -97,6 +99,12 @@ class Agent:
                 return msg.get("result")
             on_message(msg)
 
+    def _killpg(self, sig):
+        try:
+            os.killpg(self.p.pid, sig)
+        except ProcessLookupError:
+            pass
+
     def close(self, exit_wait):
         t = time.monotonic()
         try:
@@ -107,17 +115,20 @@ class Agent:
             self.p.wait(timeout=exit_wait)
             print("%s == agent exited by itself %.2fs after stdin EOF, code %s"
                   % (ts(), time.monotonic() - t, self.p.returncode), flush=True)
+            self._killpg(signal.SIGKILL)  # any stragglers in its group
             return
         except subprocess.TimeoutExpired:
             pass
-        self.p.terminate()
+        # Signal the whole process group: the npm launchers (codex-acp's node
+        # wrapper, claude-code-acp's CLI child) otherwise leave orphans behind.
+        self._killpg(signal.SIGTERM)
         try:
             self.p.wait(timeout=5)
-            how = "SIGTERM"
+            how = "SIGTERM to process group"
         except subprocess.TimeoutExpired:
-            self.p.kill()
+            self._killpg(signal.SIGKILL)
             self.p.wait()
-            how = "SIGKILL"
+            how = "SIGKILL to process group"
         print("%s == agent still running %.1fs after stdin EOF; ended by %s (code %s)"
               % (ts(), exit_wait, how, self.p.returncode), flush=True)
 

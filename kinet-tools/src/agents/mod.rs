@@ -17,8 +17,8 @@ pub struct DispatchAgentArgs {
     /// A short label for the user (3-5 words).
     #[serde(default)]
     pub description: Option<String>,
-    /// A named engine (another model) registered by the host; omit to use
-    /// the current one.
+    /// A named engine registered by the host (another model, or another
+    /// coding agent); omit to use the current one.
     #[serde(default)]
     pub engine: Option<String>,
 }
