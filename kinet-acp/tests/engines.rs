@@ -381,6 +381,190 @@ fn typescript_sdk_example_agent() {
     );
 }
 
+/// The npm agents' directory (`.ci/setup` installs them there), or a loud
+/// skip.
+fn npm_engines() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines");
+    if dir.join("node_modules/.bin/opencode").exists()
+        && dir.join("node_modules/.bin/claude-code-acp").exists()
+    {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("KINET_REQUIRE_ACP").is_none(),
+        "the npm coding agents are required here (KINET_REQUIRE_ACP) but not installed"
+    );
+    kinet_core::testing::skipped("the npm coding agents (run .ci/setup)");
+    None
+}
+
+/// What the real model answers the npm engines: the server holds every
+/// answer to this grammar, so a 135M model's text is short and the same
+/// each run (it still runs the whole prompt, the engine's own).
+const GRAMMAR: [&str; 2] = ["--grammar", r#"root ::= "Hello from the local model.""#];
+
+/// Dispatches to a real engine from npm and checks that its answer came
+/// back as the call's result and its updates as the run's events.
+fn dispatch_to(engine: AcpEngine, name: &str) {
+    let work = workspace();
+    let agent = parent(work.path(), name, engine, None);
+    let started = Instant::now();
+    let (events, outcome) = runtime().block_on(run(&agent));
+    let text = dispatch_result(&events).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let start = events.iter().find_map(|event| match event {
+        AgentEvent::SubAgent { event, .. } => match event.as_ref() {
+            AgentEvent::Pack(pack) => pack
+                .downcast_ref::<kinet_acp::engine::EngineStarted>()
+                .map(|up| (up.agent.clone(), up.start)),
+            _ => None,
+        },
+        _ => None,
+    });
+    eprintln!(
+        "{name} ({start:?} to start) answered in {:?}: {text}",
+        started.elapsed()
+    );
+    assert!(start.is_some(), "{name}: no start event");
+    assert!(
+        matches!(outcome.stop, RunStop::Completed),
+        "{:?}",
+        outcome.stop
+    );
+    assert!(
+        text.contains("Hello from the local model."),
+        "{name}: {text}"
+    );
+    let subs = sub_events(&events);
+    assert!(
+        subs.iter()
+            .any(|e| matches!(e, AgentEvent::TextDelta { text } if !text.is_empty())),
+        "{name}: {subs:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.path().join("keep.txt")).unwrap(),
+        "original\n"
+    );
+}
+
+/// opencode (`opencode acp`) with an OpenAI-compatible provider at the
+/// llama.cpp server.
+fn opencode_on_llama_server() {
+    let (Some(dir), true) = (npm_engines(), llama::available()) else {
+        return;
+    };
+    let server = llama::Server::start_with(llama::free_port(), 16384, &[GRAMMAR[0], GRAMMAR[1]]);
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let config = serde_json::json!({
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": false,
+        "share": "disabled",
+        "enabled_providers": ["local"],
+        "model": "local/smollm2",
+        "small_model": "local/smollm2",
+        // No tools: with tools in a request, the server's tool-call
+        // grammar replaces the answer grammar.
+        "tools": {"*": false},
+        "provider": {"local": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "llama.cpp",
+            "options": {"baseURL": format!("http://localhost:{port}/v1"), "apiKey": "unused"},
+            "models": {"smollm2": {"name": "smollm2", "tool_call": true,
+                                   "limit": {"context": 16384, "output": 256}}}
+        }}
+    });
+    let engine = AcpEngine::command(
+        dir.join("node_modules/.bin/opencode").display().to_string(),
+        ["acp"],
+    )
+    .home_file(".config/opencode/opencode.json", config.to_string())
+    // Its plugin dependency, as installed: it does not run npm at start.
+    .home_file(
+        ".config/opencode/package.json",
+        r#"{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}"#,
+    )
+    .home_file(
+        ".config/opencode/package-lock.json",
+        r#"{"lockfileVersion":3,"packages":{"":{"dependencies":{"@opencode-ai/plugin":"1.18.33"}}}}"#,
+    )
+    .home_file(".config/opencode/node_modules/.keep", "")
+    .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+    .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+    .env("OPENCODE_DISABLE_LSP_DOWNLOAD", "1")
+    .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
+    .env("OPENCODE_DISABLE_SHARE", "1")
+    // Its own server on the sandbox's loopback: not through the proxy.
+    .env("NO_PROXY", "127.0.0.1")
+    .allow_hosts([format!("localhost:{port}")]);
+    dispatch_to(engine, "opencode");
+}
+
+/// Claude Code through Zed's ACP adapter, with its Anthropic Messages
+/// calls at the llama.cpp server.
+fn claude_code_on_llama_server() {
+    let (Some(dir), true) = (npm_engines(), llama::available()) else {
+        return;
+    };
+    // Its prompt (system text and tool schemas) is longer than SmolLM2's
+    // trained context: the server is told the model takes more.
+    let server = llama::Server::start_with(
+        llama::free_port(),
+        32768,
+        &[
+            GRAMMAR[0],
+            GRAMMAR[1],
+            "--override-kv",
+            "llama.context_length=int:32768",
+        ],
+    );
+    let port = server.url().rsplit(':').next().unwrap().to_owned();
+    let mut engine = AcpEngine::command(
+        dir.join("node_modules/.bin/claude-code-acp")
+            .display()
+            .to_string(),
+        Vec::<String>::new(),
+    )
+    .env("ANTHROPIC_BASE_URL", format!("http://localhost:{port}"))
+    .env("ANTHROPIC_API_KEY", "unused")
+    .env("CLAUDE_CONFIG_DIR", "{home}/.claude")
+    // No tools in its requests (with tools, the server's tool-call grammar
+    // replaces the answer grammar): its own denied in its settings, and
+    // the ones it makes of kinet's files and terminals not offered.
+    .home_file(
+        ".claude/settings.json",
+        serde_json::json!({"permissions": {"deny": [
+            "Task", "TaskOutput", "Glob", "Grep", "ExitPlanMode", "Edit", "Write",
+            "NotebookEdit", "WebFetch", "TodoWrite", "WebSearch", "TaskStop", "Skill",
+            "EnterPlanMode", "Read", "Bash"
+        ]}})
+        .to_string(),
+    )
+    .serve_files(false)
+    .serve_terminals(false)
+    .allow_hosts([format!("localhost:{port}")])
+    .start_timeout(Duration::from_secs(60));
+    for name in [
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+    ] {
+        engine = engine.env(name, "smollm2");
+    }
+    for name in [
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+        "DISABLE_BUG_COMMAND",
+        "CLAUDE_CODE_DISABLE_FAST_MODE",
+        "CLAUDE_CODE_DISABLE_TERMINAL_TITLE",
+    ] {
+        engine = engine.env(name, "1");
+    }
+    dispatch_to(engine, "claude-code");
+}
+
 /// `program` as an absolute path, found on `PATH`.
 fn which(program: &Path) -> PathBuf {
     if program.is_absolute() {
@@ -467,7 +651,7 @@ fn bench(rounds: usize) {
         .build()
     };
     let measure = |engine: Box<dyn Fn() -> kinet_core::builder::Engine>| {
-        let (mut first, mut total) = (Vec::new(), Vec::new());
+        let (mut first, mut total, mut start) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let model = ScriptedProvider::new([
                 ScriptedTurn::new().tool_call(
@@ -491,9 +675,16 @@ fn bench(rounds: usize) {
                         AgentEvent::ToolCallStarted { name, .. } if name == "dispatch_agent" => {
                             started = Some(Instant::now());
                         }
-                        AgentEvent::SubAgent { .. } if !seen_first => {
-                            seen_first = true;
-                            first.push(started.unwrap().elapsed());
+                        AgentEvent::SubAgent { event, .. } => {
+                            if let AgentEvent::Pack(pack) = event.as_ref()
+                                && let Some(up) =
+                                    pack.downcast_ref::<kinet_acp::engine::EngineStarted>()
+                            {
+                                start.push(up.start);
+                            } else if !seen_first {
+                                seen_first = true;
+                                first.push(started.unwrap().elapsed());
+                            }
                         }
                         AgentEvent::ToolCallFinished { name, result, .. }
                             if name == "dispatch_agent" =>
@@ -506,15 +697,24 @@ fn bench(rounds: usize) {
                 }
             });
         }
-        (percentiles(first), percentiles(total))
+        let start = (!start.is_empty()).then(|| percentiles(start));
+        (percentiles(first), percentiles(total), start)
     };
     let in_process = measure(Box::new(move || scripted().into()));
     let over_acp = measure(Box::new(|| kinet_engine("scripted").into()));
+    let unconfined = measure(Box::new(|| kinet_engine("scripted").confined(false).into()));
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!("dispatch round trip ({rounds} rounds), p50 / p95 in ms");
-    for (name, (first, total)) in [("in-process", in_process), ("over ACP", over_acp)] {
+    for (name, (first, total, start)) in [
+        ("in-process", in_process),
+        ("over ACP", over_acp),
+        ("unconfined", unconfined),
+    ] {
+        let start = start.map_or(String::new(), |(p50, p95)| {
+            format!(", engine start {:.2} / {:.2}", ms(p50), ms(p95))
+        });
         println!(
-            "{name:>11}: first update {:.2} / {:.2}, final text {:.2} / {:.2}",
+            "{name:>11}: first update {:.2} / {:.2}, final text {:.2} / {:.2}{start}",
             ms(first.0),
             ms(first.1),
             ms(total.0),
@@ -573,6 +773,8 @@ fn main() {
             kinet_over_acp_on_llama_server,
         ),
         ("typescript_sdk_example_agent", typescript_sdk_example_agent),
+        ("opencode_on_llama_server", opencode_on_llama_server),
+        ("claude_code_on_llama_server", claude_code_on_llama_server),
     ] {
         if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
             continue;

@@ -30,6 +30,18 @@ pub struct EnginePlanEntry {
     pub status: String,
 }
 
+/// An engine answered `initialize`: a pack event of the `"engine"` pack,
+/// before its session's updates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct EngineStarted {
+    /// The agent's name and version as it gave them (`opencode 1.18.33`),
+    /// when it did.
+    pub agent: Option<String>,
+    /// From starting its process to its answer.
+    pub start: std::time::Duration,
+}
+
 /// Turns one session's updates into events on a sink, and keeps the
 /// answer's text.
 pub(super) struct Updates {
@@ -177,6 +189,15 @@ impl Updates {
         };
         drop(state);
         self.events.emit(event);
+    }
+
+    /// Reports the engine's start.
+    pub(super) fn started(&self, agent: Option<&acp::Implementation>, start: std::time::Duration) {
+        let agent = agent.map(|a| format!("{} {}", a.name, a.version));
+        self.events.emit(AgentEvent::Pack(PackEvent::new(
+            "engine",
+            EngineStarted { agent, start },
+        )));
     }
 
     /// Says, as a warning event, something kinet did for the engine (a

@@ -18,7 +18,7 @@ use kinet_core::tool::engine::{EventSink, ExternalEngine, SubAgentRequest};
 use kinet_core::{ToolCtx, ToolError};
 
 pub use config::{EngineConfigError, EngineTable};
-pub use events::{EnginePlan, EnginePlanEntry};
+pub use events::{EnginePlan, EnginePlanEntry, EngineStarted};
 
 use process::EngineProcess;
 use serve::Served;
@@ -32,7 +32,8 @@ use session::{Failure, Task};
 /// Each task starts the engine's process, gives it the task as one
 /// prompt in a new session in the call's working directory, streams its
 /// updates into the parent run's events (text, thoughts, tool calls, its
-/// plan as an [`EnginePlan`] pack event), and returns its answer's text.
+/// plan as an [`EnginePlan`] pack event, its start as [`EngineStarted`]),
+/// and returns its answer's text.
 /// Then the process and everything it started are stopped.
 ///
 /// The engine does its own I/O, so kinet confines its process: in
@@ -80,12 +81,21 @@ pub struct AcpEngine {
     start_timeout: Duration,
     cancel_grace: Duration,
     confined: bool,
+    offers: Offers,
+}
+
+/// What kinet offers an engine as its client.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Offers {
+    pub(super) files: bool,
+    pub(super) terminals: bool,
 }
 
 impl AcpEngine {
     /// The engine started as `program` with `args` (found on `PATH`
     /// unless a path). Defaults: no extra variables, no network, start
-    /// timeout 60 s, cancel grace 200 ms, confined.
+    /// timeout 60 s, cancel grace 200 ms, confined, file reads and
+    /// terminals offered.
     pub fn command<I, S>(program: impl Into<String>, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -101,6 +111,10 @@ impl AcpEngine {
             start_timeout: Duration::from_secs(60),
             cancel_grace: Duration::from_millis(200),
             confined: true,
+            offers: Offers {
+                files: true,
+                terminals: true,
+            },
         }
     }
 
@@ -167,6 +181,23 @@ impl AcpEngine {
         self
     }
 
+    /// Whether kinet offers the engine its file reads (`fs/read_text_file`
+    /// through kinet's confined workspace). Default: yes. Writes are never
+    /// offered.
+    pub fn serve_files(mut self, offer: bool) -> Self {
+        self.offers.files = offer;
+        self
+    }
+
+    /// Whether kinet offers the engine terminals (`terminal/*`, its
+    /// commands planned and run by kinet in the read-only sandbox).
+    /// Default: yes. Some engines then run their commands through kinet
+    /// instead of themselves; either way they run confined.
+    pub fn serve_terminals(mut self, offer: bool) -> Self {
+        self.offers.terminals = offer;
+        self
+    }
+
     /// The program the engine starts as.
     pub fn program(&self) -> &str {
         &self.program
@@ -188,6 +219,7 @@ impl AcpEngine {
     ) -> Result<String, ToolError> {
         let failed = |why: String| ToolError::failed(format!("engine `{name}`: {why}"));
         let cancel = parent.cancellation().child_token();
+        let started = std::time::Instant::now();
         let mut process = EngineProcess::start(self, parent).map_err(failed)?;
         let updates = Arc::new(events::Updates::new(events));
         let served = Arc::new(Served::new(
@@ -211,6 +243,8 @@ impl AcpEngine {
             cancel_grace: self.cancel_grace,
             cancel,
             updates: Arc::clone(&updates),
+            started,
+            offers: self.offers,
         };
         let outcome = session::converse(
             stdin,

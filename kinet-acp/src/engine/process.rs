@@ -70,11 +70,6 @@ impl EngineProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        for (var, value) in &env {
-            if let Some(value) = value {
-                command.env(var, value);
-            }
-        }
         let place = ctx
             .workspace_path(".")
             .map_err(|e| format!("its working directory: {}", e.message()))?;
@@ -85,8 +80,11 @@ impl EngineProcess {
             .cwd(dir, place.path())
             .env(engine.env_policy());
         if engine.confined {
+            // Servers of its own on its loopback (opencode runs one) stay
+            // inside its network namespace.
             let policy = SandboxPolicy::read_only()
                 .writable(&base)
+                .loopback_servers(true)
                 .allow_hosts(engine.hosts.iter().cloned());
             if let Some(why) = kinet_core::sandbox::support().sandbox_unavailable(&policy) {
                 return Err(format!(
@@ -104,6 +102,15 @@ impl EngineProcess {
         launch
             .prepare(&mut command)
             .map_err(|e| format!("cannot start `{}`: {e}", engine.program))?;
+        // Set after the sandbox's own (its proxy's variables): the host's
+        // word wins. A `NO_PROXY` for 127.0.0.1 keeps an engine's calls to
+        // its own local server off the proxy; inside the sandbox, loopback
+        // is the engine's own, so nothing leaves that way.
+        for (var, value) in &env {
+            if let Some(value) = value {
+                command.env(var, value);
+            }
+        }
         let mut command = tokio::process::Command::from(command);
         command.kill_on_drop(true);
         let mut child = command

@@ -45,6 +45,10 @@ pub(super) struct Task {
     pub(super) cancel: CancellationToken,
     /// Where the session's updates go, told the session's id.
     pub(super) updates: Arc<Updates>,
+    /// When the engine's process was started.
+    pub(super) started: std::time::Instant,
+    /// What kinet offers it.
+    pub(super) offers: super::Offers,
 }
 
 /// A line the engine sent that is no JSON-RPC message; kept to name it.
@@ -78,7 +82,8 @@ pub(super) async fn converse(
         std::io::Error::other,
     );
     let transport = Lines::new(outgoing, incoming);
-    let result = client(served, terminals)
+    let offers = task.offers;
+    let result = client(served, terminals, offers)
         .connect_with(transport, async move |cx: ConnectionTo<AgentRole>| {
             Ok(run_task(cx, task).await)
         })
@@ -131,13 +136,15 @@ async fn run_task(cx: ConnectionTo<AgentRole>, task: Task) -> Result<(), Failure
         cancel_grace,
         cancel,
         updates,
+        started,
+        offers,
     } = task;
     let protocol = |e: agent_client_protocol::Error| Failure::Protocol(describe(&e));
     let capabilities = acp::ClientCapabilities::new()
         .fs(acp::FileSystemCapabilities::new()
-            .read_text_file(true)
+            .read_text_file(offers.files)
             .write_text_file(false))
-        .terminal(true);
+        .terminal(offers.terminals);
     let initialize = cx
         .send_request(
             acp::InitializeRequest::new(ProtocolVersion::V1)
@@ -148,7 +155,10 @@ async fn run_task(cx: ConnectionTo<AgentRole>, task: Task) -> Result<(), Failure
     tokio::select! {
         answer = tokio::time::timeout(start_timeout, initialize) => match answer {
             Err(_) => return Err(Failure::NoStart(start_timeout)),
-            Ok(answer) => { answer.map_err(protocol)?; }
+            Ok(answer) => {
+                let answer = answer.map_err(protocol)?;
+                updates.started(answer.agent_info.as_ref(), started.elapsed());
+            }
         },
         () = cancel.cancelled() => return Err(Failure::Cancelled),
     }
@@ -195,11 +205,17 @@ fn stray(served: &Served, session: &acp::SessionId) -> Option<agent_client_proto
     })
 }
 
+fn not_offered(what: &str) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::method_not_found()
+        .data(serde_json::json!(format!("kinet did not offer {what}")))
+}
+
 /// The client's handlers: updates, file reads (and write refusals),
 /// permissions, terminals.
 fn client(
     served: Arc<Served>,
     terminals: Arc<Terminals>,
+    offers: super::Offers,
 ) -> agent_client_protocol::v1::Builder<
     Client,
     impl agent_client_protocol::HandleDispatchFrom<AgentRole>,
@@ -233,6 +249,9 @@ fn client(
                 if let Some(error) = stray(&for_read, &request.session_id) {
                     return responder.respond_with_error(error);
                 }
+                if !offers.files {
+                    return responder.respond_with_error(not_offered("file reads"));
+                }
                 // Off the connection's thread: a file can be large.
                 let served = Arc::clone(&for_read);
                 let read =
@@ -263,6 +282,9 @@ fn client(
             async move |request: acp::CreateTerminalRequest, responder, _cx| {
                 if let Some(error) = stray(&refused, &request.session_id) {
                     return responder.respond_with_error(error);
+                }
+                if !offers.terminals {
+                    return responder.respond_with_error(not_offered("terminals"));
                 }
                 match t_create.create(&request) {
                     Ok(id) => responder.respond(acp::CreateTerminalResponse::new(id)),

@@ -103,6 +103,8 @@ pub struct SandboxPolicy {
     hosts: Vec<String>,
     forbidden_hosts: Vec<String>,
     own_proc: bool,
+    #[serde(default)]
+    loopback_servers: bool,
     protected: Vec<String>,
 }
 
@@ -126,6 +128,7 @@ impl SandboxPolicy {
             hosts: Vec::new(),
             forbidden_hosts: Vec::new(),
             own_proc: false,
+            loopback_servers: false,
             protected: crate::confine::PROTECTED.map(String::from).to_vec(),
         }
     }
@@ -142,6 +145,7 @@ impl SandboxPolicy {
             hosts: Vec::new(),
             forbidden_hosts: Vec::new(),
             own_proc: false,
+            loopback_servers: false,
             protected: crate::confine::PROTECTED.map(String::from).to_vec(),
         }
     }
@@ -212,6 +216,18 @@ impl SandboxPolicy {
     /// `/proc` is.
     pub fn own_proc_writable(mut self, allow: bool) -> Self {
         self.own_proc = allow;
+        self
+    }
+
+    /// Lets the command listen on TCP ports of its own loopback and
+    /// connect to them (a program that runs a server for itself, as some
+    /// coding agents do); default: no. Its network namespace stays its
+    /// own, so nothing outside can reach those ports and no connection
+    /// leaves through them; only Landlock's port rules, kinet's second
+    /// line, are lifted. Where no network namespace can be made, a
+    /// command with this setting does not start.
+    pub fn loopback_servers(mut self, allow: bool) -> Self {
+        self.loopback_servers = allow;
         self
     }
 

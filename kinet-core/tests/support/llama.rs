@@ -97,6 +97,13 @@ impl Server {
     /// Starts a server on `port` with a context of `ctx` tokens and waits
     /// until it answers `/health`.
     pub(crate) fn start(port: u16, ctx: u32) -> Server {
+        Self::start_with(port, ctx, &[])
+    }
+
+    /// [`start`](Self::start) with more arguments for the server (a cap
+    /// on the tokens of an answer: `-n 64`).
+    pub(crate) fn start_with(port: u16, ctx: u32, extra: &[&str]) -> Server {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let (server, model) = binaries().expect("llama-server is built");
         let child: Arc<Mutex<Option<Child>>> = Arc::default();
         let log: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -116,6 +123,7 @@ impl Server {
                     .arg(template())
                     .args(["-c", &ctx.to_string(), "-np", "1", "--temp", "0", "-t", "2"])
                     .args(["--no-webui"])
+                    .args(&extra)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::piped());

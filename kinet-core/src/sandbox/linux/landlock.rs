@@ -88,7 +88,9 @@ fn write_rights(abi: u32) -> u64 {
 /// Builds the ruleset in the parent; the child only applies it.
 pub(super) fn ruleset(policy: &SandboxPolicy, roots: &[PathBuf], abi: u32) -> io::Result<OwnedFd> {
     let handled_fs = write_rights(abi);
-    let handled_net = if !policy.network && abi >= 4 {
+    // With servers on its own loopback, the network namespace alone
+    // keeps the command in.
+    let handled_net = if !policy.network && !policy.loopback_servers && abi >= 4 {
         NET_BIND_TCP | NET_CONNECT_TCP
     } else {
         0

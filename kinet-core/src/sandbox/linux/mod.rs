@@ -49,6 +49,7 @@ fn probe(namespaces: libc::c_int, mounts: Vec<Mount>) -> bool {
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         proc_writes: 0,
         proxy: None,
+        loopback: false,
         plan: None,
     };
     // SAFETY: see `Setup::run`.
@@ -273,9 +274,32 @@ struct Setup {
     /// The network allowlist's listener, made in the new network
     /// namespace and sent to the host's proxy.
     proxy: Option<ProxyListener>,
+    /// Bring the namespace's loopback up (for servers of the command's
+    /// own) when no proxy does.
+    loopback: bool,
     /// A plan the first process runs itself instead of returning to
     /// `exec` the command's program.
     plan: Option<interp::Compiled>,
+}
+
+/// Brings the new network namespace's `lo` up. System calls only (runs
+/// between fork and exec).
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: plain system calls on a descriptor made here; the request
+    // is built here (it holds a pointer, so it cannot be prepared in the
+    // parent and moved in).
+    unsafe {
+        let mut loopback: libc::ifreq = std::mem::zeroed();
+        loopback.ifr_name[0] = b'l' as libc::c_char;
+        loopback.ifr_name[1] = b'o' as libc::c_char;
+        loopback.ifr_ifru.ifru_flags =
+            (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+        let control = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        check(control)?;
+        let up = libc::ioctl(control, libc::SIOCSIFFLAGS, &loopback as *const libc::ifreq);
+        libc::close(control);
+        check(up)
+    }
 }
 
 /// What the sandbox's first process needs to give the host's proxy a
@@ -306,18 +330,7 @@ impl ProxyListener {
         // structures prepared in the parent; the message's buffers live on
         // this stack frame.
         unsafe {
-            // `lo`, brought up (built here: the structure holds a pointer,
-            // so it cannot be prepared in the parent and moved in).
-            let mut loopback: libc::ifreq = std::mem::zeroed();
-            loopback.ifr_name[0] = b'l' as libc::c_char;
-            loopback.ifr_name[1] = b'o' as libc::c_char;
-            loopback.ifr_ifru.ifru_flags =
-                (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
-            let control = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-            check(control)?;
-            let up = libc::ioctl(control, libc::SIOCSIFFLAGS, &loopback as *const libc::ifreq);
-            libc::close(control);
-            check(up)?;
+            loopback_up()?;
             let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
             check(listener)?;
             let bound = libc::bind(
@@ -440,6 +453,8 @@ impl Setup {
             }
             if let Some(proxy) = &self.proxy {
                 proxy.listen()?;
+            } else if self.loopback {
+                loopback_up()?;
             }
             // This process becomes the supervisor: it dies with the host
             // (set after unshare, which clears the setting).
@@ -644,6 +659,8 @@ pub(super) fn prepare(
         fresh_proc: namespaces & libc::CLONE_NEWNS != 0,
         proc_writes,
         proxy,
+        loopback: matches!(&launch.sandbox,
+            Some((policy, _)) if policy.loopback_servers && !policy.network),
         ruleset,
         host: std::process::id(),
         plan,
