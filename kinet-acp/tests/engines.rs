@@ -5,6 +5,13 @@
 //!
 //! This binary is also the kinet agent an engine test starts: no libtest
 //! output on its stdout.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    clippy::print_stdout
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -384,7 +391,10 @@ fn typescript_sdk_example_agent() {
 /// The npm agents' directory (`.ci/setup` installs them there), or a loud
 /// skip.
 fn npm_engines() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines");
+    let dir = std::env::var_os("KINET_ACP_ENGINES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines"),
+        PathBuf::from,
+    );
     if dir.join("node_modules/.bin/opencode").exists()
         && dir.join("node_modules/.bin/claude-code-acp").exists()
     {

@@ -277,3 +277,77 @@ fn host_rules_make_the_allowlist() {
         SandboxPolicy::workspace_write().allow_hosts(["*.crates.io", "crates.io"])
     );
 }
+
+/// A server and its client in one sandboxed command, on port `port` of
+/// the sandbox's loopback; prints `served` when the client got its
+/// answer, else why not.
+fn own_server_script(port: u16) -> String {
+    format!(
+        r#"exec python3 - <<'PY'
+import socket, threading
+try:
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", {port}))
+    server.listen(1)
+    def serve():
+        connection, _ = server.accept()
+        connection.sendall(b"served")
+        connection.close()
+    threading.Thread(target=serve, daemon=True).start()
+    client = socket.create_connection(("127.0.0.1", {port}), timeout=5)
+    print(client.recv(16).decode())
+except OSError as error:
+    print("refused:", error)
+PY"#
+    )
+}
+
+#[test]
+fn loopback_servers_stay_inside_the_sandbox() {
+    let support = support();
+    if support.landlock_abi.is_none() || !support.isolation {
+        eprintln!("SKIPPED: this machine cannot sandbox; the loopback server test did not run");
+        return;
+    }
+    if Command::new("python3").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: no python3; the loopback server test did not run");
+        return;
+    }
+    // A server of the host's on the same port: the command must not
+    // reach it, and its own server must not collide with it.
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+
+    // Without the setting: no server of its own (Landlock's port rules,
+    // or no loopback at all in its namespace).
+    let (_, text) = run(&SandboxPolicy::read_only(), &own_server_script(port));
+    assert!(text.contains("refused"), "{text}");
+
+    // With it, alone and beside the allowlist's proxy: its server answers
+    // it, inside its namespace.
+    for policy in [
+        SandboxPolicy::read_only().loopback_servers(true),
+        SandboxPolicy::read_only()
+            .loopback_servers(true)
+            .allow_hosts(["localhost:1"]),
+    ] {
+        let (ok, text) = run(&policy, &own_server_script(port));
+        assert!(ok && text.trim() == "served", "{policy:?}: {text}");
+    }
+    assert!(
+        host.accept().is_err(),
+        "nothing reached the host's server on the same port"
+    );
+    // And the host's loopback stays out of reach: a connection to the
+    // host's server from inside fails.
+    let (_, text) = run(
+        &SandboxPolicy::read_only().loopback_servers(true),
+        &format!(
+            "exec python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3); print(\"reached\")' 2>&1 || true"
+        ),
+    );
+    assert!(!text.contains("reached"), "{text}");
+    assert!(host.accept().is_err());
+}

@@ -58,7 +58,12 @@ struct State {
     calls: HashMap<String, (String, Instant)>,
     /// Updates for another session than ours (an engine out of order).
     strays: u32,
+    /// Whether the answer was cut at [`MAX_ANSWER`].
+    cut: bool,
 }
+
+/// The most answer text kept (the events still carry all of it).
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
 
 impl Updates {
     pub(super) fn new(events: EventSink) -> Self {
@@ -120,7 +125,14 @@ impl Updates {
         let event = match notification.update {
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
                 let text = block_text(&chunk.content);
-                state.text.push_str(&text);
+                if state.text.len() + text.len() <= MAX_ANSWER {
+                    state.text.push_str(&text);
+                } else if !state.cut {
+                    state.cut = true;
+                    state
+                        .text
+                        .push_str("\n[... the engine's answer went on past 4 MiB ...]");
+                }
                 AgentEvent::TextDelta { text }
             }
             acp::SessionUpdate::AgentThoughtChunk(chunk) => AgentEvent::ReasoningDelta {

@@ -93,7 +93,7 @@ pub(super) struct Offers {
 
 impl AcpEngine {
     /// The engine started as `program` with `args` (found on `PATH`
-    /// unless a path). Defaults: no extra variables, no network, start
+    /// unless a path; `{home}` in an argument becomes its private home). Defaults: no extra variables, no network, start
     /// timeout 60 s, cancel grace 200 ms, confined, file reads and
     /// terminals offered.
     pub fn command<I, S>(program: impl Into<String>, args: I) -> Self

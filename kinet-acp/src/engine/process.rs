@@ -58,15 +58,13 @@ impl EngineProcess {
         for (relative, contents) in &engine.files {
             write_file(&base.join("home"), relative, contents)?;
         }
+        let home = format!("{}/home", base.display());
         for (var, value) in &engine.env {
-            env.insert(
-                var.clone(),
-                Some(value.replace("{home}", &format!("{}/home", base.display()))),
-            );
+            env.insert(var.clone(), Some(value.replace("{home}", &home)));
         }
         let mut command = std::process::Command::new(&engine.program);
         command
-            .args(&engine.args)
+            .args(engine.args.iter().map(|arg| arg.replace("{home}", &home)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

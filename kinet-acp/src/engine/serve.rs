@@ -43,10 +43,10 @@ impl Served {
     pub(super) fn refuse(&self, what: String) {
         self.updates
             .warn(format!("engine `{}`: {what}", self.engine));
-        if let Ok(mut refusals) = self.refusals.lock() {
-            if refusals.len() < 20 {
-                refusals.push(what);
-            }
+        if let Ok(mut refusals) = self.refusals.lock()
+            && refusals.len() < 20
+        {
+            refusals.push(what);
         }
     }
 
