@@ -1,6 +1,7 @@
 //! Other coding agents as `dispatch_agent` engines: kinet as the ACP
 //! client. See [`AcpEngine`].
 
+mod client;
 mod config;
 mod events;
 mod process;

@@ -9,9 +9,7 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as acp;
-use agent_client_protocol::{
-    Agent as AgentRole, Client, Lines, on_receive_notification, on_receive_request,
-};
+use agent_client_protocol::{Agent as AgentRole, Lines};
 use futures::{SinkExt, StreamExt as _};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
@@ -83,7 +81,8 @@ pub(super) async fn converse(
     );
     let transport = Lines::new(outgoing, incoming);
     let offers = task.offers;
-    let result = client(served, terminals, offers)
+    let result = super::client::Peer::new(served, terminals, offers)
+        .builder()
         .connect_with(transport, async move |cx: ConnectionTo<AgentRole>| {
             Ok(run_task(cx, task).await)
         })
@@ -194,148 +193,4 @@ async fn run_task(cx: ConnectionTo<AgentRole>, task: Task) -> Result<(), Failure
                 .unwrap_or_else(|| "unknown".into()),
         )),
     }
-}
-
-/// An error for a request that names a session kinet did not open (it
-/// also counts against the engine).
-fn stray(served: &Served, session: &acp::SessionId) -> Option<agent_client_protocol::Error> {
-    (!served.updates.is_ours(session)).then(|| {
-        agent_client_protocol::Error::invalid_params()
-            .data(serde_json::json!(format!("no session `{session}` is open")))
-    })
-}
-
-fn not_offered(what: &str) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::method_not_found()
-        .data(serde_json::json!(format!("kinet did not offer {what}")))
-}
-
-/// The client's handlers: updates, file reads (and write refusals),
-/// permissions, terminals.
-fn client(
-    served: Arc<Served>,
-    terminals: Arc<Terminals>,
-    offers: super::Offers,
-) -> agent_client_protocol::v1::Builder<
-    Client,
-    impl agent_client_protocol::HandleDispatchFrom<AgentRole>,
-> {
-    let (for_updates, for_read, for_write, for_permission) = (
-        Arc::clone(&served),
-        Arc::clone(&served),
-        Arc::clone(&served),
-        Arc::clone(&served),
-    );
-    let (t_create, t_output, t_wait, t_kill, t_release) = (
-        Arc::clone(&terminals),
-        Arc::clone(&terminals),
-        Arc::clone(&terminals),
-        Arc::clone(&terminals),
-        Arc::clone(&terminals),
-    );
-    let refused = Arc::clone(&served);
-    Client
-        .v1()
-        .name("kinet")
-        .on_receive_notification(
-            async move |notification: acp::SessionNotification, _cx| {
-                for_updates.updates.handle(notification);
-                Ok(())
-            },
-            on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: acp::ReadTextFileRequest, responder, _cx| {
-                if let Some(error) = stray(&for_read, &request.session_id) {
-                    return responder.respond_with_error(error);
-                }
-                if !offers.files {
-                    return responder.respond_with_error(not_offered("file reads"));
-                }
-                // Off the connection's thread: a file can be large.
-                let served = Arc::clone(&for_read);
-                let read =
-                    tokio::task::spawn_blocking(move || served.read_text_file(&request)).await;
-                responder.respond_with_result(read.unwrap_or_else(|_| {
-                    Err(agent_client_protocol::Error::internal_error()
-                        .data(serde_json::json!("the read failed")))
-                }))
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::WriteTextFileRequest, responder, _cx| {
-                responder.respond_with_error(for_write.write_text_file(&request))
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::RequestPermissionRequest, responder, _cx| {
-                if let Some(error) = stray(&for_permission, &request.session_id) {
-                    return responder.respond_with_error(error);
-                }
-                responder.respond(for_permission.permission(&request))
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::CreateTerminalRequest, responder, _cx| {
-                if let Some(error) = stray(&refused, &request.session_id) {
-                    return responder.respond_with_error(error);
-                }
-                if !offers.terminals {
-                    return responder.respond_with_error(not_offered("terminals"));
-                }
-                match t_create.create(&request) {
-                    Ok(id) => responder.respond(acp::CreateTerminalResponse::new(id)),
-                    Err(why) => {
-                        refused.refuse(format!(
-                            "its command `{}` was not run: {why}",
-                            request.command
-                        ));
-                        responder.respond_with_error(
-                            agent_client_protocol::Error::invalid_params()
-                                .data(serde_json::json!(why)),
-                        )
-                    }
-                }
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::TerminalOutputRequest, responder, _cx| {
-                responder.respond_with_result(t_output.output(&request.terminal_id))
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::WaitForTerminalExitRequest, responder, cx| {
-                match t_wait.wait(&request.terminal_id) {
-                    // Waits off the connection's loop.
-                    Ok(wait) => cx.spawn(async move { responder.respond_with_result(wait.await) }),
-                    Err(error) => responder.respond_with_error(error),
-                }
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::KillTerminalRequest, responder, _cx| {
-                responder.respond_with_result(
-                    t_kill
-                        .kill(&request.terminal_id)
-                        .map(|()| acp::KillTerminalResponse::new()),
-                )
-            },
-            on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: acp::ReleaseTerminalRequest, responder, _cx| {
-                responder.respond_with_result(
-                    t_release
-                        .release(&request.terminal_id)
-                        .map(|()| acp::ReleaseTerminalResponse::new()),
-                )
-            },
-            on_receive_request!(),
-        )
 }
