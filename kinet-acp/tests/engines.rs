@@ -222,6 +222,18 @@ fn malformed_and_out_of_order_messages_end_the_call() {
     }
 }
 
+fn updates_around_the_session_answer_count() {
+    // Updates of the new session that come before or right with the
+    // answer to `session/new` are the session's, not strays.
+    for _ in 0..5 {
+        let dir = workspace();
+        let agent = parent(dir.path(), "hostile", hostile("early", "unused"), None);
+        let (events, _) = runtime().block_on(run(&agent));
+        let text = dispatch_result(&events).expect("the engine's answer");
+        assert_eq!(text, "early,right after,answer");
+    }
+}
+
 fn cancel_and_timeout_stop_the_engine_within_a_second() {
     let rt = runtime();
     // Cancelled mid-turn.
@@ -772,6 +784,10 @@ fn main() {
         (
             "malformed_and_out_of_order_messages_end_the_call",
             malformed_and_out_of_order_messages_end_the_call,
+        ),
+        (
+            "updates_around_the_session_answer_count",
+            updates_around_the_session_answer_count,
         ),
         (
             "cancel_and_timeout_stop_the_engine_within_a_second",

@@ -5,6 +5,8 @@ Modes (first argument):
            every way it can, and reports what happened as its answer;
   garbage  answers `initialize` with a line that is not JSON;
   stray    sends updates for a session it never opened, then ends its turn;
+  early    sends updates of its session before and right after answering
+           `session/new`, then answers;
   hang     on a prompt, starts a child process (argv carries the marker, the
            second argument) and never answers.
 Python standard library only.
@@ -142,13 +144,25 @@ def main():
             send({"jsonrpc": "2.0", "id": rid,
                   "result": {"protocolVersion": 1, "agentCapabilities": {}}})
         elif method == "session/new":
+            if MODE == "early":
+                # An update of the new session before its answer, as some
+                # agents send their commands list.
+                update("s-1", {"sessionUpdate": "agent_message_chunk",
+                               "content": {"type": "text", "text": "early,"}})
             send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": "s-1"}})
+            if MODE == "early":
+                update("s-1", {"sessionUpdate": "agent_message_chunk",
+                               "content": {"type": "text", "text": "right after,"}})
         elif method == "session/prompt":
             cwd = os.getcwd()
             if MODE == "attack":
                 def run(rid=rid):
                     send({"jsonrpc": "2.0", "id": rid, "result": attack("s-1", cwd, params)})
                 threading.Thread(target=run, daemon=True).start()
+            elif MODE == "early":
+                update("s-1", {"sessionUpdate": "agent_message_chunk",
+                               "content": {"type": "text", "text": "answer"}})
+                send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
             elif MODE == "stray":
                 update("s-other", {"sessionUpdate": "agent_message_chunk",
                                    "content": {"type": "text", "text": "not yours"}})

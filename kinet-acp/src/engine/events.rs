@@ -46,12 +46,16 @@ pub struct EngineStarted {
 /// answer's text.
 pub(super) struct Updates {
     events: EventSink,
-    session: Mutex<Option<acp::SessionId>>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
+    /// The session kinet opened, once `session/new` has answered.
+    session: Option<acp::SessionId>,
+    /// Updates that came before that answer was read (an engine may send
+    /// one right after it): judged once the session is known.
+    early: Vec<acp::SessionNotification>,
     /// The answer so far (agent message chunks).
     text: String,
     /// Tool calls started and not finished: their name and start.
@@ -62,6 +66,9 @@ struct State {
     cut: bool,
 }
 
+/// The most updates kept while the session is not known yet.
+const MAX_EARLY: usize = 64;
+
 /// The most answer text kept (the events still carry all of it).
 const MAX_ANSWER: usize = 4 * 1024 * 1024;
 
@@ -69,27 +76,33 @@ impl Updates {
     pub(super) fn new(events: EventSink) -> Self {
         Self {
             events,
-            session: Mutex::new(None),
             state: Mutex::default(),
         }
     }
 
-    /// From now on, updates of this session count.
+    /// From now on, updates of this session count; those that came
+    /// before are judged now, in order.
     pub(super) fn session(&self, id: acp::SessionId) {
-        if let Ok(mut session) = self.session.lock() {
-            *session = Some(id);
+        let mut events = Vec::new();
+        if let Ok(mut state) = self.state.lock() {
+            state.session = Some(id);
+            for notification in std::mem::take(&mut state.early) {
+                events.extend(state.judge(notification));
+            }
+        }
+        for event in events {
+            self.events.emit(event);
         }
     }
 
     /// Whether `id` is the session kinet opened; a request naming another
     /// counts as out of order.
     pub(super) fn is_ours(&self, id: &acp::SessionId) -> bool {
-        let ours = self
-            .session
-            .lock()
-            .map(|s| s.as_ref() == Some(id))
-            .unwrap_or(false);
-        if !ours && let Ok(mut state) = self.state.lock() {
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
+        let ours = state.session.as_ref() == Some(id);
+        if !ours {
             state.strays += 1;
         }
         ours
@@ -110,18 +123,48 @@ impl Updates {
 
     /// Handles one notification.
     pub(super) fn handle(&self, notification: acp::SessionNotification) {
-        let ours = self
-            .session
-            .lock()
-            .map(|s| s.as_ref() == Some(&notification.session_id))
-            .unwrap_or(false);
-        let Ok(mut state) = self.state.lock() else {
-            return;
+        let events = match self.state.lock() {
+            Ok(mut state) if state.session.is_none() => {
+                if state.early.len() < MAX_EARLY {
+                    state.early.push(notification);
+                } else {
+                    state.strays += 1;
+                }
+                return;
+            }
+            Ok(mut state) => state.judge(notification),
+            Err(_) => return,
         };
-        if !ours {
-            state.strays += 1;
-            return;
+        for event in events {
+            self.events.emit(event);
         }
+    }
+
+    /// Reports the engine's start.
+    pub(super) fn started(&self, agent: Option<&acp::Implementation>, start: std::time::Duration) {
+        let agent = agent.map(|a| format!("{} {}", a.name, a.version));
+        self.events.emit(AgentEvent::Pack(PackEvent::new(
+            "engine",
+            EngineStarted { agent, start },
+        )));
+    }
+
+    /// Says, as a warning event, something kinet did for the engine (a
+    /// refusal).
+    pub(super) fn warn(&self, message: String) {
+        self.events.emit(AgentEvent::Warning { message });
+    }
+}
+
+impl State {
+    /// The events of one notification of a known session (none for
+    /// another session's, which counts as a stray).
+    fn judge(&mut self, notification: acp::SessionNotification) -> Vec<AgentEvent> {
+        if self.session.as_ref() != Some(&notification.session_id) {
+            self.strays += 1;
+            return Vec::new();
+        }
+        let state = self;
         let event = match notification.update {
             acp::SessionUpdate::AgentMessageChunk(chunk) => {
                 let text = block_text(&chunk.content);
@@ -149,11 +192,8 @@ impl Updates {
                     name: name.clone(),
                     arguments: call.raw_input.map(|v| v.to_string()).unwrap_or_default(),
                 };
-                match finished(&mut state, &id, call.status, &call.content) {
-                    Some(done) => {
-                        self.events.emit(started);
-                        done
-                    }
+                match finished(state, &id, call.status, &call.content) {
+                    Some(done) => return vec![started, done],
                     None => started,
                 }
             }
@@ -162,9 +202,9 @@ impl Updates {
                 let fields = update.fields;
                 let content = fields.content.unwrap_or_default();
                 match fields.status {
-                    Some(status) => match finished(&mut state, &id, status, &content) {
+                    Some(status) => match finished(state, &id, status, &content) {
                         Some(done) => done,
-                        None => return,
+                        None => return Vec::new(),
                     },
                     None if !content.is_empty() => {
                         let name = state
@@ -178,7 +218,7 @@ impl Updates {
                             text: contents_text(&content),
                         }
                     }
-                    None => return,
+                    None => return Vec::new(),
                 }
             }
             acp::SessionUpdate::Plan(plan) => AgentEvent::Pack(PackEvent::new(
@@ -197,25 +237,9 @@ impl Updates {
                         .collect(),
                 },
             )),
-            _ => return,
+            _ => return Vec::new(),
         };
-        drop(state);
-        self.events.emit(event);
-    }
-
-    /// Reports the engine's start.
-    pub(super) fn started(&self, agent: Option<&acp::Implementation>, start: std::time::Duration) {
-        let agent = agent.map(|a| format!("{} {}", a.name, a.version));
-        self.events.emit(AgentEvent::Pack(PackEvent::new(
-            "engine",
-            EngineStarted { agent, start },
-        )));
-    }
-
-    /// Says, as a warning event, something kinet did for the engine (a
-    /// refusal).
-    pub(super) fn warn(&self, message: String) {
-        self.events.emit(AgentEvent::Warning { message });
+        vec![event]
     }
 }
 
