@@ -22,7 +22,9 @@
 //! `--keep` (keep the demonstration's project), `-p PROMPT` (one task,
 //! then exit), `--acp` (serve the agent to an editor over the Agent
 //! Client Protocol on stdin/stdout: Zed, JetBrains IDEs, Neovim; see the
-//! README).
+//! README). `KINET_DATA_DIR` moves the sessions and memory out of
+//! `<project>/.kinet` (for a project it may not write, as when another
+//! kinet agent runs it as a read-only `dispatch_agent` engine).
 //!
 //! In a session: type a task and press Enter; `/todo` shows the todo list,
 //! `/session` the session id, `/quit` (or end of input) leaves. Ctrl-C
@@ -261,8 +263,7 @@ async fn serve_acp(
 }
 
 fn project_db(project: &std::path::Path) -> String {
-    project
-        .join(".kinet")
+    workbench::data_path(project)
         .join("kinet.db")
         .display()
         .to_string()

@@ -76,9 +76,19 @@ pub struct Workbench {
     pub conversation: Conversation,
 }
 
-/// `<project>/.kinet`, created with a `.gitignore` that keeps it out of git.
+/// Where the agent keeps its sessions and memory: `$KINET_DATA_DIR` when
+/// set (a project the agent may not write, as when another agent runs it
+/// as a read-only engine), else `<project>/.kinet`.
+pub fn data_path(project: &Path) -> PathBuf {
+    match std::env::var_os("KINET_DATA_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => project.join(".kinet"),
+    }
+}
+
+/// [`data_path`], created with a `.gitignore` that keeps it out of git.
 pub fn data_dir(project: &Path) -> anyhow::Result<PathBuf> {
-    let dir = project.join(".kinet");
+    let dir = data_path(project);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let ignore = dir.join(".gitignore");
     if !ignore.exists() {
@@ -88,7 +98,7 @@ pub fn data_dir(project: &Path) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-/// The session store in `<project>/.kinet/kinet.db`.
+/// The session store: `kinet.db` in [`data_path`].
 pub fn session_store(project: &Path) -> anyhow::Result<Arc<SqliteSessionStore>> {
     let db = data_dir(project)?.join("kinet.db");
     Ok(Arc::new(SqliteSessionStore::open(&db).with_context(
