@@ -47,7 +47,12 @@ fn workspace() -> tempfile::TempDir {
 
 /// A parent agent whose model dispatches one task to engine `name`, then
 /// answers "done".
-fn parent(dir: &Path, name: &str, engine: AcpEngine, timeout: Option<Duration>) -> Agent {
+fn parent(
+    dir: &Path,
+    name: &str,
+    engine: impl Into<kinet_core::builder::Engine>,
+    timeout: Option<Duration>,
+) -> Agent {
     let model = ScriptedProvider::new([
         ScriptedTurn::new().tool_call(
             "d1",
@@ -67,6 +72,28 @@ fn parent(dir: &Path, name: &str, engine: AcpEngine, timeout: Option<Duration>) 
         .limits(limits)
         .sub_agents(SubAgents::new().engine(name, engine))
         .build()
+}
+
+/// What the scripted kinet engine's model does: reads `keep.txt`, then
+/// answers [`SCRIPTED_ANSWER`].
+fn scripted_engine_model() -> ScriptedProvider {
+    ScriptedProvider::new([
+        ScriptedTurn::new().tool_call("r1", "read_file", serde_json::json!({"path": "keep.txt"})),
+        ScriptedTurn::text(SCRIPTED_ANSWER),
+    ])
+}
+
+/// Runs `agent` (a [`parent`]) to its end; its run completed and the
+/// dispatch answered: its events and the answer.
+fn answered(agent: &Agent) -> (Vec<AgentEvent>, String) {
+    let (events, outcome) = runtime().block_on(run(agent));
+    assert!(
+        matches!(outcome.stop, RunStop::Completed),
+        "{:?}",
+        outcome.stop
+    );
+    let text = dispatch_result(&events).expect("the engine's answer");
+    (events, text)
 }
 
 /// Runs `agent` to its end, with its events.
@@ -148,13 +175,7 @@ fn hostile_engine_fails_at_everything() {
         // A proxy exists, but this port is not on its allowlist.
         .allow_hosts(["127.0.0.1:1"]);
     let agent = parent(dir.path(), "hostile", engine, None);
-    let (events, outcome) = runtime().block_on(run(&agent));
-    assert!(
-        matches!(outcome.stop, RunStop::Completed),
-        "{:?}",
-        outcome.stop
-    );
-    let text = dispatch_result(&events).expect("the engine's answer");
+    let (events, text) = answered(&agent);
     eprintln!("{text}");
     for expected in [
         "direct write: failed",
@@ -228,8 +249,7 @@ fn updates_around_the_session_answer_count() {
     for _ in 0..5 {
         let dir = workspace();
         let agent = parent(dir.path(), "hostile", hostile("early", "unused"), None);
-        let (events, _) = runtime().block_on(run(&agent));
-        let text = dispatch_result(&events).expect("the engine's answer");
+        let (_, text) = answered(&agent);
         assert_eq!(text, "early,right after,answer");
     }
 }
@@ -311,13 +331,7 @@ fn kinet_engine(mode: &str) -> AcpEngine {
 fn kinet_over_acp() {
     let dir = workspace();
     let agent = parent(dir.path(), "kinet", kinet_engine("scripted"), None);
-    let (events, outcome) = runtime().block_on(run(&agent));
-    assert!(
-        matches!(outcome.stop, RunStop::Completed),
-        "{:?}",
-        outcome.stop
-    );
-    let text = dispatch_result(&events).expect("the engine's answer");
+    let (events, text) = answered(&agent);
     assert!(text.contains(SCRIPTED_ANSWER), "{text}");
     let subs = sub_events(&events);
     // Its own read_file call, served by the engine's own tools, is an event
@@ -344,13 +358,7 @@ fn kinet_over_acp_on_llama_server() {
     let dir = workspace();
     let engine = kinet_engine(&format!("llama={url}")).allow_hosts([host]);
     let agent = parent(dir.path(), "kinet", engine, None);
-    let (events, outcome) = runtime().block_on(run(&agent));
-    assert!(
-        matches!(outcome.stop, RunStop::Completed),
-        "{:?}",
-        outcome.stop
-    );
-    let text = dispatch_result(&events).expect("the engine's answer");
+    let (_, text) = answered(&agent);
     // The engine's network is the sandbox's proxy alone: an answer means
     // its model calls went through it to the allowed server.
     assert!(!text.trim().is_empty());
@@ -375,13 +383,7 @@ fn typescript_sdk_example_agent() {
     let engine = AcpEngine::command(node.display().to_string(), [example.display().to_string()]);
     let work = workspace();
     let agent = parent(work.path(), "example", engine, None);
-    let (events, outcome) = runtime().block_on(run(&agent));
-    assert!(
-        matches!(outcome.stop, RunStop::Completed),
-        "{:?}",
-        outcome.stop
-    );
-    let text = dispatch_result(&events).expect("the engine's answer");
+    let (events, text) = answered(&agent);
     assert!(text.contains("I'll help you with that"), "{text}");
     assert!(
         text.contains("was rejected: the engine is read-only"),
@@ -635,14 +637,7 @@ fn serve(mode: &str) {
                         ..Default::default()
                     })
                 }
-                None => Agent::builder(ScriptedProvider::new([
-                    ScriptedTurn::new().tool_call(
-                        "r1",
-                        "read_file",
-                        serde_json::json!({"path": "keep.txt"}),
-                    ),
-                    ScriptedTurn::text(SCRIPTED_ANSWER),
-                ])),
+                None => Agent::builder(scripted_engine_model()),
             };
             builder
                 .tools(kinet_tools::default_tools())
@@ -660,34 +655,15 @@ fn bench(rounds: usize) {
     let dir = workspace();
     let rt = runtime();
     let scripted = || {
-        Agent::builder(ScriptedProvider::new([
-            ScriptedTurn::new().tool_call(
-                "r1",
-                "read_file",
-                serde_json::json!({"path": "keep.txt"}),
-            ),
-            ScriptedTurn::text(SCRIPTED_ANSWER),
-        ]))
-        .tools(kinet_tools::default_tools())
-        .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
-        .build()
+        Agent::builder(scripted_engine_model())
+            .tools(kinet_tools::default_tools())
+            .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
+            .build()
     };
     let measure = |engine: Box<dyn Fn() -> kinet_core::builder::Engine>| {
         let (mut first, mut total, mut start) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            let model = ScriptedProvider::new([
-                ScriptedTurn::new().tool_call(
-                    "d1",
-                    "dispatch_agent",
-                    serde_json::json!({"prompt": "Look at keep.txt.", "engine": "e"}),
-                ),
-                ScriptedTurn::text("done"),
-            ]);
-            let agent = Agent::builder(model)
-                .tool(kinet_tools::agents::DispatchAgentTool)
-                .workspace(Workspace::new().cwd(dir.path()).root(dir.path()))
-                .sub_agents(SubAgents::new().engine("e", engine()))
-                .build();
+            let agent = parent(dir.path(), "e", engine(), None);
             rt.block_on(async {
                 let mut run = agent.run(vec![kinet_core::Message::user("go")]);
                 let mut started = None;

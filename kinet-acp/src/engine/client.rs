@@ -10,9 +10,9 @@ use agent_client_protocol::{
     Agent as AgentRole, Client, HandleDispatchFrom, on_receive_notification, on_receive_request,
 };
 
-use super::Offers;
 use super::serve::Served;
 use super::terminals::Terminals;
+use super::{Offers, invalid};
 
 type AcpResult<T = ()> = Result<T, agent_client_protocol::Error>;
 
@@ -46,10 +46,7 @@ impl Peer {
         offered: Option<(bool, &str)>,
     ) -> Option<agent_client_protocol::Error> {
         if !self.served.updates.is_ours(session) {
-            return Some(
-                agent_client_protocol::Error::invalid_params()
-                    .data(serde_json::json!(format!("no session `{session}` is open"))),
-            );
+            return Some(invalid(format!("no session `{session}` is open")));
         }
         match offered {
             Some((false, what)) => Some(not_offered(what)),
@@ -105,9 +102,7 @@ impl Peer {
                     "its command `{}` was not run: {why}",
                     request.command
                 ));
-                responder.respond_with_error(
-                    agent_client_protocol::Error::invalid_params().data(serde_json::json!(why)),
-                )
+                responder.respond_with_error(invalid(why))
             }
         }
     }

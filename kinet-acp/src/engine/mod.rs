@@ -282,6 +282,12 @@ impl AcpEngine {
     }
 }
 
+/// The error kinet answers an engine's request it will not serve with:
+/// invalid params, `message` as its data (what the engine's log shows).
+pub(super) fn invalid(message: impl Into<String>) -> agent_client_protocol::Error {
+    agent_client_protocol::Error::invalid_params().data(serde_json::json!(message.into()))
+}
+
 /// The answer as the model reads it: the engine's text, then what kinet
 /// refused it.
 fn report(text: String, refusals: &[String]) -> String {

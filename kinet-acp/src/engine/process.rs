@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinet_core::ToolCtx;
-use kinet_core::sandbox::{Launch, SandboxPolicy};
+use kinet_core::sandbox::{Launch, SandboxError, SandboxPolicy};
 use tokio::io::AsyncReadExt as _;
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
@@ -84,12 +84,6 @@ impl EngineProcess {
                 .writable(&base)
                 .loopback_servers(true)
                 .allow_hosts(engine.hosts.iter().cloned());
-            if let Some(why) = kinet_core::sandbox::support().sandbox_unavailable(&policy) {
-                return Err(format!(
-                    "kinet cannot confine it on this machine ({why}); a host that accepts an \
-                     unconfined engine says so with `AcpEngine::confined(false)`"
-                ));
-            }
             let roots = if ctx.roots().is_empty() {
                 vec![ctx.cwd().to_path_buf()]
             } else {
@@ -97,9 +91,13 @@ impl EngineProcess {
             };
             launch = launch.sandbox(policy, roots);
         }
-        launch
-            .prepare(&mut command)
-            .map_err(|e| format!("cannot start `{}`: {e}", engine.program))?;
+        launch.prepare(&mut command).map_err(|e| match e {
+            SandboxError::Unavailable(why) => format!(
+                "kinet cannot confine it on this machine ({why}); a host that accepts an \
+                 unconfined engine says so with `AcpEngine::confined(false)`"
+            ),
+            e => format!("cannot start `{}`: {e}", engine.program),
+        })?;
         // Set after the sandbox's own (its proxy's variables): the host's
         // word wins. A `NO_PROXY` for 127.0.0.1 keeps an engine's calls to
         // its own local server off the proxy; inside the sandbox, loopback

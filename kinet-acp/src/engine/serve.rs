@@ -65,7 +65,7 @@ impl Served {
         let shown = request.path.display().to_string();
         let refused = |why: String| {
             self.refuse(format!("a read of `{shown}` failed: {why}"));
-            agent_client_protocol::Error::invalid_params().data(serde_json::json!(why))
+            super::invalid(why)
         };
         let path = self
             .ctx

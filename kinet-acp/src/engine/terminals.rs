@@ -15,6 +15,8 @@ use kinet_core::sandbox::{EnvPolicy, Launch, SandboxPolicy};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::invalid;
+
 type AcpResult<T> = Result<T, agent_client_protocol::Error>;
 
 /// The most output kept per terminal when the engine sets no limit.
@@ -67,10 +69,6 @@ impl Captured {
             self.truncated = true;
         }
     }
-}
-
-fn error(message: String) -> agent_client_protocol::Error {
-    agent_client_protocol::Error::invalid_params().data(serde_json::json!(message))
 }
 
 impl Terminals {
@@ -132,11 +130,6 @@ impl Terminals {
             .env(inherit.environment(&env))
             .writable(vec![self.private.clone()]);
         let policy = SandboxPolicy::read_only().writable(&self.private);
-        if let Some(why) = kinet_core::sandbox::support().sandbox_unavailable(&policy) {
-            return Err(format!(
-                "kinet runs an engine's commands in its read-only sandbox, which this machine lacks: {why}"
-            ));
-        }
         let mut launch = Launch::new()
             .cwd(dir, place.path())
             .env(inherit)
@@ -180,7 +173,7 @@ impl Terminals {
             .lock()
             .ok()
             .and_then(|open| open.get(&id.to_string()).cloned())
-            .ok_or_else(|| error(format!("no terminal `{id}` is open")))
+            .ok_or_else(|| invalid(format!("no terminal `{id}` is open")))
     }
 
     /// `terminal/output`.
@@ -206,7 +199,7 @@ impl Terminals {
             let status = exit
                 .wait_for(Option::is_some)
                 .await
-                .map_err(|_| error("the terminal was released".into()))?
+                .map_err(|_| invalid("the terminal was released"))?
                 .clone()
                 .unwrap_or_default();
             Ok(acp::WaitForTerminalExitResponse::new(status))
@@ -231,7 +224,7 @@ impl Terminals {
                 term.task.abort();
                 Ok(())
             }
-            None => Err(error(format!("no terminal `{id}` is open"))),
+            None => Err(invalid(format!("no terminal `{id}` is open"))),
         }
     }
 }
