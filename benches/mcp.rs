@@ -114,6 +114,37 @@ async fn add_latency(config: ServerConfig) -> (f64, f64, String) {
     )
 }
 
+/// One revision only, ten rounds, for a profiler (`perf record`) to see
+/// where its calls go: `KINET_BENCH_PROFILE_REVISION=2026-07-28` (or
+/// `2025-11-25`).
+fn profile_revision(revision: &str) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = rt.block_on(async {
+        let agent = Agent::builder(ScriptedProvider::new([])).build();
+        McpServer::builder(agent)
+            .expose_tool(support::Add)
+            .build()
+            .serve_http("127.0.0.1:0".parse().unwrap(), None)
+            .await
+            .unwrap()
+    });
+    let url = format!("http://{}/mcp", handle.local_addr());
+    for _ in 0..10 {
+        let mut config = ServerConfig::http("kinet", &url);
+        if revision == "2025-11-25" {
+            config = config.initialize_only();
+        }
+        let (p50, p99, protocol) = rt.block_on(add_latency(config));
+        assert_eq!(protocol, revision);
+        println!("{revision}: p50 {p50:.0} µs, p99 {p99:.0} µs");
+    }
+    rt.block_on(handle.shutdown());
+}
+
 /// The two revisions against one kinet server, taking turns for three
 /// rounds; prints the medians.
 fn revisions() {
@@ -216,6 +247,10 @@ fn revisions() {
 }
 
 fn main() {
+    if let Ok(revision) = std::env::var("KINET_BENCH_PROFILE_REVISION") {
+        profile_revision(&revision);
+        return;
+    }
     if std::env::var_os("KINET_BENCH_REVISIONS_ONLY").is_some() {
         revisions();
         return;

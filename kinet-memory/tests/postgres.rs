@@ -76,6 +76,75 @@ fn session_databases() -> Option<SessionDatabases> {
 
 session_suite!(session_databases(), open_sessions);
 
+/// The PostgreSQL store's claims can be awaited (so the conformance case
+/// `claims_awaited_mean_what_blocking_claims_mean` checks them here), and
+/// awaited on a runtime of one thread they do not hold it up: a timer on
+/// the same thread fires while a claim waits behind a lock in the database.
+#[tokio::test(flavor = "current_thread")]
+async fn claims_are_awaited_without_blocking_the_runtime() {
+    let Some(server) = pg_server::server() else {
+        return;
+    };
+    let at = server.url(&pg_server::fresh_database(server).await);
+    let store = open_sessions(&at);
+    let claims = store
+        .nonblocking()
+        .expect("the PostgreSQL store awaits its claims");
+    store
+        .create(&kinet_core::session::Session::empty("s"))
+        .unwrap();
+    // Another connection, on a thread of its own, holds the claim row's
+    // lock for 300 ms.
+    let (locked, lock_taken) = std::sync::mpsc::channel();
+    let holder = std::thread::spawn({
+        let at = at.clone();
+        move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let (client, connection) = tokio_postgres::connect(&at, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                client
+                    .batch_execute("BEGIN; INSERT INTO kinet_session_claims VALUES ('s', 'z', 0)")
+                    .await
+                    .unwrap();
+                locked.send(()).unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                client.batch_execute("ROLLBACK").await.unwrap();
+            });
+        }
+    });
+    lock_taken.recv().unwrap();
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counting = {
+        let ticks = std::sync::Arc::clone(&ticks);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+    };
+    let claimed = claims
+        .claim_and_load("s", "a", std::time::Duration::from_secs(60))
+        .await;
+    holder.join().unwrap();
+    counting.abort();
+    assert!(matches!(
+        claimed.unwrap(),
+        kinet_core::session::Claimed::Held(Some(_))
+    ));
+    let ticks = ticks.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        ticks >= 10,
+        "the runtime's one thread was held while the claim waited ({ticks} ticks of 10 ms in 300 ms)"
+    );
+}
+
 /// Runs as a child process when KINET_PG_CHILD is set: writes records,
 /// facts and block lines to the database it names; otherwise does nothing.
 #[tokio::test]

@@ -21,7 +21,7 @@ mod store;
 
 pub(crate) use recorder::Recorder;
 
-pub use store::{Claimed, SessionInfo, SessionStore, StoreError, StoreJournal};
+pub use store::{AsyncClaims, Claimed, SessionInfo, SessionStore, StoreError, StoreJournal};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

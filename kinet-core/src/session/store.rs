@@ -155,6 +155,47 @@ pub trait SessionStore: Send + Sync {
         self.append_all(id, entries)?;
         self.release(id, holder)
     }
+
+    /// The same store's claim calls for an async caller, when the store can
+    /// wait for them without blocking a thread (the PostgreSQL store can:
+    /// its calls then wait on the caller's runtime instead of on a
+    /// blocking thread that waits for the store's own). The MCP server's
+    /// stateless turns use them for their claim, renewals, save and
+    /// release. `None` (the default) has callers run the blocking calls
+    /// on their runtime's blocking threads.
+    fn nonblocking(&self) -> Option<&dyn AsyncClaims> {
+        None
+    }
+}
+
+/// [`SessionStore`]'s claim calls without blocking a thread, for a store
+/// on a network server (see [`SessionStore::nonblocking`]). Each means
+/// what the blocking call of the same name means.
+#[async_trait::async_trait]
+pub trait AsyncClaims: Send + Sync {
+    /// As [`SessionStore::claim_and_load`].
+    async fn claim_and_load(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Claimed, StoreError>;
+    /// As [`SessionStore::renew`].
+    async fn renew(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError>;
+    /// As [`SessionStore::release`].
+    async fn release(&self, id: &str, holder: &str) -> Result<(), StoreError>;
+    /// As [`SessionStore::append_and_release`].
+    async fn append_and_release(
+        &self,
+        id: &str,
+        entries: &[JournalEntry],
+        holder: &str,
+    ) -> Result<(), StoreError>;
 }
 
 /// What [`SessionStore::claim_and_load`] found.

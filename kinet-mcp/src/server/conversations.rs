@@ -80,12 +80,14 @@ impl Drop for Claim {
             // Renewals only extend a claim still held (they never create
             // one), so one racing this release cannot leave a claim behind.
             let id = self.id.clone();
-            let release = move || {
-                let _ = store.release(&id, &holder);
-            };
             match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn_blocking(release)),
-                Err(_) => release(),
+                Ok(runtime) if store.nonblocking().is_some() => drop(runtime.spawn(async move {
+                    if let Some(claims) = store.nonblocking() {
+                        let _ = claims.release(&id, &holder).await;
+                    }
+                })),
+                Ok(runtime) => drop(runtime.spawn_blocking(move || store.release(&id, &holder))),
+                Err(_) => drop(store.release(&id, &holder)),
             }
         }
         if let Ok(mut busy) = self.busy.lock() {
@@ -173,12 +175,15 @@ impl Conversations {
             Kind::Store(store) => store,
         };
         let holder = uuid::Uuid::new_v4().simple().to_string();
-        let claimed = {
-            let (store, id, holder) = (Arc::clone(store), id.to_owned(), holder.clone());
-            let ttl = self.ttl;
-            tokio::task::spawn_blocking(move || store.claim_and_load(&id, &holder, ttl))
-                .await
-                .map_err(|e| format!("the conversation store failed: {e}"))?
+        let claimed = match store.nonblocking() {
+            Some(claims) => claims.claim_and_load(id, &holder, self.ttl).await,
+            None => {
+                let (store, id, holder) = (Arc::clone(store), id.to_owned(), holder.clone());
+                let ttl = self.ttl;
+                tokio::task::spawn_blocking(move || store.claim_and_load(&id, &holder, ttl))
+                    .await
+                    .map_err(|e| store_failed(e.into()))?
+            }
         };
         let session = match claimed {
             Ok(Claimed::Held(session)) => session,
@@ -186,7 +191,7 @@ impl Conversations {
             Err(error) => {
                 // It may have been granted before the read failed.
                 claim.shared = Some((Arc::clone(store), holder));
-                return Err(format!("the conversation store failed: {error}"));
+                return Err(store_failed(error));
             }
         };
         claim.shared = Some((Arc::clone(store), holder.clone()));
@@ -195,12 +200,18 @@ impl Conversations {
         claim.renew = Some(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(ttl / 4).await;
-                let (store, id, holder) = (Arc::clone(&store), id.clone(), holder.clone());
-                let renewed =
-                    tokio::task::spawn_blocking(move || store.renew(&id, &holder, ttl)).await;
+                let renewed = match store.nonblocking() {
+                    Some(claims) => claims.renew(&id, &holder, ttl).await,
+                    None => {
+                        let (store, id, holder) = (Arc::clone(&store), id.clone(), holder.clone());
+                        tokio::task::spawn_blocking(move || store.renew(&id, &holder, ttl))
+                            .await
+                            .unwrap_or_else(|e| Err(e.into()))
+                    }
+                };
                 // A store error is tried again next time; a claim the
                 // store no longer has is lost for good.
-                if let Ok(Ok(false)) = renewed {
+                if let Ok(false) = renewed {
                     lost.store(true, Ordering::SeqCst);
                     return;
                 }
@@ -230,7 +241,7 @@ impl Conversations {
     /// `request` is the request's id and answer, kept (in the same
     /// transaction) for a request sent again. A reply's `claim` is given up
     /// with the save (one step for a store), once what it added is stored.
-    pub(super) fn save(
+    pub(super) async fn save(
         &self,
         id: &str,
         owner: Option<&str>,
@@ -243,7 +254,7 @@ impl Conversations {
             key: REQUEST.to_owned(),
             value: serde_json::json!({"id": request, "answer": answer}),
         });
-        match &self.kind {
+        let store = match &self.kind {
             Kind::Memory(map) => {
                 if let Ok(mut map) = map.lock() {
                     map.insert(
@@ -251,66 +262,40 @@ impl Conversations {
                         (owner.map(str::to_owned), conversation.clone()),
                     );
                 }
-                Ok(())
+                return Ok(());
             }
-            Kind::Store(store) => {
-                blocking(|| Self::save_to(store, id, owner, request, conversation, saved, claim))
+            Kind::Store(store) => store,
+        };
+        let Some(entries) = added(conversation, saved, request.as_ref()) else {
+            return blocking(|| Self::replace(store, id, owner, request, conversation, saved));
+        };
+        let Some(claim) = claim.filter(|c| c.shared.is_some()) else {
+            return blocking(|| store.append_all(id, &entries)).map_err(store_failed);
+        };
+        if let Some((_, holder)) = &claim.shared {
+            match store.nonblocking() {
+                Some(claims) => claims.append_and_release(id, &entries, holder).await,
+                None => blocking(|| store.append_and_release(id, &entries, holder)),
             }
+            .map_err(store_failed)?;
         }
+        // Given up with the save: dropping the claim releases nothing.
+        claim.shared = None;
+        Ok(())
     }
 
-    /// [`save`](Self::save) into a store.
-    fn save_to(
+    /// Stores `conversation` whole as `id`, in place of what the store held
+    /// (the run rewrote it: compaction) or as a new conversation.
+    fn replace(
         store: &Arc<dyn SessionStore>,
         id: &str,
         owner: Option<&str>,
         request: Option<JournalEntry>,
         conversation: &Conversation,
         saved: Option<(&[kinet_core::Message], usize)>,
-        claim: Option<&mut Claim>,
     ) -> Result<(), String> {
-        let failed = |e: Box<dyn std::error::Error + Send + Sync>| {
-            format!("the conversation store failed: {e}")
-        };
-        let kept = saved.is_some_and(|(saved, _)| {
-            conversation.messages.len() >= saved.len()
-                && conversation.messages[..saved.len()] == *saved
-        });
-        if let Some((saved, seen_from)) = saved.filter(|_| kept) {
-            // What this reply added, in one transaction: a replica
-            // that dies while saving leaves all of it or none.
-            let entries: Vec<JournalEntry> = conversation
-                .provenance
-                .seen()
-                .iter()
-                .skip(seen_from)
-                .map(|seen| JournalEntry::Seen { seen: seen.clone() })
-                .chain(
-                    conversation
-                        .messages
-                        .iter()
-                        .skip(saved.len())
-                        .map(|message| JournalEntry::Message {
-                            message: message.clone(),
-                        }),
-                )
-                .chain(request)
-                .collect();
-            let Some(claim) = claim.filter(|c| c.shared.is_some()) else {
-                return store.append_all(id, &entries).map_err(failed);
-            };
-            if let Some((_, holder)) = &claim.shared {
-                store
-                    .append_and_release(id, &entries, holder)
-                    .map_err(failed)?;
-            }
-            // Given up with the save: dropping the claim releases nothing.
-            claim.shared = None;
-            return Ok(());
-        }
         if saved.is_some() {
-            // The run rewrote what was stored (compaction).
-            store.delete(id).map_err(failed)?;
+            store.delete(id).map_err(store_failed)?;
         }
         // A new conversation is created whole, with its owner.
         let mut session = Session::empty(id);
@@ -324,9 +309,40 @@ impl Conversations {
         if let Some(JournalEntry::State { key, value }) = request {
             session.state.insert(key, value);
         }
-        store.create(&session).map_err(failed)?;
-        Ok(())
+        store.create(&session).map_err(store_failed)
     }
+}
+
+/// What a reply added to a stored conversation (its ledger entries, its
+/// messages, then `request`), to append in one transaction: a replica that
+/// dies while saving leaves all of it or none. `None` when there is
+/// nothing stored to append to, or the run rewrote what was (compaction).
+fn added(
+    conversation: &Conversation,
+    saved: Option<(&[kinet_core::Message], usize)>,
+    request: Option<&JournalEntry>,
+) -> Option<Vec<JournalEntry>> {
+    let (saved, seen_from) = saved?;
+    let kept = conversation.messages.len() >= saved.len()
+        && conversation.messages[..saved.len()] == *saved;
+    if !kept {
+        return None;
+    }
+    let seen = conversation.provenance.seen().iter().skip(seen_from);
+    let messages = conversation.messages.iter().skip(saved.len());
+    Some(
+        seen.map(|seen| JournalEntry::Seen { seen: seen.clone() })
+            .chain(messages.map(|message| JournalEntry::Message {
+                message: message.clone(),
+            }))
+            .chain(request.cloned())
+            .collect(),
+    )
+}
+
+/// A store's failure, for the reply's error.
+fn store_failed(error: kinet_core::session::StoreError) -> String {
+    format!("the conversation store failed: {error}")
 }
 
 /// Conversation `id` of this client session's memory, if `owner` owns it.
@@ -491,6 +507,7 @@ mod tests {
         ));
         conversations
             .save("c", None, None, &conversation, None, None)
+            .await
             .unwrap();
         let (mut claim, loaded) = conversations.claim("c", None).await.unwrap();
         let loaded = loaded.unwrap().conversation;
@@ -510,6 +527,7 @@ mod tests {
                 Some((&saved.0[..], saved.1)),
                 Some(&mut claim),
             )
+            .await
             .unwrap();
         drop(claim);
         let (_, again) = conversations.claim("c", None).await.unwrap();

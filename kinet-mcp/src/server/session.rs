@@ -190,19 +190,22 @@ impl Session {
                 "conversation `{id}` was taken over by another reply while this one ran (its claim expired); this reply was not saved: send it again"
             ));
         }
-        if let Err(error) = conversations.save(
-            &id,
-            owner.as_deref(),
-            request
-                .request_id
-                .as_deref()
-                .map(|request| (request, answer.as_str())),
-            &outcome.conversation,
-            saved
-                .as_ref()
-                .map(|(messages, seen)| (&messages[..], *seen)),
-            claim.as_mut(),
-        ) {
+        if let Err(error) = conversations
+            .save(
+                &id,
+                owner.as_deref(),
+                request
+                    .request_id
+                    .as_deref()
+                    .map(|request| (request, answer.as_str())),
+                &outcome.conversation,
+                saved
+                    .as_ref()
+                    .map(|(messages, seen)| (&messages[..], *seen)),
+                claim.as_mut(),
+            )
+            .await
+        {
             return error_result(error);
         }
         match &outcome.stop {

@@ -18,7 +18,10 @@
 //! - Writes are transactions: a block edit locks its row, a triple's
 //!   supersession takes an advisory lock on its subject and predicate, so
 //!   concurrent writers from any number of processes lose nothing.
-//! - Connections: a pool of up to 8 (deadpool), over TLS (rustls) as the
+//! - Connections: a pool (deadpool) of up to as many as this machine has
+//!   cores, at least 2, or `pool_max_conns` in the connection string (a
+//!   database runs as many statements at once as it has cores; more
+//!   connections share them and stretch the slowest calls), over TLS (rustls) as the
 //!   connection string's `sslmode` and `sslrootcert` say, read as libpq
 //!   reads them: `verify-full` (the default when `sslrootcert` names a CA)
 //!   checks the server's certificate and name, `verify-ca` its CA only,
@@ -68,9 +71,6 @@ use crate::model::{
     TripleQuery, no_such_block,
 };
 use crate::scope::{Scope, StoredBlock, visible_blocks};
-
-/// Connections the pool keeps at most.
-const POOL_SIZE: usize = 8;
 
 /// Memory in a PostgreSQL database with pgvector. Cheap to clone; every
 /// clone shares the pool. Its API is the [`MemoryBackend`] trait.
@@ -174,7 +174,8 @@ impl PostgresMemory {
     /// Connects to `url` (`postgres://user:password@host:port/db`, or
     /// `host=... user=...`), migrates the schema, makes the embedder's
     /// HNSW index if missing and creates missing blocks. The pool holds up
-    /// to 8 connections.
+    /// to this machine's cores' worth of connections (at least 2), or
+    /// `pool_max_conns` in the connection string.
     pub async fn connect(url: &str, config: MemoryConfig) -> Result<Self, MemoryError> {
         Self::connect_at(url, config, schema::SCHEMA_VERSION).await
     }
@@ -229,7 +230,7 @@ pub(crate) async fn open_pool(
 ) -> Result<(Pool, String), MemoryError> {
     let target = redact(url);
     let connect = tls::parse(url, &target)?;
-    tracing::debug!(target = %target, mode = ?connect.mode, "connecting to PostgreSQL");
+    tracing::debug!(target = %target, mode = ?connect.mode, pool = connect.pool_size, "connecting to PostgreSQL");
     let settings = ManagerConfig {
         recycling_method: RecyclingMethod::Fast,
     };
@@ -238,7 +239,7 @@ pub(crate) async fn open_pool(
         None => Manager::from_config(connect.config, NoTls, settings),
     };
     let pool = Pool::builder(manager)
-        .max_size(POOL_SIZE)
+        .max_size(connect.pool_size)
         .build()
         .map_err(|e| pool_error(&target, e))?;
     let mut client = pool.get().await.map_err(|e| pool_error(&target, e))?;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use kinet_core::session::{
-    Claimed, ForkPoint, JournalEntry, Session, SessionInfo, SessionState, SessionStore, StoreError,
-    StoreJournal,
+    AsyncClaims, Claimed, ForkPoint, JournalEntry, Session, SessionInfo, SessionState,
+    SessionStore, StoreError, StoreJournal,
 };
 use tokio::sync::mpsc;
 
@@ -19,6 +19,19 @@ use crate::sessions::{initial_entries, kind};
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 type Job = Box<dyn FnOnce(Pool) -> Work + Send>;
+/// One call's statements, to run on the store's thread for a blocking
+/// caller ([`PostgresSessionStore::run`]) or an async one
+/// ([`PostgresSessionStore::run_async`]).
+type Op<T> =
+    Box<dyn FnOnce(Pool) -> Pin<Box<dyn Future<Output = Result<T, MemoryError>> + Send>> + Send>;
+
+/// `work` as an [`Op`].
+fn op<T, F>(work: impl FnOnce(Pool) -> F + Send + 'static) -> Op<T>
+where
+    F: Future<Output = Result<T, MemoryError>> + Send + 'static,
+{
+    Box::new(move |pool| Box::pin(work(pool)))
+}
 
 /// The server's clock in ms since the epoch, as SQL: claims expire by one
 /// clock however many machines share the database.
@@ -54,9 +67,14 @@ fn entry_from(id: &str, body: &str) -> Result<JournalEntry, MemoryError> {
 ///   ordered and never collide.
 /// - Claims expire by the database server's clock, not the callers'.
 /// - `SessionStore` is a blocking trait (a journal is written between the
-///   steps of a run): the store runs its pool (up to 8 connections) on a
+///   steps of a run): the store runs its pool (as many connections as
+///   [`PostgresMemory`](super::PostgresMemory)'s, `pool_max_conns`) on a
 ///   thread of its own, so its calls work from any thread or runtime;
 ///   each waits for one round trip.
+/// - An async caller's claim, renewal, save and release
+///   ([`SessionStore::nonblocking`]) wait on its runtime for the store's
+///   thread, with no blocking thread between (the MCP server's stateless
+///   turns use them).
 ///
 /// ```no_run
 /// # fn run() -> Result<(), kinet_memory::MemoryError> {
@@ -152,6 +170,20 @@ impl PostgresSessionStore {
         answer.recv().map_err(|_| MemoryError::Closed)?
     }
 
+    /// Runs `work` on the store's thread and awaits its answer without
+    /// blocking the caller's thread (the served turn's path: no blocking
+    /// thread between the runtime and the store's own).
+    async fn run_async<T: Send + 'static>(&self, work: Op<T>) -> Result<T, MemoryError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |pool| {
+            Box::pin(async move {
+                let _ = reply.send(work(pool).await);
+            })
+        });
+        self.inner.jobs.send(job).map_err(|_| MemoryError::Closed)?;
+        answer.await.map_err(|_| MemoryError::Closed)?
+    }
+
     /// A connection, or why there is none (naming the server).
     async fn client(pool: &Pool, target: &str) -> Result<deadpool_postgres::Object, MemoryError> {
         pool.get().await.map_err(|e| super::pool_error(target, e))
@@ -216,7 +248,7 @@ impl PostgresSessionStore {
     /// Appends entries to a session's journal in one statement (all or
     /// none), their sequence numbers drawn from the session row.
     pub fn append_all(&self, id: &str, entries: &[JournalEntry]) -> Result<(), MemoryError> {
-        self.append_releasing(id, entries, None)
+        self.run(self.append_releasing(id, entries, None)?)
     }
 
     /// Appends `entries` and, with a `holder`, gives up its claim on `id`
@@ -226,7 +258,7 @@ impl PostgresSessionStore {
         id: &str,
         entries: &[JournalEntry],
         holder: Option<&str>,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<Op<()>, MemoryError> {
         let mut kinds = Vec::with_capacity(entries.len());
         let mut bodies = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -237,7 +269,7 @@ impl PostgresSessionStore {
         let holder = holder.map(str::to_owned);
         let count = i64::try_from(entries.len()).unwrap_or(i64::MAX);
         let target = self.inner.target.clone();
-        self.run(move |pool| async move {
+        Ok(op(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             // The claim goes only with a session row to append to (`s`):
             // a failed append keeps it.
@@ -266,20 +298,15 @@ impl PostgresSessionStore {
                 return Err(MemoryError::Invalid(format!("there is no session `{id}`")));
             }
             Ok(())
-        })
+        }))
     }
 
     /// Claims `id` for `holder` and reads its journal in one statement.
-    fn claim_reading(
-        &self,
-        id: &str,
-        holder: &str,
-        ttl: std::time::Duration,
-    ) -> Result<Claimed, MemoryError> {
+    fn claim_reading(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Op<Claimed> {
         let (id, holder) = (id.to_owned(), holder.to_owned());
         let ttl = ttl_ms(ttl);
         let target = self.inner.target.clone();
-        self.run(move |pool| async move {
+        op(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             // One row when refused or when there is no session; else one
             // per entry (one with no body for a session with none).
@@ -334,14 +361,40 @@ impl PostgresSessionStore {
     }
 
     /// Runs one statement that changes rows and says how many.
-    fn change(&self, statement: String, params: Vec<Param>) -> Result<u64, MemoryError> {
+    fn change(&self, statement: String, params: Vec<Param>) -> Op<u64> {
         let target = self.inner.target.clone();
-        self.run(move |pool| async move {
+        op(move |pool| async move {
             let client = Self::client(&pool, &target).await?;
             let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
                 params.iter().map(Param::as_sql).collect();
             client.execute_cached(&statement, &refs).await.map_err(pg)
         })
+    }
+}
+
+impl PostgresSessionStore {
+    /// Extends `holder`'s claim on `id`; whether it still held it.
+    fn renewing(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Op<bool> {
+        let renewed = self.change(
+            format!(
+                "UPDATE kinet_session_claims SET expires_at = {NOW_MS} + $3 WHERE session = $1 AND holder = $2"
+            ),
+            vec![
+                Param::Text(id.to_owned()),
+                Param::Text(holder.to_owned()),
+                Param::Int(ttl_ms(ttl)),
+            ],
+        );
+        op(move |pool| async move { Ok(renewed(pool).await? == 1) })
+    }
+
+    /// Gives up `holder`'s claim on `id`.
+    fn releasing(&self, id: &str, holder: &str) -> Op<()> {
+        let released = self.change(
+            "DELETE FROM kinet_session_claims WHERE session = $1 AND holder = $2".into(),
+            vec![Param::Text(id.to_owned()), Param::Text(holder.to_owned())],
+        );
+        op(move |pool| async move { released(pool).await.map(drop) })
     }
 }
 
@@ -436,10 +489,10 @@ impl SessionStore for PostgresSessionStore {
 
     fn delete(&self, id: &str) -> Result<bool, StoreError> {
         // The entries go with the session (ON DELETE CASCADE).
-        let gone = self.change(
+        let gone = self.run(self.change(
             "DELETE FROM kinet_sessions WHERE id = $1".into(),
             vec![Param::Text(id.to_owned())],
-        )?;
+        ))?;
         Ok(gone > 0)
     }
 
@@ -469,37 +522,23 @@ impl SessionStore for PostgresSessionStore {
     fn claim(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
         // One statement: the row lock of the upsert makes the check and
         // the claim one step for every process.
-        let granted = self.change(
+        let granted = self.run(self.change(
             claim_statement(),
             vec![
                 Param::Text(id.to_owned()),
                 Param::Text(holder.to_owned()),
                 Param::Int(ttl_ms(ttl)),
             ],
-        )?;
+        ))?;
         Ok(granted == 1)
     }
 
     fn renew(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
-        let renewed = self.change(
-            format!(
-                "UPDATE kinet_session_claims SET expires_at = {NOW_MS} + $3 WHERE session = $1 AND holder = $2"
-            ),
-            vec![
-                Param::Text(id.to_owned()),
-                Param::Text(holder.to_owned()),
-                Param::Int(ttl_ms(ttl)),
-            ],
-        )?;
-        Ok(renewed == 1)
+        Ok(self.run(self.renewing(id, holder, ttl))?)
     }
 
     fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
-        self.change(
-            "DELETE FROM kinet_session_claims WHERE session = $1 AND holder = $2".into(),
-            vec![Param::Text(id.to_owned()), Param::Text(holder.to_owned())],
-        )?;
-        Ok(())
+        Ok(self.run(self.releasing(id, holder))?)
     }
 
     fn claim_and_load(
@@ -508,7 +547,7 @@ impl SessionStore for PostgresSessionStore {
         holder: &str,
         ttl: std::time::Duration,
     ) -> Result<Claimed, StoreError> {
-        Ok(self.claim_reading(id, holder, ttl)?)
+        Ok(self.run(self.claim_reading(id, holder, ttl))?)
     }
 
     fn append_and_release(
@@ -517,6 +556,48 @@ impl SessionStore for PostgresSessionStore {
         entries: &[JournalEntry],
         holder: &str,
     ) -> Result<(), StoreError> {
-        Ok(self.append_releasing(id, entries, Some(holder))?)
+        Ok(self.run(self.append_releasing(id, entries, Some(holder))?)?)
+    }
+
+    fn nonblocking(&self) -> Option<&dyn AsyncClaims> {
+        Some(self)
+    }
+}
+
+/// The same statements, awaited on the caller's runtime: a served turn's
+/// claim and save wait for the store's thread without a blocking thread
+/// between.
+#[async_trait::async_trait]
+impl AsyncClaims for PostgresSessionStore {
+    async fn claim_and_load(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<Claimed, StoreError> {
+        Ok(self.run_async(self.claim_reading(id, holder, ttl)).await?)
+    }
+
+    async fn renew(
+        &self,
+        id: &str,
+        holder: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        Ok(self.run_async(self.renewing(id, holder, ttl)).await?)
+    }
+
+    async fn release(&self, id: &str, holder: &str) -> Result<(), StoreError> {
+        Ok(self.run_async(self.releasing(id, holder)).await?)
+    }
+
+    async fn append_and_release(
+        &self,
+        id: &str,
+        entries: &[JournalEntry],
+        holder: &str,
+    ) -> Result<(), StoreError> {
+        let work = self.append_releasing(id, entries, Some(holder))?;
+        Ok(self.run_async(work).await?)
     }
 }

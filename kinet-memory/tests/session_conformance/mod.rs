@@ -47,6 +47,7 @@ macro_rules! session_suite {
             a_fork_keeps_what_came_before_its_point,
             a_session_is_claimed_by_one_holder_at_a_time,
             a_claim_reads_the_session_and_a_save_gives_it_up,
+            claims_awaited_mean_what_blocking_claims_mean,
             concurrent_appends_lose_nothing_and_keep_each_writers_order,
             an_agent_run_is_journalled_and_resumes_elsewhere,
             a_process_killed_during_a_slow_tool_resumes_with_what_completed,
@@ -328,6 +329,54 @@ pub(crate) async fn a_claim_reads_the_session_and_a_save_gives_it_up(f: &impl Se
         .unwrap_err();
     assert!(error.to_string().contains("nobody"), "{error}");
     assert!(!one.claim("nobody", "a", long).unwrap(), "b kept it");
+}
+
+/// A store's claims for async callers ([`SessionStore::nonblocking`]),
+/// when it has them, are the same claims as its blocking calls': each
+/// sees what the other took, renewed and gave up. (A store without them
+/// leaves its callers to the blocking calls; nothing to check.)
+pub(crate) async fn claims_awaited_mean_what_blocking_claims_mean(f: &impl SessionFixture) {
+    let at = f.fresh().await;
+    let one = f.open(&at).await;
+    let two = f.open(&at).await;
+    let (Some(one_async), Some(two_async)) = (one.nonblocking(), two.nonblocking()) else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    let mut session = Session::empty("s");
+    session.conversation.messages.push(Message::user("hello"));
+    one.create(&session).unwrap();
+
+    let read = one_async.claim_and_load("s", "a", long).await.unwrap();
+    assert_eq!(read, Claimed::Held(one.load("s").unwrap()));
+    assert!(!two.claim("s", "b", long).unwrap(), "held by a (awaited)");
+    assert_eq!(
+        two_async.claim_and_load("s", "b", long).await.unwrap(),
+        Claimed::Busy
+    );
+    assert!(one_async.renew("s", "a", long).await.unwrap());
+    assert!(
+        !two_async.renew("s", "b", long).await.unwrap(),
+        "b holds none"
+    );
+
+    one_async
+        .append_and_release("s", &[message("again")], "a")
+        .await
+        .unwrap();
+    assert!(two.claim("s", "b", long).unwrap(), "released with the save");
+    let Claimed::Held(Some(after)) = two_async.claim_and_load("s", "b", long).await.unwrap() else {
+        panic!("b renews its own claim and reads the session");
+    };
+    assert_eq!(texts(&after), ["hello", "again"]);
+    two_async.release("s", "b").await.unwrap();
+    assert!(one.claim("s", "a", long).unwrap(), "released (awaited)");
+
+    let error = one_async
+        .append_and_release("nobody", &[message("x")], "a")
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("nobody"), "{error}");
 }
 
 /// Four handles append to one session from four threads at once: every
