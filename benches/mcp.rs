@@ -16,6 +16,10 @@
 //! python3 -m venv /var/tmp/kinet-pyenv && /var/tmp/kinet-pyenv/bin/pip install mcp==2.3.0
 //! cargo bench --bench mcp --features mcp
 //! ```
+//!
+//! `KINET_BENCH_REVISIONS_ONLY=1` runs only the two revisions (and the
+//! TypeScript server); `KINET_BENCH_PROFILE_REVISION=2026-07-28` (or
+//! `2025-11-25`) runs one revision's `add` for ten rounds, for a profiler.
 #![allow(
     missing_docs,
     clippy::print_stdout,
@@ -114,10 +118,13 @@ async fn add_latency(config: ServerConfig) -> (f64, f64, String) {
     )
 }
 
-/// One revision only, ten rounds, for a profiler (`perf record`) to see
-/// where its calls go: `KINET_BENCH_PROFILE_REVISION=2026-07-28` (or
-/// `2025-11-25`).
-fn profile_revision(revision: &str) {
+/// A 2-worker runtime serving kinet's `add` over streamable HTTP on
+/// loopback: the runtime, the server and its URL.
+fn add_server() -> (
+    tokio::runtime::Runtime,
+    kinet::mcp::HttpServerHandle,
+    String,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -133,6 +140,14 @@ fn profile_revision(revision: &str) {
             .unwrap()
     });
     let url = format!("http://{}/mcp", handle.local_addr());
+    (rt, handle, url)
+}
+
+/// One revision only, ten rounds, for a profiler (`perf record`) to see
+/// where its calls go: `KINET_BENCH_PROFILE_REVISION=2026-07-28` (or
+/// `2025-11-25`).
+fn profile_revision(revision: &str) {
+    let (rt, handle, url) = add_server();
     for _ in 0..10 {
         let mut config = ServerConfig::http("kinet", &url);
         if revision == "2025-11-25" {
@@ -148,21 +163,7 @@ fn profile_revision(revision: &str) {
 /// The two revisions against one kinet server, taking turns for three
 /// rounds; prints the medians.
 fn revisions() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let handle = rt.block_on(async {
-        let agent = Agent::builder(ScriptedProvider::new([])).build();
-        McpServer::builder(agent)
-            .expose_tool(support::Add)
-            .build()
-            .serve_http("127.0.0.1:0".parse().unwrap(), None)
-            .await
-            .unwrap()
-    });
-    let url = format!("http://{}/mcp", handle.local_addr());
+    let (rt, handle, url) = add_server();
     // The official TypeScript SDK's server with the same tool, beside.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let modules = root.join("kinet-mcp/tests/peers/node_modules");
