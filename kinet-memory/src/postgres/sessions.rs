@@ -154,6 +154,20 @@ impl PostgresSessionStore {
         })
     }
 
+    /// Hands `work` to the store's thread, which gives its answer to
+    /// `reply`.
+    fn submit<T, F>(
+        &self,
+        work: impl FnOnce(Pool) -> F + Send + 'static,
+        reply: impl FnOnce(Result<T, MemoryError>) + Send + 'static,
+    ) -> Result<(), MemoryError>
+    where
+        F: Future<Output = Result<T, MemoryError>> + Send + 'static,
+    {
+        let job: Job = Box::new(move |pool| Box::pin(async move { reply(work(pool).await) }));
+        self.inner.jobs.send(job).map_err(|_| MemoryError::Closed)
+    }
+
     /// Runs `work` on the store's thread and waits for its answer.
     fn run<T, F>(&self, work: impl FnOnce(Pool) -> F + Send + 'static) -> Result<T, MemoryError>
     where
@@ -161,12 +175,7 @@ impl PostgresSessionStore {
         F: Future<Output = Result<T, MemoryError>> + Send + 'static,
     {
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        let job: Job = Box::new(move |pool| {
-            Box::pin(async move {
-                let _ = reply.send(work(pool).await);
-            })
-        });
-        self.inner.jobs.send(job).map_err(|_| MemoryError::Closed)?;
+        self.submit(work, move |answer| drop(reply.send(answer)))?;
         answer.recv().map_err(|_| MemoryError::Closed)?
     }
 
@@ -175,12 +184,7 @@ impl PostgresSessionStore {
     /// thread between the runtime and the store's own).
     async fn run_async<T: Send + 'static>(&self, work: Op<T>) -> Result<T, MemoryError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |pool| {
-            Box::pin(async move {
-                let _ = reply.send(work(pool).await);
-            })
-        });
-        self.inner.jobs.send(job).map_err(|_| MemoryError::Closed)?;
+        self.submit(work, move |answer| drop(reply.send(answer)))?;
         answer.await.map_err(|_| MemoryError::Closed)?
     }
 
@@ -370,9 +374,7 @@ impl PostgresSessionStore {
             client.execute_cached(&statement, &refs).await.map_err(pg)
         })
     }
-}
 
-impl PostgresSessionStore {
     /// Extends `holder`'s claim on `id`; whether it still held it.
     fn renewing(&self, id: &str, holder: &str, ttl: std::time::Duration) -> Op<bool> {
         let renewed = self.change(
